@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import filecmp
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -55,9 +54,7 @@ def generate(out_dir: Path) -> list[Path]:
 
 def _checked_in() -> list[Path]:
     pkg = OUT_ROOT / PACKAGE_REL
-    return sorted(
-        p.relative_to(OUT_ROOT) for p in pkg.iterdir() if p.name.endswith(GENERATED_SUFFIXES)
-    )
+    return sorted(p.relative_to(OUT_ROOT) for p in pkg.iterdir() if p.name.endswith(GENERATED_SUFFIXES))
 
 
 def main() -> int:
@@ -71,7 +68,8 @@ def main() -> int:
             stale = [
                 str(rel)
                 for rel in produced
-                if not (OUT_ROOT / rel).exists() or not filecmp.cmp(tmp_dir / rel, OUT_ROOT / rel, shallow=False)
+                if not (OUT_ROOT / rel).exists()
+                or not filecmp.cmp(tmp_dir / rel, OUT_ROOT / rel, shallow=False)
             ]
             extra = [str(rel) for rel in _checked_in() if rel not in produced]
             if stale or extra:

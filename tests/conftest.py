@@ -1,18 +1,32 @@
-"""Session-wide test bed: one real broker (Tansu) and one real Spark Connect server per
-test session; every test gets its own topic and group names."""
+"""Session-wide test bed: one real broker (Tansu), one real Spark Connect server and one real
+control plane (a `sluiceway server` process on a socket) per test session; every test gets
+its own topic, group and connector names."""
 
 from __future__ import annotations
 
 import os
+import sys
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import grpc
 import pytest
-
-from sluiceway_server.embedded import EmbeddedBroker, EmbeddedSparkConnect, start_broker, start_spark_connect
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from sluiceway_server.embedded import (
+    EmbeddedBroker,
+    EmbeddedSparkConnect,
+    ManagedProcess,
+    free_port,
+    spawn,
+    start_broker,
+    start_spark_connect,
+)
 
 LOG_DIR = Path(os.environ.get("SLUICEWAY_TEST_LOG_DIR", "/tmp/sluiceway-test-logs"))
+TEST_PLUGINS = Path(__file__).parent / "plugins"
 
 
 @pytest.fixture(scope="session")
@@ -36,3 +50,126 @@ def spark_connect() -> Iterator[EmbeddedSparkConnect]:
 def unique() -> str:
     """A short unique suffix for this test's topics, groups and connector names."""
     return uuid.uuid4().hex[:10]
+
+
+def wait_serving(address: str, timeout: float, process: ManagedProcess | None = None) -> None:
+    """Until the gRPC health service reports SERVING (the server is fully started)."""
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < deadline:
+            if process is not None and process.process.poll() is not None:
+                raise RuntimeError(f"control plane exited early:\n{process.tail()}")
+            try:
+                reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                pass
+            time.sleep(0.2)
+    raise TimeoutError(f"control plane at {address} not serving after {timeout}s")
+
+
+@dataclass
+class ControlPlaneProcess:
+    """A `sluiceway server` child process with its own internal topics."""
+
+    broker: EmbeddedBroker
+    suffix: str
+    port: int = field(default_factory=free_port)
+    settings: dict[str, str] = field(default_factory=dict)
+    managed: ManagedProcess | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def topics(self) -> dict[str, str]:
+        return {
+            "config": f"configs-{self.suffix}",
+            "offset": f"offsets-{self.suffix}",
+            "status": f"status-{self.suffix}",
+        }
+
+    def argv(self) -> list[str]:
+        settings = {
+            "config.storage.topic": self.topics["config"],
+            "offset.storage.topic": self.topics["offset"],
+            "status.storage.topic": self.topics["status"],
+            "config.storage.replication.factor": "1",
+            "offset.storage.replication.factor": "1",
+            "status.storage.replication.factor": "1",
+            "offset.storage.partitions": "5",
+            "status.storage.partitions": "2",
+            "plugin.callback.timeout.ms": "5000",
+            **self.settings,
+        }
+        argv = [
+            sys.executable,
+            "-m",
+            "sluiceway_server",
+            "--bootstrap-servers",
+            self.broker.bootstrap_servers,
+            "--listeners",
+            self.address,
+            "--group-id",
+            f"cluster-{self.suffix}",
+        ]
+        for key, value in settings.items():
+            argv += ["--set", f"{key}={value}"]
+        return argv
+
+    def start(self, timeout: float = 60.0) -> ControlPlaneProcess:
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(TEST_PLUGINS), os.environ.get("PYTHONPATH")])),
+        }
+        self.managed = spawn(f"control-plane-{self.suffix}", self.argv(), LOG_DIR, env=env)
+        wait_serving(self.address, timeout, self.managed)
+        return self
+
+    def stop(self) -> int:
+        assert self.managed is not None
+        self.managed.stop(timeout=30)
+        return self.managed.process.returncode
+
+    def kill(self) -> None:
+        assert self.managed is not None
+        self.managed.kill()
+
+
+@pytest.fixture(scope="session")
+def control_plane(broker: EmbeddedBroker) -> Iterator[ControlPlaneProcess]:
+    """The shared control plane; tests use their own connector names (`unique`)."""
+    plane = ControlPlaneProcess(broker, uuid.uuid4().hex[:8]).start()
+    yield plane
+    plane.stop()
+
+
+@pytest.fixture
+def channel(control_plane: ControlPlaneProcess) -> Iterator[grpc.Channel]:
+    with grpc.insecure_channel(control_plane.address) as ch:
+        yield ch
+
+
+@pytest.fixture
+def control_plane_factory(broker: EmbeddedBroker) -> Iterator[Callable[..., ControlPlaneProcess]]:
+    """Dedicated control planes for tests that restart or kill them; all stopped at the end.
+    `factory(suffix=None, **settings)`: the same suffix reuses the same internal topics."""
+    started: list[ControlPlaneProcess] = []
+
+    def factory(suffix: str | None = None, **settings: str) -> ControlPlaneProcess:
+        plane = ControlPlaneProcess(broker, suffix or uuid.uuid4().hex[:8], settings=dict(settings)).start()
+        started.append(plane)
+        return plane
+
+    yield factory
+    for plane in started:
+        if plane.managed is not None and plane.managed.process.poll() is None:
+            plane.stop()
+
+
+# Test plugins are importable in this process too (unit tests use them with memory stores).
+if str(TEST_PLUGINS) not in sys.path:
+    sys.path.insert(0, str(TEST_PLUGINS))

@@ -1,0 +1,157 @@
+"""Rendering for the CLI: aligned tables and readable states for people, protobuf JSON for
+scripts, and the one error format."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TextIO
+
+import grpc
+from google.protobuf import json_format, timestamp_pb2
+from google.protobuf.message import Message
+
+from sluiceway.api.v1 import common_pb2, plugins_pb2
+from sluiceway.errors import SluicewayError
+
+_MAX_EXACT_FLOAT_INT = 2**53
+
+
+def message_to_json(message: Message) -> dict[str, Any]:
+    """Protobuf JSON with the proto field names, every field present (scripts need not
+    guess defaults), and integral Struct numbers (offsets, partitions) as integers."""
+    data = json_format.MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+    result = _integral_numbers(data)
+    assert isinstance(result, dict)
+    return result
+
+
+def _integral_numbers(value: Any) -> Any:
+    # google.protobuf.Struct stores every number as a double, so {"kafka_offset": 5} would
+    # print as 5.0. Our messages have no double fields, so only Struct values are affected.
+    if isinstance(value, float) and value.is_integer() and abs(value) <= _MAX_EXACT_FLOAT_INT:
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _integral_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_integral_numbers(item) for item in value]
+    return value
+
+
+def print_json(data: Any, out: TextIO | None = None) -> None:
+    stream = out if out is not None else sys.stdout
+    if isinstance(data, Message):
+        data = message_to_json(data)
+    stream.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def compact_json(data: Any) -> str:
+    """One-line JSON for table cells (partitions and offsets)."""
+    return json.dumps(_integral_numbers(data), sort_keys=True, separators=(", ", ": "), ensure_ascii=False)
+
+
+def _cell(value: object) -> str:
+    text = "" if value is None else str(value)
+    # One row per line: a newline or tab inside a value would break the columns.
+    return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+
+
+def render_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """Columns aligned with two spaces between them and no trailing whitespace."""
+    cells = [[_cell(value) for value in row] for row in rows]
+    all_rows = [list(headers), *cells]
+    widths = [max(len(row[i]) if i < len(row) else 0 for row in all_rows) for i in range(len(headers))]
+    lines = []
+    for row in all_rows:
+        padded = [value.ljust(widths[i]) for i, value in enumerate(row)]
+        lines.append("  ".join(padded).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def print_table(headers: Sequence[str], rows: Iterable[Sequence[object]], out: TextIO | None = None) -> None:
+    (out if out is not None else sys.stdout).write(render_table(headers, rows))
+
+
+def render_fields(fields: Sequence[tuple[str, object]]) -> str:
+    """`Label:  value` lines with the values aligned."""
+    width = max((len(label) for label, _ in fields), default=0) + 1
+    return "".join(f"{(label + ':').ljust(width)}  {_cell(value)}\n" for label, value in fields)
+
+
+def truncate(text: str, width: int) -> str:
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return first if len(first) <= width else first[: width - 1] + "…"
+
+
+# --- readable enum values -----------------------------------------------------------------
+
+
+def state_label(state: common_pb2.State.ValueType) -> str:
+    """STATE_RUNNING -> RUNNING; unknown or unset -> "-"."""
+    if state == common_pb2.STATE_UNSPECIFIED or state not in common_pb2.State.values():
+        return "-"
+    return common_pb2.State.Name(state).removeprefix("STATE_")
+
+
+def target_state_label(state: common_pb2.TargetState.ValueType) -> str:
+    if state == common_pb2.TARGET_STATE_UNSPECIFIED or state not in common_pb2.TargetState.values():
+        return "-"
+    return common_pb2.TargetState.Name(state)
+
+
+def connector_type_label(kind: common_pb2.ConnectorType.ValueType) -> str:
+    """Kafka Connect's lower-case "source" / "sink"."""
+    if kind == common_pb2.CONNECTOR_TYPE_UNSPECIFIED or kind not in common_pb2.ConnectorType.values():
+        return "-"
+    return common_pb2.ConnectorType.Name(kind).lower()
+
+
+def plugin_type_label(kind: plugins_pb2.PluginType.ValueType) -> str:
+    if kind == plugins_pb2.PLUGIN_TYPE_UNSPECIFIED or kind not in plugins_pb2.PluginType.values():
+        return "-"
+    return plugins_pb2.PluginType.Name(kind).removesuffix("_CONNECTOR").lower()
+
+
+def enum_label(enum_type: Any, value: int) -> str:
+    """Any other enum: its name, or "-" when unset."""
+    if value == 0 or value not in enum_type.values():
+        return "-"
+    return str(enum_type.Name(value))
+
+
+def timestamp_label(ts: timestamp_pb2.Timestamp) -> str:
+    if ts.seconds == 0 and ts.nanos == 0:
+        return "-"
+    moment = ts.ToDatetime(tzinfo=datetime.UTC)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def short_name(name: str) -> str:
+    """`connectors/x` -> `x`, `connectors/x/tasks/3` -> `task 3`, `plugins/p` -> `p`."""
+    if "/tasks/" in name:
+        return "task " + name.rsplit("/", 1)[1]
+    return name.removeprefix("connectors/").removeprefix("plugins/")
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+
+def format_error(error: SluicewayError, target: str | None = None) -> str:
+    """`error: <CODE> <reason>: <message>` and one indented line per field violation."""
+    lines = [f"error: {error}"]
+    # Errors the client raises itself already name their one violation in the message.
+    lines.extend(
+        f"  {v.field}: {v.description}" for v in error.field_violations if v.description not in error.message
+    )
+    if error.code == grpc.StatusCode.UNAVAILABLE and error.reason is None and target:
+        # No ErrorInfo: the call never reached a Sluiceway server.
+        lines.append(f"  (is a Sluiceway server listening on {target}? Set --server or $SLUICEWAY_SERVER.)")
+    return "\n".join(lines) + "\n"
+
+
+def sorted_items(mapping: Mapping[str, str]) -> list[tuple[str, str]]:
+    return sorted(mapping.items())

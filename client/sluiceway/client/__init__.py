@@ -1,0 +1,60 @@
+"""The Sluiceway client library: typed, retrying clients of the control plane's gRPC API.
+
+    from sluiceway.client import SluicewayClient
+
+    with SluicewayClient() as client:  # $SLUICEWAY_SERVER or localhost:8083
+        client.create_connector("gen", {"connector.class": "DataGenSource", "topic": "t"})
+        for connector in client.list_connectors(view="STATUS"):
+            print(connector.name, connector.status.connector.state)
+
+Methods return the generated messages of `sluiceway.api.v1` and raise `sluiceway.errors`
+exceptions. `AsyncSluicewayClient` offers the same methods for asyncio. The config readers
+(`load_config_file`, `parse_properties`...) accept what the CLI accepts: Kafka Connect JSON
+bodies and Java `.properties` files.
+"""
+
+from sluiceway.client._aio import AsyncSluicewayClient
+from sluiceway.client._base import DEFAULT_TARGET, DEFAULT_TIMEOUT, TARGET_ENV, resolve_target
+from sluiceway.client._config_input import (
+    ConfigFile,
+    ConfigInputError,
+    format_properties,
+    load_config_file,
+    load_offsets_file,
+    parse_config_json,
+    parse_key_values,
+    parse_offsets_json,
+    parse_properties,
+)
+from sluiceway.client._names import connector_id, connector_name, parse_task_name, plugin_name, task_name
+from sluiceway.client._requests import ConfigMapping, ConfigValue, OffsetLike
+from sluiceway.client._retry import Retrier, RetryPolicy
+from sluiceway.client._sync import SluicewayClient
+
+__all__ = [
+    "DEFAULT_TARGET",
+    "DEFAULT_TIMEOUT",
+    "TARGET_ENV",
+    "AsyncSluicewayClient",
+    "ConfigFile",
+    "ConfigInputError",
+    "ConfigMapping",
+    "ConfigValue",
+    "OffsetLike",
+    "Retrier",
+    "RetryPolicy",
+    "SluicewayClient",
+    "connector_id",
+    "connector_name",
+    "format_properties",
+    "load_config_file",
+    "load_offsets_file",
+    "parse_config_json",
+    "parse_key_values",
+    "parse_offsets_json",
+    "parse_properties",
+    "parse_task_name",
+    "plugin_name",
+    "resolve_target",
+    "task_name",
+]

@@ -1,0 +1,363 @@
+"""The asyncio Sluiceway client (grpc.aio): the same methods as `SluicewayClient`, as coroutines."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from types import TracebackType
+from typing import Self, TypeVar
+
+import grpc
+
+from sluiceway.api.v1 import (
+    cluster_pb2,
+    cluster_pb2_grpc,
+    connectors_pb2,
+    connectors_pb2_grpc,
+    offsets_pb2,
+    offsets_pb2_grpc,
+    plugins_pb2,
+    plugins_pb2_grpc,
+    topics_pb2,
+    topics_pb2_grpc,
+)
+from sluiceway.client import _requests
+from sluiceway.client._base import (
+    DEFAULT_TIMEOUT,
+    UNSET,
+    ChannelOptions,
+    Metadata,
+    TimeoutArg,
+    call_metadata,
+    call_timeout,
+    check_timeout,
+    resolve_target,
+)
+from sluiceway.client._requests import ConfigMapping, InitialStateLike, OffsetLike, ViewLike
+from sluiceway.client._retry import AsyncStreamCall, Retrier, RetryPolicy
+
+__all__ = ["AsyncSluicewayClient"]
+
+_Req = TypeVar("_Req")
+_Resp = TypeVar("_Resp")
+
+
+class AsyncSluicewayClient:
+    """The asyncio twin of `SluicewayClient`: a typed, retrying client of the control plane.
+
+    `target` is `host:port`; it defaults to $SLUICEWAY_SERVER, else `localhost:8083`.
+    `timeout` is the overall deadline of each call in seconds, retries included (None: no
+    deadline); every method also takes its own `timeout`. Failures raise `SluicewayError`
+    subclasses (`sluiceway.errors`). Mutations take an optional `request_id`; without one
+    each call gets a fresh id that all its retries share, so a retry never acts twice.
+
+    Create it inside a running event loop (gRPC binds the channel to it) and use it as an
+    async context manager, or await `close()`.
+    """
+
+    def __init__(
+        self,
+        target: str | None = None,
+        *,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+        metadata: Metadata = (),
+        options: ChannelOptions = (),
+        retrier: Retrier | None = None,
+    ) -> None:
+        """`credentials` switches to a TLS channel (e.g. `grpc.ssl_channel_credentials()`);
+        `metadata` is sent with every call (e.g. an authorization header); `options` are gRPC
+        channel arguments. `retrier` replaces the one built from `retry`, e.g. to inject a
+        clock and sleep in tests."""
+        self.target = resolve_target(target)
+        self.timeout = check_timeout(timeout)
+        if retry is not None and retrier is not None:
+            raise ValueError("pass either retry or retrier, not both")
+        self._retrier = retrier if retrier is not None else Retrier(retry)
+        self._metadata = call_metadata(metadata) or None
+        channel_options = list(options)
+        self._channel = (
+            grpc.aio.secure_channel(self.target, credentials, options=channel_options)
+            if credentials is not None
+            else grpc.aio.insecure_channel(self.target, options=channel_options)
+        )
+        self._connectors = connectors_pb2_grpc.ConnectorServiceStub(self._channel)
+        self._plugins = plugins_pb2_grpc.PluginServiceStub(self._channel)
+        self._offsets = offsets_pb2_grpc.OffsetServiceStub(self._channel)
+        self._topics = topics_pb2_grpc.TopicServiceStub(self._channel)
+        self._cluster = cluster_pb2_grpc.ClusterServiceStub(self._channel)
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        return self._retrier.policy
+
+    async def close(self, grace: float | None = None) -> None:
+        """Closes the channel; `grace` seconds let calls in flight finish (None cancels them)."""
+        await self._channel.close(grace)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"AsyncSluicewayClient(target={self.target!r})"
+
+    async def _unary(
+        self, method: grpc.aio.UnaryUnaryMultiCallable[_Req, _Resp], request: _Req, timeout: TimeoutArg
+    ) -> _Resp:
+        # The same request object, and so the same request_id, goes out on every attempt.
+        async def invoke(attempt_timeout: float | None) -> _Resp:
+            return await method(request, timeout=attempt_timeout, metadata=self._metadata)
+
+        return await self._retrier.call_async(call_timeout(timeout, self.timeout), invoke)
+
+    # --- connectors ---------------------------------------------------------------------
+
+    async def create_connector(
+        self,
+        name: str,
+        config: ConfigMapping,
+        *,
+        initial_state: InitialStateLike = "RUNNING",
+        validate_only: bool = False,
+        request_id: str | None = None,
+        timeout: TimeoutArg = UNSET,
+    ) -> connectors_pb2.Connector:
+        """Creates connector `name` (KIP-980 `initial_state`: RUNNING, PAUSED or STOPPED).
+        With `validate_only` the server checks everything and writes nothing."""
+        request = _requests.create_connector(name, config, initial_state, validate_only, request_id)
+        return await self._unary(self._connectors.CreateConnector, request, timeout)
+
+    async def get_connector(
+        self,
+        name: str,
+        *,
+        view: ViewLike = "INFO",
+        min_config_position: int = 0,
+        timeout: TimeoutArg = UNSET,
+    ) -> connectors_pb2.Connector:
+        """The connector in `view` NAMES, INFO (config, type, tasks, target state), STATUS or
+        FULL. `min_config_position` (a mutation's `config_position`) reads your own write."""
+        request = _requests.get_connector(name, view, min_config_position)
+        return await self._unary(self._connectors.GetConnector, request, timeout)
+
+    async def list_connectors_page(
+        self,
+        *,
+        view: ViewLike = "NAMES",
+        page_size: int = 0,
+        page_token: str = "",
+        min_config_position: int = 0,
+        timeout: TimeoutArg = UNSET,
+    ) -> connectors_pb2.ListConnectorsResponse:
+        """One page of connectors, sorted by name; pass `next_page_token` on for the next."""
+        request = _requests.list_connectors(view, page_size, page_token, min_config_position)
+        return await self._unary(self._connectors.ListConnectors, request, timeout)
+
+    def list_connectors(
+        self,
+        *,
+        view: ViewLike = "NAMES",
+        page_size: int = 0,
+        min_config_position: int = 0,
+        timeout: TimeoutArg = UNSET,
+    ) -> AsyncIterator[connectors_pb2.Connector]:
+        """Every connector, as an async iterator fetching pages as it advances (`timeout` applies to
+        each page's call)."""
+        request = _requests.list_connectors(view, page_size, "", min_config_position)
+        return self._iter_connectors(request, timeout)
+
+    async def _iter_connectors(
+        self, request: connectors_pb2.ListConnectorsRequest, timeout: TimeoutArg
+    ) -> AsyncIterator[connectors_pb2.Connector]:
+        while True:
+            page = await self._unary(self._connectors.ListConnectors, request, timeout)
+            for connector in page.connectors:
+                yield connector
+            if not page.next_page_token:
+                return
+            request.page_token = page.next_page_token
+
+    async def replace_connector_config(
+        self,
+        name: str,
+        config: ConfigMapping,
+        *,
+        request_id: str | None = None,
+        timeout: TimeoutArg = UNSET,
+    ) -> tuple[connectors_pb2.Connector, bool]:
+        """Creates or replaces the whole config; returns the connector and whether it was
+        created."""
+        request = _requests.replace_connector_config(name, config, request_id)
+        response = await self._unary(self._connectors.ReplaceConnectorConfig, request, timeout)
+        return response.connector, response.created
+
+    async def patch_connector_config(
+        self,
+        name: str,
+        set: ConfigMapping | None = None,
+        remove: Iterable[str] = (),
+        *,
+        request_id: str | None = None,
+        timeout: TimeoutArg = UNSET,
+    ) -> connectors_pb2.Connector:
+        """Sets the keys in `set` and removes those in `remove` (Kafka Connect's null)."""
+        request = _requests.patch_connector_config(name, set, remove, request_id)
+        return await self._unary(self._connectors.PatchConnectorConfig, request, timeout)
+
+    async def delete_connector(
+        self,
+        name: str,
+        *,
+        delete_offsets: bool = False,
+        wait: bool = False,
+        request_id: str | None = None,
+        timeout: TimeoutArg = UNSET,
+    ) -> None:
+        """Deletes the connector; `delete_offsets` resets its offsets too, `wait` returns
+        only once it and its tasks are fully shut down."""
+        request = _requests.delete_connector(name, delete_offsets, wait, request_id)
+        await self._unary(self._connectors.DeleteConnector, request, timeout)
+
+    async def pause_connector(
+        self, name: str, *, request_id: str | None = None, timeout: TimeoutArg = UNSET
+    ) -> connectors_pb2.Connector:
+        request = _requests.pause_connector(name, request_id)
+        return await self._unary(self._connectors.PauseConnector, request, timeout)
+
+    async def resume_connector(
+        self, name: str, *, request_id: str | None = None, timeout: TimeoutArg = UNSET
+    ) -> connectors_pb2.Connector:
+        request = _requests.resume_connector(name, request_id)
+        return await self._unary(self._connectors.ResumeConnector, request, timeout)
+
+    async def stop_connector(
+        self, name: str, *, request_id: str | None = None, timeout: TimeoutArg = UNSET
+    ) -> connectors_pb2.Connector:
+        """KIP-875: shuts the connector and its tasks down, keeping its config."""
+        request = _requests.stop_connector(name, request_id)
+        return await self._unary(self._connectors.StopConnector, request, timeout)
+
+    async def restart_connector(
+        self,
+        name: str,
+        *,
+        include_tasks: bool = False,
+        only_failed: bool = False,
+        request_id: str | None = None,
+        timeout: TimeoutArg = UNSET,
+    ) -> connectors_pb2.ConnectorStatus:
+        """KIP-745 restart; returns the status with the restarting instances as RESTARTING."""
+        request = _requests.restart_connector(name, include_tasks, only_failed, request_id)
+        return await self._unary(self._connectors.RestartConnector, request, timeout)
+
+    async def list_tasks(
+        self, name: str, *, min_config_position: int = 0, timeout: TimeoutArg = UNSET
+    ) -> list[connectors_pb2.Task]:
+        request = _requests.list_tasks(name, min_config_position)
+        return list((await self._unary(self._connectors.ListTasks, request, timeout)).tasks)
+
+    async def connector_status(
+        self, name: str, *, timeout: TimeoutArg = UNSET
+    ) -> connectors_pb2.ConnectorStatus:
+        request = _requests.connector_status(name)
+        return await self._unary(self._connectors.GetConnectorStatus, request, timeout)
+
+    async def task_status(
+        self, name: str, task: int, *, timeout: TimeoutArg = UNSET
+    ) -> connectors_pb2.TaskStatus:
+        request = _requests.task_status(name, task)
+        return await self._unary(self._connectors.GetTaskStatus, request, timeout)
+
+    async def restart_task(
+        self, name: str, task: int, *, request_id: str | None = None, timeout: TimeoutArg = UNSET
+    ) -> None:
+        request = _requests.restart_task(name, task, request_id)
+        await self._unary(self._connectors.RestartTask, request, timeout)
+
+    def watch_status(
+        self, name: str | None = None, *, include_initial: bool = True, timeout: float | None = None
+    ) -> AsyncIterator[connectors_pb2.StatusEvent]:
+        """Status changes of one connector (or all) as an async iterator. The stream is
+        opened on first iteration and retried until its first event; it has no deadline
+        unless `timeout` is given. Stop iterating and `aclose()` the iterator to cancel it."""
+        request = _requests.watch_status(name, include_initial)
+        check_timeout(timeout)
+
+        def open_call(attempt_timeout: float | None) -> AsyncStreamCall:
+            return self._connectors.WatchStatus(request, timeout=attempt_timeout, metadata=self._metadata)
+
+        return self._retrier.stream_async(timeout, open_call, connectors_pb2.StatusEvent)
+
+    # --- plugins ------------------------------------------------------------------------
+
+    async def list_plugins(
+        self, *, include_all_types: bool = False, timeout: TimeoutArg = UNSET
+    ) -> list[plugins_pb2.Plugin]:
+        """Installed connector plugins; with `include_all_types` also converters, transforms
+        and predicates."""
+        request = _requests.list_plugins(include_all_types)
+        return list((await self._unary(self._plugins.ListPlugins, request, timeout)).plugins)
+
+    async def plugin_config(
+        self, plugin: str, *, timeout: TimeoutArg = UNSET
+    ) -> plugins_pb2.PluginConfigDefinition:
+        """The config definition of a plugin, by class path or alias."""
+        request = _requests.plugin_config(plugin)
+        return await self._unary(self._plugins.GetPluginConfigDefinition, request, timeout)
+
+    async def validate_config(
+        self, config: ConfigMapping, plugin: str | None = None, *, timeout: TimeoutArg = UNSET
+    ) -> plugins_pb2.ValidateConnectorConfigResponse:
+        """Per-field validation; an invalid config is a successful call with `error_count`.
+        Without `plugin` the config's `connector.class` names it."""
+        request = _requests.validate_config(config, plugin)
+        return await self._unary(self._plugins.ValidateConnectorConfig, request, timeout)
+
+    # --- offsets ------------------------------------------------------------------------
+
+    async def get_offsets(self, name: str, *, timeout: TimeoutArg = UNSET) -> offsets_pb2.ConnectorOffsets:
+        request = _requests.get_offsets(name)
+        return await self._unary(self._offsets.GetConnectorOffsets, request, timeout)
+
+    async def alter_offsets(
+        self,
+        name: str,
+        offsets: Iterable[OffsetLike],
+        *,
+        request_id: str | None = None,
+        timeout: TimeoutArg = UNSET,
+    ) -> offsets_pb2.AlterConnectorOffsetsResponse:
+        """KIP-875 alter (connector must be STOPPED): each item is a PartitionOffset or
+        `{"partition": {...}, "offset": {...} | None}`; a None offset resets that partition."""
+        request = _requests.alter_offsets(name, offsets, request_id)
+        return await self._unary(self._offsets.AlterConnectorOffsets, request, timeout)
+
+    async def reset_offsets(
+        self, name: str, *, request_id: str | None = None, timeout: TimeoutArg = UNSET
+    ) -> offsets_pb2.ResetConnectorOffsetsResponse:
+        request = _requests.reset_offsets(name, request_id)
+        return await self._unary(self._offsets.ResetConnectorOffsets, request, timeout)
+
+    # --- topics and cluster -------------------------------------------------------------
+
+    async def active_topics(self, name: str, *, timeout: TimeoutArg = UNSET) -> topics_pb2.ActiveTopics:
+        """KIP-558: the topics the connector has used since the last reset."""
+        request = _requests.active_topics(name)
+        return await self._unary(self._topics.GetActiveTopics, request, timeout)
+
+    async def reset_active_topics(
+        self, name: str, *, request_id: str | None = None, timeout: TimeoutArg = UNSET
+    ) -> None:
+        request = _requests.reset_active_topics(name, request_id)
+        await self._unary(self._topics.ResetActiveTopics, request, timeout)
+
+    async def server_info(self, *, timeout: TimeoutArg = UNSET) -> cluster_pb2.ServerInfo:
+        return await self._unary(self._cluster.GetServerInfo, _requests.server_info(), timeout)

@@ -1,0 +1,284 @@
+"""Retries of failed calls: which codes, how long to wait, and never past the caller's deadline.
+
+One logical call (e.g. `create_connector`) owns one `Attempts`: it fixes the overall deadline
+once, hands each attempt the time that remains as its gRPC timeout, and decides after each
+failure whether another attempt fits. Waits use exponential backoff with full jitter, and a
+server's `google.rpc.RetryInfo` delay is honoured as a lower bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import random as _random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Protocol, TypeVar
+
+import grpc
+
+from sluiceway.errors import SluicewayError, from_rpc_error
+
+__all__ = ["AsyncStreamCall", "Attempts", "Retrier", "RetryPolicy", "StreamCall"]
+
+_R = TypeVar("_R")
+_R_co = TypeVar("_R_co", covariant=True)
+
+
+class StreamCall(Protocol[_R_co]):
+    """What a sync server-streaming stub call returns: an iterator that can be cancelled."""
+
+    def __iter__(self) -> Iterator[_R_co]: ...
+    def __next__(self) -> _R_co: ...
+    def cancel(self) -> bool: ...
+
+
+class AsyncStreamCall(Protocol):
+    """What a grpc.aio server-streaming stub call returns (read() yields grpc.aio.EOF last)."""
+
+    async def read(self) -> object: ...
+    def cancel(self) -> bool: ...
+
+
+Clock = Callable[[], float]
+RandomSource = Callable[[], float]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How failed calls are retried.
+
+    Only codes in `retryable_codes` are retried (by default UNAVAILABLE: no leader, a replica
+    or Kafka briefly unreachable). Mutations stay safe to retry because each logical call
+    sends one `request_id` with every attempt. DEADLINE_EXCEEDED is never worth retrying:
+    the caller's deadline bounds all attempts together.
+    """
+
+    # Total attempts including the first; 1 disables retries.
+    max_attempts: int = 10
+    # Seconds; the ceiling of the first wait, which then grows by `backoff_multiplier`.
+    initial_backoff: float = 0.1
+    backoff_multiplier: float = 2.0
+    max_backoff: float = 5.0
+    retryable_codes: frozenset[grpc.StatusCode] = frozenset({grpc.StatusCode.UNAVAILABLE})
+    # Wait at least the server's RetryInfo.retry_delay when it sends one...
+    honor_retry_info: bool = True
+    # ...but no longer than this, so a misbehaving server cannot park the client.
+    max_retry_info_delay: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        if self.initial_backoff < 0 or self.max_backoff < 0 or self.max_retry_info_delay < 0:
+            raise ValueError("backoff delays must not be negative")
+        if self.backoff_multiplier < 1:
+            raise ValueError("backoff_multiplier must be at least 1")
+
+    @classmethod
+    def disabled(cls) -> RetryPolicy:
+        """Every call makes exactly one attempt."""
+        return cls(max_attempts=1)
+
+    @classmethod
+    def including_resource_exhausted(cls) -> RetryPolicy:
+        """The default policy, also retrying RESOURCE_EXHAUSTED (e.g. behind a rate limiter)."""
+        return cls(
+            retryable_codes=frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
+        )
+
+    def is_retryable(self, error: SluicewayError) -> bool:
+        return error.code in self.retryable_codes
+
+    def backoff_ceiling(self, retry: int) -> float:
+        """Upper bound of the wait before retry number `retry` (1 = the second attempt)."""
+        exponent = max(0, retry - 1)
+        # Compare in log space first: multiplier ** exponent overflows for long retry chains.
+        if self.initial_backoff == 0:
+            return 0.0
+        if self.backoff_multiplier > 1 and exponent * math.log(self.backoff_multiplier) > math.log(
+            max(self.max_backoff, 1e-9) / self.initial_backoff
+        ):
+            return self.max_backoff
+        return min(self.max_backoff, self.initial_backoff * self.backoff_multiplier**exponent)
+
+    def delay(self, retry: int, error: SluicewayError, random: RandomSource) -> float:
+        """The wait before retry number `retry` after `error`: full jitter, i.e. uniform in
+        [0, ceiling), raised to the server's RetryInfo delay when there is one."""
+        wait = random() * self.backoff_ceiling(retry)
+        if self.honor_retry_info and error.retry_delay is not None:
+            wait = max(wait, min(error.retry_delay, self.max_retry_info_delay))
+        return wait
+
+
+class Attempts:
+    """The retry state of one logical call."""
+
+    def __init__(
+        self, policy: RetryPolicy, timeout: float | None, *, clock: Clock, random: RandomSource
+    ) -> None:
+        self._policy = policy
+        self._clock = clock
+        self._random = random
+        self._deadline = None if timeout is None else clock() + timeout
+        self.attempt = 0
+        self.last_error: SluicewayError | None = None
+
+    @property
+    def deadline(self) -> float | None:
+        """The overall deadline on the retrier's clock, or None without one."""
+        return self._deadline
+
+    def remaining(self) -> float | None:
+        return None if self._deadline is None else self._deadline - self._clock()
+
+    def begin(self) -> float | None:
+        """Starts the next attempt and returns its gRPC timeout: whatever is left of the
+        overall deadline. Raises the previous failure if nothing is left."""
+        remaining = self.remaining()
+        if remaining is not None and remaining <= 0 and self.last_error is not None:
+            raise self.last_error
+        self.attempt += 1
+        if remaining is None:
+            return None
+        # A zero or negative timeout would make grpc fail the call with an unhelpful error.
+        return max(remaining, 1e-3)
+
+    def next_delay(self, error: SluicewayError) -> float | None:
+        """After a failed attempt: how long to wait before the next one, or None to give up
+        (not retryable, attempts used up, or the wait would run past the deadline)."""
+        self.last_error = error
+        if not self._policy.is_retryable(error) or self.attempt >= self._policy.max_attempts:
+            return None
+        delay = self._policy.delay(self.attempt, error, self._random)
+        remaining = self.remaining()
+        if remaining is not None and delay >= remaining:
+            return None
+        return delay
+
+
+class Retrier:
+    """Runs calls under a policy; the clock, sleep and random source are injectable so tests
+    and simulations need not wait in real time."""
+
+    def __init__(
+        self,
+        policy: RetryPolicy | None = None,
+        *,
+        clock: Clock = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        async_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        random: RandomSource = _random.random,
+    ) -> None:
+        self.policy = policy if policy is not None else RetryPolicy()
+        self._clock = clock
+        self._sleep = sleep
+        self._async_sleep = async_sleep
+        self._random = random
+
+    def attempts(self, timeout: float | None) -> Attempts:
+        return Attempts(self.policy, timeout, clock=self._clock, random=self._random)
+
+    def call(self, timeout: float | None, invoke: Callable[[float | None], _R]) -> _R:
+        """Calls `invoke(attempt_timeout)` until it succeeds or must give up; raises
+        SluicewayError, never grpc.RpcError."""
+        attempts = self.attempts(timeout)
+        while True:
+            attempt_timeout = attempts.begin()
+            try:
+                return invoke(attempt_timeout)
+            except grpc.RpcError as exc:
+                error = from_rpc_error(exc)
+                delay = attempts.next_delay(error)
+                if delay is None:
+                    raise error from exc
+            self._sleep(delay)
+
+    async def call_async(self, timeout: float | None, invoke: Callable[[float | None], Awaitable[_R]]) -> _R:
+        attempts = self.attempts(timeout)
+        while True:
+            attempt_timeout = attempts.begin()
+            try:
+                return await invoke(attempt_timeout)
+            except grpc.RpcError as exc:
+                error = from_rpc_error(exc)
+                delay = attempts.next_delay(error)
+                if delay is None:
+                    raise error from exc
+            await self._async_sleep(delay)
+
+    def stream(
+        self, timeout: float | None, open_call: Callable[[float | None], StreamCall[_R]]
+    ) -> Iterator[_R]:
+        """Opens a server stream, retrying only until its first message arrives: after that,
+        a retry could repeat or lose messages the caller has already seen, so failures are
+        raised. The call is cancelled when the caller stops iterating."""
+        attempts = self.attempts(timeout)
+        while True:
+            attempt_timeout = attempts.begin()
+            call = open_call(attempt_timeout)
+            try:
+                first = next(call)
+            except StopIteration:
+                return
+            except grpc.RpcError as exc:
+                error = from_rpc_error(exc)
+                delay = attempts.next_delay(error)
+                if delay is None:
+                    raise error from exc
+                self._sleep(delay)
+                continue
+            except BaseException:
+                # Interrupted while waiting for the first message: do not leave it open.
+                call.cancel()
+                raise
+            break
+        try:
+            yield first
+            try:
+                yield from call
+            except grpc.RpcError as exc:
+                raise from_rpc_error(exc) from exc
+        finally:
+            call.cancel()
+
+    async def stream_async(
+        self,
+        timeout: float | None,
+        open_call: Callable[[float | None], AsyncStreamCall],
+        message_type: type[_R],
+    ) -> AsyncIterator[_R]:
+        """The asyncio twin of `stream`."""
+        attempts = self.attempts(timeout)
+        while True:
+            attempt_timeout = attempts.begin()
+            call = open_call(attempt_timeout)
+            try:
+                first = await call.read()
+            except grpc.RpcError as exc:
+                call.cancel()
+                error = from_rpc_error(exc)
+                delay = attempts.next_delay(error)
+                if delay is None:
+                    raise error from exc
+                await self._async_sleep(delay)
+                continue
+            except BaseException:
+                # Cancelled (asyncio) while waiting for the first message: end the call too.
+                call.cancel()
+                raise
+            break
+        try:
+            message = first
+            # read() after read() is the only way to continue: grpc.aio forbids mixing it
+            # with async iteration on the same call.
+            while message is not grpc.aio.EOF:
+                if not isinstance(message, message_type):
+                    raise TypeError(f"expected {message_type.__name__}, got {type(message).__name__}")
+                yield message
+                try:
+                    message = await call.read()
+                except grpc.RpcError as exc:
+                    raise from_rpc_error(exc) from exc
+        finally:
+            call.cancel()

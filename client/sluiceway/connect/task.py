@@ -1,0 +1,257 @@
+"""Tasks: record-level ones that mirror Kafka Connect's SourceTask/SinkTask, and DataFrame-level ones
+that read or write a whole Spark batch (DESIGN §7).
+
+Spark is imported only for type checking: the control plane imports this module without Spark.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sluiceway.connect.records import RecordMetadata, SinkRecord, SourceRecord, TopicPartition
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = [
+    "BatchContext",
+    "DataFrameSinkTask",
+    "DataFrameSourceTask",
+    "MemoryOffsetStorageReader",
+    "OffsetStorageReader",
+    "SimpleSourceTaskContext",
+    "SinkTask",
+    "SinkTaskContext",
+    "SourceBatch",
+    "SourceTask",
+    "SourceTaskContext",
+    "Task",
+]
+
+
+class Task(abc.ABC):
+    """One unit of a connector's work; the executor runs it with one of the task configs."""
+
+    @abc.abstractmethod
+    def version(self) -> str: ...
+
+    @abc.abstractmethod
+    def start(self, props: Mapping[str, str]) -> None: ...
+
+    @abc.abstractmethod
+    def stop(self) -> None:
+        """Called once, possibly from another thread than ``poll``/``put``; must make them return soon."""
+
+
+class OffsetStorageReader(abc.ABC):
+    """Committed source offsets of the task's connector (Kafka's OffsetStorageReader)."""
+
+    @abc.abstractmethod
+    def offsets(self, partitions: Iterable[Mapping[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """(partition, offset) for each of ``partitions`` that has a committed offset, in input order."""
+
+    def offset(self, partition: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The committed offset of one source partition, or None when there is none."""
+        found = self.offsets([partition])
+        return found[0][1] if found else None
+
+
+def partition_key(partition: Mapping[str, Any]) -> str:
+    """Canonical text of a source partition: equal maps give equal keys whatever their order."""
+    return json.dumps(partition, sort_keys=True, separators=(",", ":"))
+
+
+class MemoryOffsetStorageReader(OffsetStorageReader):
+    """An offset reader over offsets already loaded in memory (e.g. read from the offsets topic)."""
+
+    def __init__(self, offsets: Iterable[tuple[Mapping[str, Any], Mapping[str, Any] | None]] = ()) -> None:
+        self._offsets: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+        for partition, offset in offsets:
+            self.put(partition, offset)
+
+    def put(self, partition: Mapping[str, Any], offset: Mapping[str, Any] | None) -> None:
+        """Records a committed offset; None removes it (a reset)."""
+        key = partition_key(partition)
+        if offset is None:
+            self._offsets.pop(key, None)
+        else:
+            self._offsets[key] = (dict(partition), dict(offset))
+
+    def offsets(self, partitions: Iterable[Mapping[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        found: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        for partition in partitions:
+            stored = self._offsets.get(partition_key(partition))
+            if stored is not None:
+                found.append((dict(partition), dict(stored[1])))
+        return found
+
+
+class SourceTaskContext(abc.ABC):
+    """What the framework gives a source task (Kafka's SourceTaskContext)."""
+
+    @abc.abstractmethod
+    def config(self) -> Mapping[str, str]:
+        """The task's configuration."""
+
+    @abc.abstractmethod
+    def offset_storage_reader(self) -> OffsetStorageReader: ...
+
+
+@dataclass(frozen=True)
+class SimpleSourceTaskContext(SourceTaskContext):
+    """A source task context over a fixed config and offset reader."""
+
+    task_config: Mapping[str, str]
+    reader: OffsetStorageReader = field(default_factory=MemoryOffsetStorageReader)
+
+    def config(self) -> Mapping[str, str]:
+        return self.task_config
+
+    def offset_storage_reader(self) -> OffsetStorageReader:
+        return self.reader
+
+
+class SourceTask(Task):
+    """Reads records from a source system (Kafka's SourceTask)."""
+
+    _context: SourceTaskContext | None = None
+
+    def initialize(self, context: SourceTaskContext) -> None:
+        self._context = context
+
+    @property
+    def context(self) -> SourceTaskContext:
+        if self._context is None:
+            raise RuntimeError(f"{type(self).__name__} has not been initialized")
+        return self._context
+
+    @abc.abstractmethod
+    def poll(self) -> list[SourceRecord] | None:
+        """The next records, or None/[] when there are none yet; may block briefly."""
+
+    def commit(self) -> None:
+        """Offsets up to the last polled records have been committed; nothing to do by default."""
+
+    def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:
+        """``record`` was written to Kafka (``metadata`` is None when a transform dropped it)."""
+
+    def produce_heartbeat_records(self) -> list[SourceRecord]:
+        """KIP-910: records sent to the heartbeat topic when the heartbeat timer expires; none by default."""
+        return []
+
+
+class SinkTaskContext(abc.ABC):
+    """What the framework gives a sink task (Kafka's SinkTaskContext)."""
+
+    @abc.abstractmethod
+    def config(self) -> Mapping[str, str]: ...
+
+    @abc.abstractmethod
+    def offset(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Rewinds (or skips) consumption of these partitions to the given offsets."""
+
+    @abc.abstractmethod
+    def timeout(self, timeout_ms: int) -> None:
+        """Asks for ``put`` to be retried after ``timeout_ms`` when it raises a RetriableException."""
+
+    @abc.abstractmethod
+    def assignment(self) -> set[TopicPartition]: ...
+
+    @abc.abstractmethod
+    def pause(self, *partitions: TopicPartition) -> None: ...
+
+    @abc.abstractmethod
+    def resume(self, *partitions: TopicPartition) -> None: ...
+
+    @abc.abstractmethod
+    def request_commit(self) -> None:
+        """Asks for offsets to be committed as soon as possible."""
+
+
+class SinkTask(Task):
+    """Writes records to a sink system (Kafka's SinkTask)."""
+
+    TOPICS_CONFIG = "topics"
+    TOPICS_REGEX_CONFIG = "topics.regex"
+
+    _context: SinkTaskContext | None = None
+
+    def initialize(self, context: SinkTaskContext) -> None:
+        self._context = context
+
+    @property
+    def context(self) -> SinkTaskContext:
+        if self._context is None:
+            raise RuntimeError(f"{type(self).__name__} has not been initialized")
+        return self._context
+
+    @abc.abstractmethod
+    def put(self, records: Sequence[SinkRecord]) -> None: ...
+
+    def flush(self, current_offsets: Mapping[TopicPartition, int]) -> None:
+        """Makes everything given to ``put`` so far durable; nothing to do by default."""
+
+    def pre_commit(self, current_offsets: Mapping[TopicPartition, int]) -> Mapping[TopicPartition, int]:
+        """The offsets safe to commit; by default flushes and returns ``current_offsets``."""
+        self.flush(current_offsets)
+        return current_offsets
+
+    def open(self, partitions: Sequence[TopicPartition]) -> None:
+        """These partitions were assigned to the task."""
+
+    def close(self, partitions: Sequence[TopicPartition]) -> None:
+        """These partitions were revoked; write out what is buffered for them."""
+
+
+@dataclass(frozen=True)
+class BatchContext:
+    """Identifies one micro-batch of a DataFrame-level task."""
+
+    connector: str
+    task_id: int
+    batch_id: int
+
+
+@dataclass(frozen=True)
+class SourceBatch:
+    """What a DataFrame-level source task read in one batch.
+
+    ``data`` has one row per record with columns ``value`` and, optionally, ``key``, ``topic``
+    (when the task routes records itself), ``partition`` and ``timestamp``; the executor converts key
+    and value with the configured converters. ``offsets`` are the source offsets reached by this
+    batch, committed once the records are durable in Kafka. ``data`` is None when nothing is new.
+    """
+
+    data: DataFrame | None
+    offsets: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = field(default_factory=list)
+
+
+class DataFrameSourceTask(Task):
+    """A source task that reads a whole batch as a Spark DataFrame.
+
+    It is stateless between batches: ``offsets`` reflects what has been committed, so a retried batch
+    reads the same range again.
+    """
+
+    @abc.abstractmethod
+    def read_batch(
+        self, spark: SparkSession, offsets: OffsetStorageReader, context: BatchContext
+    ) -> SourceBatch:
+        """Reads the next bounded batch after the committed ``offsets``."""
+
+
+class DataFrameSinkTask(Task):
+    """A sink task that writes a whole batch as a Spark DataFrame.
+
+    The batch has one row per record with the columns ``topic`` (string), ``partition`` (int),
+    ``offset`` (long), ``timestamp`` (timestamp), ``key`` and ``value`` (as the converters produced
+    them: a string, binary, or a struct when the value carries a schema) and ``headers``. Offsets are
+    committed once ``write_batch`` returns, so it must only return when the data is durable.
+    """
+
+    @abc.abstractmethod
+    def write_batch(self, batch: DataFrame, context: BatchContext) -> None: ...

@@ -1,0 +1,331 @@
+"""Validation of a whole connector config: Kafka's ``AbstractHerder.validateConnectorConfig`` as plain data.
+
+Framework keys (common, then source or sink) are validated first, then the plugin's own ``validate``.
+Problems are reported per field; nothing here raises for a bad config, and a plugin whose
+``config``/``validate`` raises is reported as an error on ``connector.class``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from sluiceway.connect.config import ConfigDef, ConfigKey, ConfigType, ConfigValue, parse_type
+from sluiceway.connect.framework_config import (
+    CONNECTOR_CLASS_CONFIG,
+    DLQ_TOPIC_NAME_CONFIG,
+    EXACTLY_ONCE_REQUIRED,
+    EXACTLY_ONCE_SUPPORT_CONFIG,
+    TOPICS_CONFIG,
+    TOPICS_REGEX_CONFIG,
+    common_config_def,
+    sink_config_def,
+    source_config_def,
+    topic_creation_config_def,
+    uses_topic_creation,
+)
+from sluiceway.connect.plugins import PluginDesc, PluginNotFoundError, PluginRegistry, PluginType
+
+__all__ = [
+    "ConfigInfo",
+    "ConfigInfos",
+    "connector_config_def",
+    "framework_config_def",
+    "password_keys",
+    "validate_connector_config",
+]
+
+NULL_VALUE_MESSAGE: Final = "Null value can not be supplied as the configuration value."
+
+# Kafka client settings typed PASSWORD (Java client names and librdkafka names), which a connector
+# may pass through its client override prefixes.
+_CLIENT_OVERRIDE_PREFIXES: Final = ("producer.override.", "consumer.override.", "admin.override.")
+_CLIENT_PASSWORD_KEYS: Final = frozenset(
+    {
+        "ssl.key.password",
+        "ssl.keystore.password",
+        "ssl.truststore.password",
+        "ssl.keystore.key",
+        "ssl.keystore.certificate.chain",
+        "ssl.truststore.certificates",
+        "ssl.key.pem",
+        "sasl.jaas.config",
+        "sasl.password",
+        "sasl.oauthbearer.client.secret",
+        "sasl.oauthbearer.client.credentials.client.secret",
+    }
+)
+# Used only when a plugin's definition cannot be obtained, so its secrets are still not shown.
+_SECRET_LOOKING: Final = re.compile(r"password|secret|jaas\.config|credential|token", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ConfigInfo:
+    """A key's definition (None when the value names no defined key) and its validated value."""
+
+    definition: ConfigKey | None
+    value: ConfigValue
+
+
+@dataclass(frozen=True)
+class ConfigInfos:
+    """The result of validating a connector config (Kafka's ConfigInfos)."""
+
+    plugin_class_name: str
+    error_count: int
+    groups: list[str]
+    configs: list[ConfigInfo]
+
+    def errors(self) -> dict[str, list[str]]:
+        """Field → error messages, for fields that have errors."""
+        found: dict[str, list[str]] = {}
+        for info in self.configs:
+            if info.value.errors:
+                found.setdefault(info.value.name, []).extend(info.value.errors)
+        return found
+
+
+def framework_config_def(plugin_type: PluginType) -> ConfigDef:
+    return source_config_def() if plugin_type is PluginType.SOURCE else sink_config_def()
+
+
+def connector_config_def(desc: PluginDesc) -> ConfigDef:
+    """The framework's keys for the plugin's type, then the plugin's own (a plugin key that repeats a
+    framework key is shown once, with the framework's definition)."""
+    return framework_config_def(desc.type).merge(desc.new_instance().config())
+
+
+def _merge_value(into: ConfigValue, other: ConfigValue) -> None:
+    if into.value is None:
+        into.value = other.value
+    for message in other.errors:
+        if message not in into.errors:
+            into.add_error(message)
+    if other.recommended_values:
+        into.recommended_values = list(other.recommended_values)
+    into.visible = into.visible and other.visible
+
+
+def _add_error(values: dict[str, ConfigValue], name: str, raw: Any, message: str) -> None:
+    value = values.get(name)
+    if value is None:
+        value = values[name] = ConfigValue(name, raw)
+    if message not in value.errors:
+        value.add_error(message)
+
+
+def _is_blank(value: str | None) -> bool:
+    return value is None or not value.strip()
+
+
+def _java_list(items: Iterable[str]) -> str:
+    return "[" + ", ".join(items) + "]"
+
+
+def _validate_sink(props: Mapping[str, str], values: dict[str, ConfigValue]) -> None:
+    """Kafka's SinkConnectorConfig.validate: exactly one of topics / topics.regex, DLQ not consumed."""
+    topics_raw = props.get(TOPICS_CONFIG)
+    regex_raw = props.get(TOPICS_REGEX_CONFIG)
+    dlq_topic = props.get(DLQ_TOPIC_NAME_CONFIG, "").strip()
+    has_topics = not _is_blank(topics_raw)
+    has_regex = not _is_blank(regex_raw)
+
+    if has_topics and has_regex:
+        message = (
+            f"{TOPICS_CONFIG} and {TOPICS_REGEX_CONFIG} are mutually exclusive options, but both are set."
+        )
+        _add_error(values, TOPICS_CONFIG, topics_raw, message)
+        _add_error(values, TOPICS_REGEX_CONFIG, regex_raw, message)
+    if not has_topics and not has_regex:
+        message = f"Must configure one of {TOPICS_CONFIG} or {TOPICS_REGEX_CONFIG}"
+        _add_error(values, TOPICS_CONFIG, topics_raw, message)
+        _add_error(values, TOPICS_REGEX_CONFIG, regex_raw, message)
+
+    if not dlq_topic:
+        return
+    if has_topics and topics_raw is not None:
+        topics = list(dict.fromkeys(t for t in parse_type(TOPICS_CONFIG, topics_raw, ConfigType.LIST) if t))
+        if dlq_topic in topics:
+            _add_error(
+                values,
+                TOPICS_CONFIG,
+                topics_raw,
+                f"The DLQ topic '{dlq_topic}' may not be included in the list of topics "
+                f"('{TOPICS_CONFIG}={_java_list(topics)}') consumed by the connector",
+            )
+    if has_regex and regex_raw is not None:
+        try:
+            pattern = re.compile(regex_raw.strip())
+        except re.error:
+            return  # reported by the key's own validator
+        if pattern.fullmatch(dlq_topic):
+            _add_error(
+                values,
+                TOPICS_REGEX_CONFIG,
+                regex_raw,
+                f"The DLQ topic '{dlq_topic}' may not be matched by the regex for the topics "
+                f"('{TOPICS_REGEX_CONFIG}={regex_raw}') consumed by the connector",
+            )
+
+
+def _validate_source(values: dict[str, ConfigValue]) -> None:
+    support = values.get(EXACTLY_ONCE_SUPPORT_CONFIG)
+    if (
+        support is not None
+        and not support.errors
+        and isinstance(support.value, str)
+        and support.value.lower() == EXACTLY_ONCE_REQUIRED
+    ):
+        # Sluiceway's source pipeline is at-least-once (idempotent producer, offsets committed after
+        # the data); like a Kafka worker without exactly-once support, it refuses "required".
+        support.add_error(
+            "This worker does not have exactly-once source support enabled: Sluiceway delivers source "
+            'records at least once. Set exactly.once.support to "requested".'
+        )
+
+
+def _describe_failure(desc: PluginDesc, what: str, error: BaseException) -> str:
+    detail = str(error).strip()
+    return f"{desc.class_name}.{what}() failed: {type(error).__name__}" + (f": {detail}" if detail else "")
+
+
+def validate_connector_config(
+    registry: PluginRegistry,
+    config: Mapping[str, str],
+    plugin: str | None = None,
+    *,
+    topic_creation_enabled: bool = True,
+) -> ConfigInfos:
+    """Validates ``config`` for the plugin named by ``plugin`` or else by its ``connector.class``.
+
+    ``topic_creation_enabled`` is the worker's ``topic.creation.enable``: when true and a source
+    connector sets ``topic.creation.*`` keys, those are validated too (KIP-158).
+    """
+    raw: Mapping[str, str | None] = config
+    props = {k: v for k, v in raw.items() if v is not None}
+    null_keys = [k for k, v in raw.items() if v is None]
+    requested = plugin.strip() if plugin is not None and plugin.strip() else None
+    included = props.get(CONNECTOR_CLASS_CONFIG)
+    if requested is not None and _is_blank(included):
+        # Validating against a named plugin: the config need not repeat it.
+        props[CONNECTOR_CLASS_CONFIG] = requested
+    target = requested if requested is not None else included
+
+    desc: PluginDesc | None = None
+    resolve_error: str | None = None
+    if not _is_blank(target):
+        assert target is not None
+        try:
+            desc = registry.resolve(target)
+        except PluginNotFoundError as e:
+            resolve_error = str(e)
+    plugin_class_name = desc.class_name if desc is not None else (target or "").strip()
+
+    if desc is None:
+        # Without a plugin only the keys common to every connector can be checked.
+        definition = common_config_def()
+        values = {v.name: v for v in definition.validate(props)}
+        if resolve_error is not None:
+            _add_error(values, CONNECTOR_CLASS_CONFIG, target, resolve_error)
+        return _result(plugin_class_name, definition, values, null_keys)
+
+    definition = framework_config_def(desc.type)
+    if desc.type is PluginType.SOURCE and topic_creation_enabled and uses_topic_creation(props):
+        definition = definition.merge(topic_creation_config_def(props))
+    values = {v.name: v for v in definition.validate(props)}
+
+    if requested is not None and not _is_blank(included):
+        assert included is not None
+        try:
+            same = registry.resolve(included).class_name == desc.class_name
+        except PluginNotFoundError:
+            same = False
+        if not same:
+            _add_error(
+                values,
+                CONNECTOR_CLASS_CONFIG,
+                included,
+                f"Included connector type {included.strip()} does not match request type {requested}",
+            )
+
+    if desc.type is PluginType.SINK:
+        _validate_sink(props, values)
+    else:
+        _validate_source(values)
+
+    connector = None
+    try:
+        connector = desc.new_instance()
+        definition = definition.merge(connector.config())
+    except Exception as e:
+        _add_error(
+            values,
+            CONNECTOR_CLASS_CONFIG,
+            props.get(CONNECTOR_CLASS_CONFIG),
+            _describe_failure(desc, "config", e),
+        )
+    if connector is not None:
+        try:
+            plugin_values = connector.validate(props)
+        except Exception as e:
+            _add_error(
+                values,
+                CONNECTOR_CLASS_CONFIG,
+                props.get(CONNECTOR_CLASS_CONFIG),
+                _describe_failure(desc, "validate", e),
+            )
+        else:
+            for value in plugin_values:
+                existing = values.get(value.name)
+                if existing is None:
+                    values[value.name] = value
+                else:
+                    _merge_value(existing, value)
+    return _result(plugin_class_name, definition, values, null_keys)
+
+
+def _result(
+    plugin_class_name: str, definition: ConfigDef, values: dict[str, ConfigValue], null_keys: list[str]
+) -> ConfigInfos:
+    for null_key in null_keys:
+        _add_error(values, null_key, None, NULL_VALUE_MESSAGE)
+    configs: list[ConfigInfo] = []
+    for name, key in definition.keys().items():
+        value = values.pop(name, None)
+        configs.append(ConfigInfo(key, value if value is not None else ConfigValue(name)))
+    # Values for names the definition lacks (e.g. errors on undefined keys) come last.
+    configs.extend(ConfigInfo(None, value) for value in values.values())
+    return ConfigInfos(
+        plugin_class_name=plugin_class_name,
+        error_count=sum(len(info.value.errors) for info in configs),
+        groups=definition.groups(),
+        configs=configs,
+    )
+
+
+def password_keys(registry: PluginRegistry, config: Mapping[str, str], plugin: str | None = None) -> set[str]:
+    """Keys of ``config`` whose values are secrets: typed PASSWORD in the combined definition, or a
+    Kafka client password passed through a client override prefix. The API layer masks these.
+
+    When the plugin's definition cannot be obtained, keys that look secret are included instead, so
+    an unknown plugin's secrets are not shown either.
+    """
+    secret: set[str] = set()
+    for key in config:
+        for prefix in _CLIENT_OVERRIDE_PREFIXES:
+            if key.startswith(prefix) and key[len(prefix) :] in _CLIENT_PASSWORD_KEYS:
+                secret.add(key)
+    target = plugin if plugin is not None and plugin.strip() else config.get(CONNECTOR_CLASS_CONFIG)
+    definition: ConfigDef | None = None
+    if target is not None and target.strip():
+        try:
+            definition = connector_config_def(registry.resolve(target))
+        except Exception:
+            definition = None
+    if definition is None:
+        secret.update(key for key in config if _SECRET_LOOKING.search(key))
+        definition = common_config_def()
+    secret.update(name for name, key in definition.keys().items() if key.type is ConfigType.PASSWORD)
+    return secret

@@ -1,0 +1,294 @@
+"""Typed errors of the Sluiceway API.
+
+Every failed call surfaces as a `SluicewayError` whose subclass follows the gRPC status code,
+carrying the `google.rpc` details the server attached: `ErrorInfo` (domain "sluiceway", an
+UPPER_SNAKE reason from `sluiceway.api.v1.ErrorReason`, metadata), `BadRequest` field
+violations and `RetryInfo`. Only parsing lives here; servers build statuses themselves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import grpc
+from google.protobuf import any_pb2
+from google.protobuf.message import DecodeError
+
+# googleapis-common-protos ships .pyi files but no py.typed marker.
+from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
+from grpc_status import rpc_status
+
+__all__ = [
+    "ERROR_DOMAIN",
+    "AlreadyExistsError",
+    "DeadlineExceededError",
+    "FailedPreconditionError",
+    "FieldViolation",
+    "InvalidArgumentError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "ResourceExhaustedError",
+    "SluicewayError",
+    "UnauthenticatedError",
+    "UnavailableError",
+    "error_class_for",
+    "from_rpc_error",
+    "from_status",
+]
+
+ERROR_DOMAIN = "sluiceway"
+_DETAILS_KEY = "grpc-status-details-bin"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FieldViolation:
+    """One `google.rpc.BadRequest.FieldViolation`: which field (a request field path or a
+    connector config key) is wrong, and why."""
+
+    field: str
+    description: str
+
+
+class SluicewayError(Exception):
+    """A failed Sluiceway call. Also the fallback for status codes without a subclass."""
+
+    # The default for direct construction; from_rpc_error always sets the real code.
+    default_code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: grpc.StatusCode | None = None,
+        reason: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        field_violations: Iterable[FieldViolation] = (),
+        retry_delay: float | None = None,
+        status: status_pb2.Status | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code: grpc.StatusCode = code if code is not None else self.default_code
+        self.message: str = message
+        self.reason: str | None = reason
+        self.metadata: dict[str, str] = dict(metadata or {})
+        self.field_violations: list[FieldViolation] = list(field_violations)
+        self.retry_delay: float | None = retry_delay
+        # The raw google.rpc.Status, for details this class does not model (DebugInfo, Help...).
+        self.status: status_pb2.Status | None = status
+
+    @property
+    def code_name(self) -> str:
+        """The canonical code name, e.g. "NOT_FOUND"."""
+        return self.code.name
+
+    def __str__(self) -> str:
+        head = f"{self.code.name} {self.reason}" if self.reason else self.code.name
+        return f"{head}: {self.message}" if self.message else head
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(code={self.code.name}, reason={self.reason!r}, message={self.message!r})"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only state does not survive Exception's default pickling (multiprocessing,
+        # concurrent.futures); rebuild through a helper that restores every attribute.
+        state = {
+            "code": self.code,
+            "reason": self.reason,
+            "metadata": self.metadata,
+            "field_violations": self.field_violations,
+            "retry_delay": self.retry_delay,
+            "status": self.status.SerializeToString() if self.status is not None else None,
+        }
+        return (_rebuild, (type(self), self.message, state))
+
+
+def _rebuild(cls: type[SluicewayError], message: str, state: dict[str, Any]) -> SluicewayError:
+    raw = state.pop("status")
+    status = status_pb2.Status.FromString(raw) if raw is not None else None
+    return cls(message, status=status, **state)
+
+
+class NotFoundError(SluicewayError):
+    """Unknown connector, task or plugin (Kafka Connect's 404)."""
+
+    default_code = grpc.StatusCode.NOT_FOUND
+
+
+class AlreadyExistsError(SluicewayError):
+    """A connector with that name exists (Kafka Connect's 409)."""
+
+    default_code = grpc.StatusCode.ALREADY_EXISTS
+
+
+class InvalidArgumentError(SluicewayError, ValueError):
+    """Invalid config, offsets or request; see `field_violations`. Also raised for input the
+    client library rejects before sending it, so it is a ValueError as well."""
+
+    default_code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class FailedPreconditionError(SluicewayError):
+    """The call is valid but not in the connector's current state (e.g. offsets changed while
+    not STOPPED), or the connector plugin refused it."""
+
+    default_code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class UnavailableError(SluicewayError):
+    """The control plane could not serve the call now (no leader, storage or network down);
+    the client retries these before raising one."""
+
+    default_code = grpc.StatusCode.UNAVAILABLE
+
+
+class PermissionDeniedError(SluicewayError):
+    """The caller may not do this, or the feature is disabled (e.g. topic tracking)."""
+
+    default_code = grpc.StatusCode.PERMISSION_DENIED
+
+
+class UnauthenticatedError(SluicewayError):
+    default_code = grpc.StatusCode.UNAUTHENTICATED
+
+
+class DeadlineExceededError(SluicewayError):
+    """The call's deadline passed; the message names the stage it was in when known."""
+
+    default_code = grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+class ResourceExhaustedError(SluicewayError):
+    default_code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+_BY_CODE: dict[grpc.StatusCode, type[SluicewayError]] = {
+    cls.default_code: cls
+    for cls in (
+        NotFoundError,
+        AlreadyExistsError,
+        InvalidArgumentError,
+        FailedPreconditionError,
+        UnavailableError,
+        PermissionDeniedError,
+        UnauthenticatedError,
+        DeadlineExceededError,
+        ResourceExhaustedError,
+    )
+}
+_BY_NUMBER: dict[int, grpc.StatusCode] = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def error_class_for(code: grpc.StatusCode) -> type[SluicewayError]:
+    """The subclass raised for `code`; `SluicewayError` itself for codes without one."""
+    return _BY_CODE.get(code, SluicewayError)
+
+
+def from_status(status: status_pb2.Status) -> SluicewayError:
+    """Builds the error for a `google.rpc.Status` (e.g. one read from a log or another API)."""
+    code = _BY_NUMBER.get(status.code, grpc.StatusCode.UNKNOWN)
+    return _build(code, status.message, status)
+
+
+def from_rpc_error(exc: grpc.RpcError) -> SluicewayError:
+    """Converts a failed call's `grpc.RpcError` (sync) or `grpc.aio.AioRpcError` into the
+    matching `SluicewayError` subclass with its status details parsed.
+
+    Both kinds expose `code()`, `details()` and a synchronous `trailing_metadata()` once
+    the call has ended, which is all `grpc_status.rpc_status.from_call` reads.
+    """
+    code = _call_code(exc)
+    message = _call_details(exc)
+    status: status_pb2.Status | None
+    try:
+        status = rpc_status.from_call(exc)
+    except ValueError:
+        # The rich status disagrees with the call's code or message (e.g. a proxy rewrote
+        # one of them). Its details are still the server's own: keep them, and the
+        # transport-level code and message, which are what actually reached us.
+        status = _status_from_trailer(exc)
+    except (AttributeError, TypeError, DecodeError):
+        # Not a completed call (an RpcError raised by hand, without code() or metadata),
+        # or a trailer that is not a google.rpc.Status: the code and message still stand.
+        status = None
+    if not message and status is not None:
+        message = status.message
+    return _build(code, message, status)
+
+
+def _call_code(exc: grpc.RpcError) -> grpc.StatusCode:
+    code_fn = getattr(exc, "code", None)
+    if callable(code_fn):
+        code = code_fn()
+        if isinstance(code, grpc.StatusCode):
+            return code
+    return grpc.StatusCode.UNKNOWN
+
+
+def _call_details(exc: grpc.RpcError) -> str:
+    details_fn = getattr(exc, "details", None)
+    if callable(details_fn):
+        details = details_fn()
+        if isinstance(details, str):
+            return details
+    return str(exc)
+
+
+def _status_from_trailer(exc: grpc.RpcError) -> status_pb2.Status | None:
+    try:
+        # grpc.RpcError's stub types its metadata loosely; aio errors return grpc.aio.Metadata.
+        trailing: Any = exc.trailing_metadata() or ()
+        for key, value in trailing:
+            if key == _DETAILS_KEY and isinstance(value, bytes):
+                return status_pb2.Status.FromString(value)
+    except (AttributeError, TypeError, DecodeError):
+        return None
+    return None
+
+
+def _build(code: grpc.StatusCode, message: str, status: status_pb2.Status | None) -> SluicewayError:
+    reason: str | None = None
+    metadata: dict[str, str] = {}
+    violations: list[FieldViolation] = []
+    retry_delay: float | None = None
+    if status is not None:
+        for detail in status.details:
+            reason, metadata, retry_delay = _apply_detail(detail, reason, metadata, violations, retry_delay)
+    return error_class_for(code)(
+        message,
+        code=code,
+        reason=reason,
+        metadata=metadata,
+        field_violations=violations,
+        retry_delay=retry_delay,
+        status=status,
+    )
+
+
+def _apply_detail(
+    detail: any_pb2.Any,
+    reason: str | None,
+    metadata: dict[str, str],
+    violations: list[FieldViolation],
+    retry_delay: float | None,
+) -> tuple[str | None, dict[str, str], float | None]:
+    if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+        info = error_details_pb2.ErrorInfo()
+        detail.Unpack(info)
+        # Prefer our own domain's ErrorInfo when a proxy or library added another one.
+        if reason is None or info.domain == ERROR_DOMAIN:
+            reason = info.reason or None
+            metadata = dict(info.metadata)
+    elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+        bad = error_details_pb2.BadRequest()
+        detail.Unpack(bad)
+        violations.extend(FieldViolation(v.field, v.description) for v in bad.field_violations)
+    elif detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+        info_retry = error_details_pb2.RetryInfo()
+        detail.Unpack(info_retry)
+        delay = info_retry.retry_delay
+        retry_delay = max(0.0, delay.seconds + delay.nanos / 1e9)
+    return reason, metadata, retry_delay

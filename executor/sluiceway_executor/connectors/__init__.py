@@ -1,0 +1,35 @@
+"""Built-in connector plugins (DESIGN §10), registered under the ``sluiceway.connectors`` entry points.
+
+None of these modules imports Spark at import time: the control plane loads them to validate configs.
+"""
+
+from sluiceway_executor.connectors.datagen import DataGenSourceConnector, DataGenSourceTask, datagen_record
+from sluiceway_executor.connectors.filestream import (
+    FileStreamSinkConnector,
+    FileStreamSinkTask,
+    FileStreamSourceConnector,
+    FileStreamSourceTask,
+)
+from sluiceway_executor.connectors.jdbc import (
+    JdbcSinkConnector,
+    JdbcSinkTask,
+    JdbcSourceConnector,
+    JdbcSourceTask,
+)
+from sluiceway_executor.connectors.spark_file import SparkFileSinkConnector, SparkFileSinkTask
+
+__all__ = [
+    "DataGenSourceConnector",
+    "DataGenSourceTask",
+    "FileStreamSinkConnector",
+    "FileStreamSinkTask",
+    "FileStreamSourceConnector",
+    "FileStreamSourceTask",
+    "JdbcSinkConnector",
+    "JdbcSinkTask",
+    "JdbcSourceConnector",
+    "JdbcSourceTask",
+    "SparkFileSinkConnector",
+    "SparkFileSinkTask",
+    "datagen_record",
+]

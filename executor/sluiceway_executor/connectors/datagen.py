@@ -1,0 +1,309 @@
+"""DataGenSource: deterministic generated records, the ground truth for loss tests and benchmarks.
+
+Task ``t`` emits ``seq`` 0, 1, 2… with no gaps; the source partition is ``{"task": t}`` and the offset
+of a record is ``{"seq": n}``, so a restarted task continues after its committed offset.
+The record format lives in :func:`datagen_record` only; the executor's Spark data source calls it too.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, TypeGuard
+
+import sluiceway
+from sluiceway.connect import (
+    AbstractConfig,
+    ConfigDef,
+    ConfigType,
+    ConnectException,
+    Importance,
+    NonEmptyString,
+    Range,
+    SourceConnector,
+    SourceRecord,
+    SourceTask,
+    Task,
+    Width,
+)
+
+__all__ = [
+    "DataGenSourceConnector",
+    "DataGenSourceTask",
+    "datagen_record",
+    "resume_seq",
+    "source_partition",
+]
+
+TOPIC_CONFIG: Final = "topic"
+MAX_RECORDS_CONFIG: Final = "max.records"
+RECORDS_PER_SEC_CONFIG: Final = "records.per.sec"
+RECORD_SIZE_BYTES_CONFIG: Final = "record.size.bytes"
+TASK_ID_CONFIG: Final = "task.id"
+
+TASK_FIELD: Final = "task"
+SEQ_FIELD: Final = "seq"
+
+STRING_SCHEMA: Final[Mapping[str, Any]] = {"type": "string", "optional": False}
+
+# Records per poll when neither max.records nor records.per.sec limits a batch further.
+DEFAULT_POLL_BATCH: Final = 10_000
+# How long an idle poll (max.records reached, or waiting for the rate limiter) blocks at most.
+IDLE_WAIT_S: Final = 1.0
+
+_GROUP = "DataGen"
+
+
+def config_def() -> ConfigDef:
+    return (
+        ConfigDef()
+        .define(
+            TOPIC_CONFIG,
+            ConfigType.STRING,
+            documentation="The topic to write the generated records to.",
+            validator=NonEmptyString(),
+            importance=Importance.HIGH,
+            group=_GROUP,
+            order_in_group=1,
+            width=Width.LONG,
+            display_name="Topic",
+        )
+        .define(
+            MAX_RECORDS_CONFIG,
+            ConfigType.LONG,
+            -1,
+            Range.at_least(-1),
+            Importance.MEDIUM,
+            "Records each task generates before it idles; -1 generates without end.",
+            _GROUP,
+            2,
+            Width.SHORT,
+            "Max records per task",
+        )
+        .define(
+            RECORDS_PER_SEC_CONFIG,
+            ConfigType.DOUBLE,
+            0.0,
+            Range.at_least(0),
+            Importance.MEDIUM,
+            "Records per second each task generates at most; 0 means as fast as possible.",
+            _GROUP,
+            3,
+            Width.SHORT,
+            "Records per second",
+        )
+        .define(
+            RECORD_SIZE_BYTES_CONFIG,
+            ConfigType.INT,
+            100,
+            Range.at_least(1),
+            Importance.LOW,
+            "Approximate size of each record value in bytes: the JSON value is padded up to this size "
+            "(values are never shorter than their task, seq and ts fields need).",
+            _GROUP,
+            4,
+            Width.SHORT,
+            "Record size (bytes)",
+        )
+    )
+
+
+def task_config_def() -> ConfigDef:
+    return config_def().define(
+        TASK_ID_CONFIG,
+        ConfigType.INT,
+        validator=Range.at_least(0),
+        importance=Importance.LOW,
+        documentation="The index of the task; set by the connector.",
+        internal=True,
+    )
+
+
+_ALPHABET = string.ascii_letters + string.digits
+# A long run of the alphabet so most paddings are one slice of it.
+_PAD_SOURCE = _ALPHABET * (65536 // len(_ALPHABET) + 2)
+
+
+def _padding(seq: int, length: int) -> str:
+    start = seq % len(_ALPHABET)
+    if start + length <= len(_PAD_SOURCE):
+        return _PAD_SOURCE[start : start + length]
+    repeated = _ALPHABET * (length // len(_ALPHABET) + 2)
+    return repeated[start : start + length]
+
+
+def datagen_record(task: int, seq: int, ts_ms: int, size: int) -> tuple[str, str]:
+    """The key and JSON value of record ``seq`` of task ``task``.
+
+    The value is ``{"task":t,"seq":n,"ts":ms,"payload":"…"}`` with the payload (ASCII letters and digits,
+    varying with ``seq``) sized so the value is ``size`` bytes, or as short as possible when the other
+    fields already need more.
+    """
+    head = f'{{"task":{task},"seq":{seq},"ts":{ts_ms},"payload":"'
+    pad = size - len(head) - 2
+    return f"{task}-{seq}", head + (_padding(seq, pad) if pad > 0 else "") + '"}'
+
+
+def source_partition(task: int) -> dict[str, Any]:
+    return {TASK_FIELD: task}
+
+
+def _is_int(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def resume_seq(offset: Mapping[str, Any] | None) -> int:
+    """The first sequence number to generate after the committed ``offset`` (0 when there is none)."""
+    if offset is None:
+        return 0
+    seq = offset.get(SEQ_FIELD)
+    if not _is_int(seq) or seq < 0:
+        raise ConnectException(
+            f"The committed offset {dict(offset)} has no valid '{SEQ_FIELD}' (a long >= 0)"
+        )
+    return int(seq) + 1
+
+
+class DataGenSourceConnector(SourceConnector):
+    def __init__(self) -> None:
+        self._props: dict[str, str] = {}
+
+    def version(self) -> str:
+        return sluiceway.__version__
+
+    def config(self) -> ConfigDef:
+        return config_def()
+
+    def start(self, props: Mapping[str, str]) -> None:
+        AbstractConfig(config_def(), props)
+        self._props = dict(props)
+
+    def stop(self) -> None:
+        """Nothing runs in the background."""
+
+    def task_class(self) -> type[Task]:
+        return DataGenSourceTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        return [{**self._props, TASK_ID_CONFIG: str(task)} for task in range(max_tasks)]
+
+    def alter_offsets(
+        self,
+        connector_config: Mapping[str, str],
+        offsets: Sequence[tuple[Mapping[str, Any], Mapping[str, Any] | None]],
+    ) -> bool:
+        for partition, offset in offsets:
+            task = partition.get(TASK_FIELD)
+            # Exactly {"task": t}: any other partition would never be read by a task.
+            if not _is_int(task) or task < 0 or set(partition) != {TASK_FIELD}:
+                raise ConnectException(
+                    f"Source partitions of this connector are {{'{TASK_FIELD}': <task index>}}, "
+                    f"not {dict(partition)}"
+                )
+            if offset is None:
+                continue  # a reset: the task starts again from seq 0
+            seq = offset.get(SEQ_FIELD)
+            if not _is_int(seq) or seq < 0:
+                raise ConnectException(
+                    f"Offsets of this connector are {{'{SEQ_FIELD}': <last generated seq, >= 0>}}, "
+                    f"not {dict(offset)}"
+                )
+        return True
+
+
+class DataGenSourceTask(SourceTask):
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        poll_batch: int = DEFAULT_POLL_BATCH,
+    ) -> None:
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._poll_batch = poll_batch
+        self._stopping = threading.Event()
+        self._task = 0
+        self._topic = ""
+        self._max_records = -1
+        self._rate = 0.0
+        self._size = 100
+        self._next_seq = 0
+        self._tokens = 0.0
+        self._refilled_at = 0.0
+
+    def version(self) -> str:
+        return sluiceway.__version__
+
+    def start(self, props: Mapping[str, str]) -> None:
+        config = AbstractConfig(task_config_def(), props)
+        self._task = config.get_int(TASK_ID_CONFIG)
+        self._topic = config.get_string(TOPIC_CONFIG) or ""
+        self._max_records = config.get_long(MAX_RECORDS_CONFIG)
+        self._rate = config.get_double(RECORDS_PER_SEC_CONFIG)
+        self._size = config.get_int(RECORD_SIZE_BYTES_CONFIG)
+        self._next_seq = resume_seq(self.context.offset_storage_reader().offset(source_partition(self._task)))
+        # One token up front so the first record is not delayed; the bucket holds at most one
+        # second of records, so a slow consumer of the task never causes a large burst later.
+        self._tokens = 1.0
+        self._refilled_at = self._clock()
+
+    @property
+    def next_seq(self) -> int:
+        return self._next_seq
+
+    def _allowance(self) -> int:
+        """How many records the rate limit lets through now (waiting briefly for the first one)."""
+        if self._rate <= 0:
+            return self._poll_batch
+        now = self._clock()
+        capacity = max(self._rate, 1.0)
+        self._tokens = min(capacity, self._tokens + (now - self._refilled_at) * self._rate)
+        self._refilled_at = now
+        if self._tokens < 1.0:
+            self._stopping.wait(min((1.0 - self._tokens) / self._rate, IDLE_WAIT_S))
+            now = self._clock()
+            self._tokens = min(capacity, self._tokens + (now - self._refilled_at) * self._rate)
+            self._refilled_at = now
+        return math.floor(self._tokens)
+
+    def poll(self) -> list[SourceRecord] | None:
+        if self._stopping.is_set():
+            return None
+        count = self._poll_batch
+        if self._max_records >= 0:
+            count = min(count, self._max_records - self._next_seq)
+            if count <= 0:
+                # max.records reached: idle until stopped.
+                self._stopping.wait(IDLE_WAIT_S)
+                return None
+        count = min(count, self._allowance())
+        if count <= 0 or self._stopping.is_set():
+            return None
+        if self._rate > 0:
+            self._tokens -= count
+        ts_ms = int(self._wall_clock() * 1000)
+        partition = source_partition(self._task)
+        records: list[SourceRecord] = []
+        for seq in range(self._next_seq, self._next_seq + count):
+            key, value = datagen_record(self._task, seq, ts_ms, self._size)
+            records.append(
+                SourceRecord(
+                    source_partition=partition,
+                    source_offset={SEQ_FIELD: seq},
+                    topic=self._topic,
+                    key=key,
+                    value=value,
+                    timestamp_ms=ts_ms,
+                    key_schema=STRING_SCHEMA,
+                    value_schema=STRING_SCHEMA,
+                )
+            )
+        self._next_seq += count
+        return records
+
+    def stop(self) -> None:
+        self._stopping.set()

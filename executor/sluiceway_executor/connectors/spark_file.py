@@ -1,0 +1,167 @@
+"""SparkFileSink: appends each batch of records to files in a Spark format (Parquet, JSON, CSV, ORC).
+
+Spark is imported only inside the task's write, so the control plane can load this plugin without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final
+
+import sluiceway
+from sluiceway.connect import (
+    AbstractConfig,
+    BatchContext,
+    Composite,
+    ConfigDef,
+    ConfigType,
+    ConnectException,
+    DataFrameSinkTask,
+    Importance,
+    ListOf,
+    NonEmptyString,
+    SinkConnector,
+    Task,
+    TopicPartition,
+    UniqueItems,
+    ValidString,
+    Width,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["SparkFileSinkConnector", "SparkFileSinkTask"]
+
+PATH_CONFIG: Final = "path"
+FORMAT_CONFIG: Final = "format"
+PARTITION_BY_CONFIG: Final = "partition.by"
+FORMATS: Final = ("parquet", "json", "csv", "orc")
+
+_GROUP = "Files"
+
+
+def config_def() -> ConfigDef:
+    return (
+        ConfigDef()
+        .define(
+            PATH_CONFIG,
+            ConfigType.STRING,
+            validator=NonEmptyString(),
+            importance=Importance.HIGH,
+            documentation="Directory (any path or URI Spark can write to) the files are appended to.",
+            group=_GROUP,
+            order_in_group=1,
+            width=Width.LONG,
+            display_name="Path",
+        )
+        .define(
+            FORMAT_CONFIG,
+            ConfigType.STRING,
+            "parquet",
+            ValidString.in_(*FORMATS, case_insensitive=True),
+            Importance.HIGH,
+            "Spark file format of the output: parquet, json, csv or orc.",
+            _GROUP,
+            2,
+            Width.SHORT,
+            "Format",
+        )
+        .define(
+            PARTITION_BY_CONFIG,
+            ConfigType.LIST,
+            [],
+            Composite.of(
+                ListOf(NonEmptyString()),
+                UniqueItems("unique column names", "Duplicate column name provided."),
+            ),
+            Importance.MEDIUM,
+            "Columns of the batch to partition the output directories by (e.g. topic); none by default.",
+            _GROUP,
+            3,
+            Width.LONG,
+            "Partition by",
+        )
+    )
+
+
+class SparkFileSinkConnector(SinkConnector):
+    def __init__(self) -> None:
+        self._props: dict[str, str] = {}
+
+    def version(self) -> str:
+        return sluiceway.__version__
+
+    def config(self) -> ConfigDef:
+        return config_def()
+
+    def start(self, props: Mapping[str, str]) -> None:
+        AbstractConfig(config_def(), props)
+        self._props = dict(props)
+
+    def stop(self) -> None:
+        """Nothing runs in the background."""
+
+    def task_class(self) -> type[Task]:
+        return SparkFileSinkTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        # Every task writes its own share of the partitions into the same directory; Spark's file
+        # names are unique per job, so concurrent appends do not collide.
+        return [dict(self._props) for _ in range(max_tasks)]
+
+    def alter_offsets(
+        self, connector_config: Mapping[str, str], offsets: Mapping[TopicPartition, int | None]
+    ) -> bool:
+        # Offsets live only in the consumer group; the files need no change.
+        return True
+
+
+class SparkFileSinkTask(DataFrameSinkTask):
+    def __init__(self) -> None:
+        self._path = ""
+        self._format = "parquet"
+        self._partition_by: list[str] = []
+
+    def version(self) -> str:
+        return sluiceway.__version__
+
+    def start(self, props: Mapping[str, str]) -> None:
+        config = AbstractConfig(config_def(), props)
+        self._path = config.get_string(PATH_CONFIG) or ""
+        self._format = (config.get_string(FORMAT_CONFIG) or "parquet").lower()
+        self._partition_by = config.get_list(PARTITION_BY_CONFIG)
+
+    def _for_csv(self, batch: DataFrame) -> DataFrame:
+        """CSV holds only flat values: nested columns become JSON text and binary becomes UTF-8 text."""
+        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+        from pyspark.sql.types import ArrayType, BinaryType, MapType, StructType
+
+        columns = []
+        for column in batch.schema.fields:
+            ref = F.col(f"`{column.name.replace('`', '``')}`")
+            if isinstance(column.dataType, StructType | ArrayType | MapType):
+                ref = F.to_json(ref)
+            elif isinstance(column.dataType, BinaryType):
+                ref = ref.cast("string")
+            columns.append(ref.alias(column.name))
+        return batch.select(*columns)
+
+    def write_batch(self, batch: DataFrame, context: BatchContext) -> None:
+        missing = [name for name in self._partition_by if name not in batch.columns]
+        if missing:
+            raise ConnectException(
+                f"{PARTITION_BY_CONFIG} names column(s) {', '.join(missing)} that the batch does not have "
+                f"(it has {', '.join(batch.columns)})"
+            )
+        if self._format == "csv":
+            batch = self._for_csv(batch)
+        writer = batch.write.mode("append").format(self._format)
+        if self._format == "csv":
+            writer = writer.option("header", "true")
+        if self._partition_by:
+            writer = writer.partitionBy(*self._partition_by)
+        writer.save(self._path)
+
+    def stop(self) -> None:
+        """Each batch is written by its own Spark job; nothing stays open."""

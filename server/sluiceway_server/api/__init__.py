@@ -1,0 +1,1 @@
+"""gRPC servicers: they translate protos to herder calls and herder errors to gRPC statuses."""

@@ -1,0 +1,43 @@
+"""ClusterService: who this replica is, who leads, which executors are attached."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+import sluiceway
+from sluiceway.api.v1 import cluster_pb2, cluster_pb2_grpc
+
+from sluiceway_server.api.errors import mapped
+from sluiceway_server.herder.herder import Herder
+
+
+class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
+    def __init__(
+        self, herder: Herder, *, kafka_cluster_id: str, group_id: str, advertised_address: str
+    ) -> None:
+        self.herder = herder
+        self.kafka_cluster_id = kafka_cluster_id
+        self.group_id = group_id
+        self.advertised_address = advertised_address
+
+    @mapped
+    async def GetServerInfo(
+        self, request: cluster_pb2.GetServerInfoRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> cluster_pb2.ServerInfo:
+        # One replica for now: it leads its own cluster (the cluster issue adds election and members).
+        me = cluster_pb2.Member(
+            id=self.herder.worker_id,
+            advertised_address=self.advertised_address,
+            leader_epoch=self.herder.generation,
+            leader=True,
+        )
+        return cluster_pb2.ServerInfo(
+            version=sluiceway.__version__,
+            kafka_cluster_id=self.kafka_cluster_id,
+            group_id=self.group_id,
+            this_replica=me,
+            leader=me,
+            members=[me],
+            config_position=self.herder.snapshot().position,
+        )

@@ -1,0 +1,304 @@
+"""ConnectorService: translation only; the herder does the work."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf import empty_pb2
+from sluiceway.api.v1 import connectors_pb2, connectors_pb2_grpc
+
+from sluiceway_server.api import convert
+from sluiceway_server.api.errors import abort, invalid_request, mapped
+from sluiceway_server.api.idempotency import RequestIdCache
+from sluiceway_server.api.names import connector_name, format_connector, format_task, task_name
+from sluiceway_server.herder.errors import HerderError
+from sluiceway_server.herder.herder import Herder, with_deadline
+from sluiceway_server.herder.views import InstanceStatusView
+from sluiceway_server.model import TargetState
+
+Context = grpc.aio.ServicerContext[Any, Any]
+T = TypeVar("T")
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
+
+
+class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
+    def __init__(self, herder: Herder, request_ids: RequestIdCache, default_timeout: float) -> None:
+        self.herder = herder
+        self.request_ids = request_ids
+        self.default_timeout = default_timeout
+
+    def _timeout(self, context: Context) -> float:
+        remaining = context.time_remaining()
+        if remaining is None:
+            return self.default_timeout
+        # Answer a little before the caller's deadline, so it gets our DEADLINE_EXCEEDED naming the stage.
+        return max(remaining - min(0.1, remaining * 0.1), 0.0)
+
+    async def _run(self, context: Context, work: Awaitable[T]) -> T:
+        return await with_deadline(work, self._timeout(context))
+
+    async def _catch_up(self, position: int, context: Context) -> None:
+        if position < 0:
+            raise invalid_request("min_config_position", "must not be negative")
+        if position:
+            await self._run(context, self.herder.wait_for_position(position, self._timeout(context)))
+
+    def _view(self, name: str, view: int, default: int) -> connectors_pb2.Connector:
+        view = view or default
+        if view == connectors_pb2.NAMES:
+            return convert.connector(None, name=name)
+        info = (
+            self.herder.connector_info(name) if view in (connectors_pb2.INFO, connectors_pb2.FULL) else None
+        )
+        status = (
+            self.herder.connector_status(name)
+            if view in (connectors_pb2.STATUS, connectors_pb2.FULL)
+            else None
+        )
+        return convert.connector(info, status)
+
+    @mapped
+    async def CreateConnector(
+        self, request: connectors_pb2.CreateConnectorRequest, context: Context
+    ) -> connectors_pb2.Connector:
+        if request.initial_state not in convert.INITIAL_STATES:
+            raise invalid_request("initial_state", f"unknown value {request.initial_state}")
+
+        async def call() -> connectors_pb2.Connector:
+            info = await self._run(
+                context,
+                self.herder.create_connector(
+                    request.connector_id,
+                    dict(request.connector.config),
+                    convert.INITIAL_STATES[request.initial_state],
+                    request.validate_only,
+                ),
+            )
+            return convert.connector(info)
+
+        return await self.request_ids.run("CreateConnector", request, call)
+
+    @mapped
+    async def GetConnector(
+        self, request: connectors_pb2.GetConnectorRequest, context: Context
+    ) -> connectors_pb2.Connector:
+        name = connector_name(request.name)
+        await self._catch_up(request.min_config_position, context)
+        return self._view(name, request.view, connectors_pb2.INFO)
+
+    @mapped
+    async def ListConnectors(
+        self, request: connectors_pb2.ListConnectorsRequest, context: Context
+    ) -> connectors_pb2.ListConnectorsResponse:
+        if request.page_size < 0:
+            raise invalid_request("page_size", "must not be negative")
+        size = min(request.page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+        after = ""
+        if request.page_token:
+            try:
+                after = base64.b64decode(request.page_token.encode(), altchars=b"-_", validate=True).decode()
+            except (ValueError, UnicodeDecodeError):
+                raise invalid_request("page_token", "not a token this API returned") from None
+        await self._catch_up(request.min_config_position, context)
+        names = [n for n in self.herder.connector_names() if n > after]
+        page, rest = names[:size], names[size:]
+        response = connectors_pb2.ListConnectorsResponse()
+        for name in page:
+            try:
+                response.connectors.append(self._view(name, request.view, connectors_pb2.NAMES))
+            except HerderError:
+                continue  # deleted between listing and reading
+        if rest:
+            response.next_page_token = base64.urlsafe_b64encode(page[-1].encode()).decode()
+        return response
+
+    @mapped
+    async def ReplaceConnectorConfig(
+        self, request: connectors_pb2.ReplaceConnectorConfigRequest, context: Context
+    ) -> connectors_pb2.ReplaceConnectorConfigResponse:
+        name = connector_name(request.name)
+
+        async def call() -> connectors_pb2.ReplaceConnectorConfigResponse:
+            info, created = await self._run(
+                context, self.herder.replace_connector_config(name, dict(request.config))
+            )
+            return connectors_pb2.ReplaceConnectorConfigResponse(
+                connector=convert.connector(info), created=created
+            )
+
+        return await self.request_ids.run("ReplaceConnectorConfig", request, call)
+
+    @mapped
+    async def PatchConnectorConfig(
+        self, request: connectors_pb2.PatchConnectorConfigRequest, context: Context
+    ) -> connectors_pb2.Connector:
+        name = connector_name(request.name)
+        overlap = set(request.set) & set(request.remove)
+        if overlap:
+            raise invalid_request("remove", f"keys both set and removed: {', '.join(sorted(overlap))}")
+
+        async def call() -> connectors_pb2.Connector:
+            info = await self._run(
+                context, self.herder.patch_connector_config(name, dict(request.set), list(request.remove))
+            )
+            return convert.connector(info)
+
+        return await self.request_ids.run("PatchConnectorConfig", request, call)
+
+    @mapped
+    async def DeleteConnector(
+        self, request: connectors_pb2.DeleteConnectorRequest, context: Context
+    ) -> empty_pb2.Empty:
+        name = connector_name(request.name)
+        if request.delete_offsets:
+            await context.abort(
+                grpc.StatusCode.UNIMPLEMENTED,
+                "delete_offsets arrives with offsets management (KIP-875); reset offsets separately for now",
+            )
+
+        async def call() -> empty_pb2.Empty:
+            await self._run(context, self.herder.delete_connector(name))
+            return empty_pb2.Empty()
+
+        return await self.request_ids.run("DeleteConnector", request, call)
+
+    async def _transition(
+        self, method: str, request: Any, context: Context, target: Any
+    ) -> connectors_pb2.Connector:
+        name = connector_name(request.name)
+
+        async def call() -> connectors_pb2.Connector:
+            return convert.connector(await self._run(context, self.herder.set_target_state(name, target)))
+
+        return await self.request_ids.run(method, request, call)
+
+    @mapped
+    async def PauseConnector(
+        self, request: connectors_pb2.PauseConnectorRequest, context: Context
+    ) -> connectors_pb2.Connector:
+        return await self._transition("PauseConnector", request, context, TargetState.PAUSED)
+
+    @mapped
+    async def ResumeConnector(
+        self, request: connectors_pb2.ResumeConnectorRequest, context: Context
+    ) -> connectors_pb2.Connector:
+        return await self._transition("ResumeConnector", request, context, TargetState.STARTED)
+
+    @mapped
+    async def StopConnector(
+        self, request: connectors_pb2.StopConnectorRequest, context: Context
+    ) -> connectors_pb2.Connector:
+        return await self._transition("StopConnector", request, context, TargetState.STOPPED)
+
+    @mapped
+    async def RestartConnector(
+        self, request: connectors_pb2.RestartConnectorRequest, context: Context
+    ) -> connectors_pb2.ConnectorStatus:
+        name = connector_name(request.name)
+
+        async def call() -> connectors_pb2.ConnectorStatus:
+            view = await self._run(
+                context, self.herder.restart_connector(name, request.include_tasks, request.only_failed)
+            )
+            return convert.connector_status(view)
+
+        return await self.request_ids.run("RestartConnector", request, call)
+
+    @mapped
+    async def ListTasks(
+        self, request: connectors_pb2.ListTasksRequest, context: Context
+    ) -> connectors_pb2.ListTasksResponse:
+        name = connector_name(request.parent, "parent")
+        await self._catch_up(request.min_config_position, context)
+        return connectors_pb2.ListTasksResponse(
+            tasks=[
+                connectors_pb2.Task(name=format_task(name, t.task), config=dict(t.config))
+                for t in self.herder.task_configs(name)
+            ]
+        )
+
+    @mapped
+    async def GetConnectorStatus(
+        self, request: connectors_pb2.GetConnectorStatusRequest, context: Context
+    ) -> connectors_pb2.ConnectorStatus:
+        return convert.connector_status(self.herder.connector_status(connector_name(request.name)))
+
+    @mapped
+    async def GetTaskStatus(
+        self, request: connectors_pb2.GetTaskStatusRequest, context: Context
+    ) -> connectors_pb2.TaskStatus:
+        connector, task = task_name(request.name)
+        return convert.task_status(self.herder.task_status(connector, task))
+
+    @mapped
+    async def RestartTask(
+        self, request: connectors_pb2.RestartTaskRequest, context: Context
+    ) -> empty_pb2.Empty:
+        connector, task = task_name(request.name)
+
+        async def call() -> empty_pb2.Empty:
+            await self._run(context, self.herder.restart_task(connector, task))
+            return empty_pb2.Empty()
+
+        return await self.request_ids.run("RestartTask", request, call)
+
+    async def WatchStatus(
+        self, request: connectors_pb2.WatchStatusRequest, context: Context
+    ) -> AsyncIterator[connectors_pb2.StatusEvent]:
+        try:
+            only = connector_name(request.name) if request.name else None
+        except HerderError as exc:
+            await abort(context, exc)
+        # Subscribe before reading the current state so no change falls in between.
+        queue = self.herder.subscribe()
+        try:
+            if request.include_initial:
+                names = [only] if only is not None else self.herder.connector_names()
+                for name in names:
+                    try:
+                        status = self.herder.connector_status(name)
+                    except HerderError as exc:
+                        if only is not None:
+                            await abort(context, exc)
+                        continue
+                    yield connectors_pb2.StatusEvent(
+                        name=format_connector(name), status=convert.instance_status(status.connector)
+                    )
+                    for task in status.tasks:
+                        yield connectors_pb2.StatusEvent(
+                            name=format_task(name, task.task), status=convert.instance_status(task.status)
+                        )
+            while True:
+                change = await queue.get()
+                if only is not None and change.connector != only:
+                    continue
+                name = (
+                    format_connector(change.connector)
+                    if change.task is None
+                    else format_task(change.connector, change.task)
+                )
+                if change.status is None:
+                    yield connectors_pb2.StatusEvent(name=name, removed=True)
+                    continue
+                record = change.status
+                yield connectors_pb2.StatusEvent(
+                    name=name,
+                    status=convert.instance_status(
+                        InstanceStatusView(
+                            record.state,
+                            record.worker_id,
+                            record.trace,
+                            record.generation,
+                            record.recent_errors,
+                        )
+                    ),
+                )
+        except asyncio.CancelledError:
+            raise
+        finally:
+            self.herder.unsubscribe(queue)

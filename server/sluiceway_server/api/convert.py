@@ -1,0 +1,173 @@
+"""Herder views ↔ API protos."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf import timestamp_pb2
+from sluiceway.api.v1 import common_pb2, connectors_pb2, plugins_pb2
+from sluiceway.connect.config import ConfigKey, ConfigValue, Password
+from sluiceway.connect.plugins import PluginDesc, PluginType
+from sluiceway.connect.validation import ConfigInfos
+
+from sluiceway_server.api.names import format_connector, format_task
+from sluiceway_server.herder.views import (
+    ConnectorInfo,
+    ConnectorStatusView,
+    InstanceStatusView,
+    TaskStatusView,
+)
+from sluiceway_server.model import ConnectorType, State, TargetState
+from sluiceway_server.storage import ErrorEntry
+
+HIDDEN = "[hidden]"
+
+CONNECTOR_TYPES = {
+    ConnectorType.SOURCE: common_pb2.SOURCE,
+    ConnectorType.SINK: common_pb2.SINK,
+    ConnectorType.UNKNOWN: common_pb2.CONNECTOR_TYPE_UNSPECIFIED,
+}
+TARGET_STATES = {
+    TargetState.STARTED: common_pb2.RUNNING,
+    TargetState.PAUSED: common_pb2.PAUSED,
+    TargetState.STOPPED: common_pb2.STOPPED,
+}
+STATES = {
+    State.UNASSIGNED: common_pb2.UNASSIGNED,
+    State.RUNNING: common_pb2.STATE_RUNNING,
+    State.PAUSED: common_pb2.STATE_PAUSED,
+    State.STOPPED: common_pb2.STATE_STOPPED,
+    State.FAILED: common_pb2.FAILED,
+    State.RESTARTING: common_pb2.RESTARTING,
+}
+INITIAL_STATES = {
+    connectors_pb2.INITIAL_STATE_UNSPECIFIED: TargetState.STARTED,
+    connectors_pb2.INITIAL_RUNNING: TargetState.STARTED,
+    connectors_pb2.INITIAL_PAUSED: TargetState.PAUSED,
+    connectors_pb2.INITIAL_STOPPED: TargetState.STOPPED,
+}
+
+
+def timestamp(ms: int) -> timestamp_pb2.Timestamp:
+    ts = timestamp_pb2.Timestamp()
+    ts.FromMilliseconds(ms)
+    return ts
+
+
+def error_event(entry: ErrorEntry) -> common_pb2.ErrorEvent:
+    return common_pb2.ErrorEvent(
+        time=timestamp(entry.time_ms), message=entry.message, trace=entry.trace, worker_id=entry.worker_id
+    )
+
+
+def instance_status(view: InstanceStatusView) -> connectors_pb2.InstanceStatus:
+    return connectors_pb2.InstanceStatus(
+        state=STATES[view.state],
+        worker_id=view.worker_id,
+        trace=view.trace or "",
+        generation=view.generation,
+        recent_errors=[error_event(e) for e in view.recent_errors],
+    )
+
+
+def task_status(view: TaskStatusView) -> connectors_pb2.TaskStatus:
+    return connectors_pb2.TaskStatus(
+        name=format_task(view.connector, view.task), id=view.task, status=instance_status(view.status)
+    )
+
+
+def connector_status(view: ConnectorStatusView) -> connectors_pb2.ConnectorStatus:
+    return connectors_pb2.ConnectorStatus(
+        name=format_connector(view.name),
+        type=CONNECTOR_TYPES[view.type],
+        connector=instance_status(view.connector),
+        tasks=[task_status(t) for t in view.tasks],
+    )
+
+
+def connector(
+    info: ConnectorInfo | None, status: ConnectorStatusView | None = None, name: str | None = None
+) -> connectors_pb2.Connector:
+    message = connectors_pb2.Connector()
+    if info is not None:
+        message.name = format_connector(info.name)
+        message.config.update(info.config)
+        message.type = CONNECTOR_TYPES[info.type]
+        message.tasks.extend(format_task(info.name, t) for t in info.tasks)
+        message.target_state = TARGET_STATES[info.target_state]
+        message.config_position = info.config_position
+    elif name is not None:
+        message.name = format_connector(name)
+    if status is not None:
+        message.name = format_connector(status.name)
+        message.type = CONNECTOR_TYPES[status.type]
+        message.status.CopyFrom(connector_status(status))
+    return message
+
+
+def plugin(desc: PluginDesc) -> plugins_pb2.Plugin:
+    return plugins_pb2.Plugin(
+        name=f"plugins/{desc.class_name}",
+        class_name=desc.class_name,
+        type=plugins_pb2.SOURCE_CONNECTOR if desc.type is PluginType.SOURCE else plugins_pb2.SINK_CONNECTOR,
+        version=desc.version,
+        aliases=list(desc.aliases),
+    )
+
+
+def config_key(key: ConfigKey) -> plugins_pb2.ConfigKeyDefinition:
+    definition = plugins_pb2.ConfigKeyDefinition(
+        name=key.name,
+        type=getattr(plugins_pb2, key.type.name),
+        required=key.required,
+        importance=getattr(plugins_pb2, key.importance.name),
+        documentation=key.documentation or "",
+        group=key.group or "",
+        order_in_group=key.order_in_group,
+        display_name=key.display_name or key.name,
+        dependents=list(key.dependents),
+        valid_values=key.valid_values(),
+    )
+    default = key.default_as_string()
+    if default is not None:
+        definition.default_value = default
+    return definition
+
+
+def render_value(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, Password):
+        return HIDDEN
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, type):
+        return f"{value.__module__}.{value.__qualname__}"
+    return str(value)
+
+
+def config_value(value: ConfigValue, secret: bool) -> plugins_pb2.ConfigValue:
+    message = plugins_pb2.ConfigValue(
+        name=value.name,
+        recommended_values=[v for v in (render_value(r) for r in value.recommended_values) if v is not None],
+        errors=list(value.errors),
+        visible=value.visible,
+    )
+    rendered = render_value(value.value)
+    if rendered is not None:
+        message.value = HIDDEN if secret else rendered
+    return message
+
+
+def validation(infos: ConfigInfos, secret_keys: set[str]) -> plugins_pb2.ValidateConnectorConfigResponse:
+    response = plugins_pb2.ValidateConnectorConfigResponse(
+        plugin_class_name=infos.plugin_class_name, error_count=infos.error_count, groups=list(infos.groups)
+    )
+    for info in infos.configs:
+        entry = response.configs.add()
+        if info.definition is not None:
+            entry.definition.CopyFrom(config_key(info.definition))
+        entry.value.CopyFrom(config_value(info.value, info.value.name in secret_keys))
+    return response

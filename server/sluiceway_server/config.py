@@ -1,0 +1,180 @@
+"""Worker configuration: Kafka Connect's worker keys, from a properties file, `SLUICEWAY_*`
+environment variables and command-line overrides (later sources win)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+# Keys a worker understands, with their defaults (Kafka Connect's names where it has one).
+DEFAULTS: dict[str, str] = {
+    "bootstrap.servers": "localhost:9092",
+    "group.id": "sluiceway-cluster",
+    "config.storage.topic": "connect-configs",
+    "config.storage.replication.factor": "3",
+    "offset.storage.topic": "connect-offsets",
+    "offset.storage.replication.factor": "3",
+    "offset.storage.partitions": "25",
+    "status.storage.topic": "connect-status",
+    "status.storage.replication.factor": "3",
+    "status.storage.partitions": "5",
+    "listeners": "0.0.0.0:8083",
+    "advertised.listeners": "",
+    "topic.tracking.enable": "true",
+    "topic.tracking.allow.reset": "true",
+    "topic.creation.enable": "true",
+    "heartbeat.interval.ms": "0",
+    "heartbeat.records.topic": "connect-heartbeats",
+    # How long a connector plugin callback (start, stop, task_configs, validate…) may take.
+    "plugin.callback.timeout.ms": "30000",
+    # Upper bound for API calls that arrive without a deadline (Kafka Connect's REST timeout).
+    "request.timeout.ms": "90000",
+    # How long start-up waits for Kafka before giving up.
+    "startup.timeout.ms": "60000",
+    "spark.remote": "sc://localhost:15002",
+}
+
+PASSTHROUGH_PREFIXES = ("producer.", "consumer.", "admin.")
+
+
+class WorkerConfigError(ValueError):
+    """A worker setting is missing or malformed; `key` names it."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties subset: comments (# !), key=value or key: value, line continuations."""
+    result: dict[str, str] = {}
+    logical: list[str] = []
+    for raw in text.splitlines():
+        line = raw.strip() if not logical else raw.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            logical.append(line[:-1])
+            continue
+        logical.append(line)
+        entry = "".join(logical)
+        logical = []
+        sep = min((i for i in (entry.find("="), entry.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            result[entry.strip()] = ""
+        else:
+            result[entry[:sep].strip()] = entry[sep + 1 :].strip()
+    return result
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, str]:
+    """SLUICEWAY_BOOTSTRAP_SERVERS → bootstrap.servers; SLUICEWAY_PRODUCER_LINGER_MS → producer.linger.ms.
+    Only known keys and pass-through prefixes, so unrelated variables (SLUICEWAY_SERVER) are ignored."""
+    out: dict[str, str] = {}
+    for name, value in env.items():
+        if not name.startswith("SLUICEWAY_"):
+            continue
+        key = name[len("SLUICEWAY_") :].lower().replace("_", ".")
+        if key in DEFAULTS or key.startswith(PASSTHROUGH_PREFIXES):
+            out[key] = value
+    return out
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    props: Mapping[str, str]
+
+    @classmethod
+    def load(
+        cls,
+        file: Path | None = None,
+        overrides: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> WorkerConfig:
+        props = dict(DEFAULTS)
+        if file is not None:
+            try:
+                props.update(parse_properties(file.read_text()))
+            except OSError as exc:
+                raise WorkerConfigError("config", f"cannot read {file}: {exc}") from exc
+        props.update(_env_overrides(os.environ if env is None else env))
+        props.update(overrides or {})
+        config = cls(props)
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        for key in (
+            "bootstrap.servers",
+            "group.id",
+            "config.storage.topic",
+            "offset.storage.topic",
+            "status.storage.topic",
+            "listeners",
+        ):
+            if not self.get(key).strip():
+                raise WorkerConfigError(key, "must not be empty")
+        for key in (
+            "config.storage.replication.factor",
+            "offset.storage.replication.factor",
+            "status.storage.replication.factor",
+        ):
+            value = self.get_int(key)
+            if value == 0 or value < -1:
+                raise WorkerConfigError(key, "must be -1 (broker default) or at least 1")
+        for key in ("offset.storage.partitions", "status.storage.partitions"):
+            if self.get_int(key) < 1:
+                raise WorkerConfigError(key, "must be at least 1")
+        for key in ("plugin.callback.timeout.ms", "request.timeout.ms", "startup.timeout.ms"):
+            if self.get_int(key) <= 0:
+                raise WorkerConfigError(key, "must be positive")
+        if self.get_int("heartbeat.interval.ms") < 0:
+            raise WorkerConfigError("heartbeat.interval.ms", "must not be negative")
+        for key in ("topic.tracking.enable", "topic.tracking.allow.reset", "topic.creation.enable"):
+            self.get_bool(key)
+        self.listen_address()
+
+    def get(self, key: str) -> str:
+        return self.props.get(key, DEFAULTS.get(key, ""))
+
+    def get_int(self, key: str) -> int:
+        raw = self.get(key)
+        try:
+            return int(raw.strip())
+        except ValueError:
+            raise WorkerConfigError(key, f"expected an integer, got {raw!r}") from None
+
+    def get_bool(self, key: str) -> bool:
+        raw = self.get(key).strip().lower()
+        if raw not in ("true", "false"):
+            raise WorkerConfigError(key, f"expected true or false, got {raw!r}")
+        return raw == "true"
+
+    def seconds(self, key: str) -> float:
+        return self.get_int(key) / 1000.0
+
+    def prefixed(self, prefix: str) -> dict[str, str]:
+        """Kafka client settings passed through, e.g. `producer.linger.ms` → `linger.ms`."""
+        return {k[len(prefix) :]: v for k, v in self.props.items() if k.startswith(prefix)}
+
+    def listen_address(self) -> str:
+        """The first listener as host:port (a scheme like `grpc://` is accepted and dropped)."""
+        first = self.get("listeners").split(",")[0].strip()
+        first = first.split("://", 1)[-1]
+        host, sep, port = first.rpartition(":")
+        if not sep or not port.isdigit():
+            raise WorkerConfigError("listeners", f"expected host:port, got {first!r}")
+        return f"{host or '0.0.0.0'}:{port}"
+
+    def advertised_address(self, bound_port: int | None = None) -> str:
+        """Where others reach this replica; defaults to this host's name and the bound port."""
+        advertised = self.get("advertised.listeners").split(",")[0].strip().split("://", 1)[-1]
+        if advertised:
+            return advertised
+        host, _, port = self.listen_address().rpartition(":")
+        if host in ("0.0.0.0", "::", "[::]", ""):
+            host = socket.gethostname()
+        return f"{host}:{bound_port or port}"

@@ -1,0 +1,80 @@
+"""Domain errors of the herder. Each carries an ErrorInfo reason (sluiceway.api.v1.ErrorReason);
+the API layer maps the class to a gRPC code and never needs to parse messages."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FieldViolation:
+    field: str
+    description: str
+
+
+class HerderError(Exception):
+    reason: str = "ERROR_REASON_UNSPECIFIED"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str | None = None,
+        violations: Sequence[FieldViolation] = (),
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        if reason is not None:
+            self.reason = reason
+        self.violations = list(violations)
+        self.metadata = dict(metadata or {})
+
+
+class NotFoundError(HerderError):
+    reason = "CONNECTOR_NOT_FOUND"
+
+
+class AlreadyExistsError(HerderError):
+    reason = "CONNECTOR_ALREADY_EXISTS"
+
+
+class InvalidArgumentError(HerderError):
+    """Bad input: INVALID_CONFIG (violations name config keys) or INVALID_REQUEST (request fields)."""
+
+    reason = "INVALID_REQUEST"
+
+
+class FailedPreconditionError(HerderError):
+    reason = "CONNECTOR_NOT_STOPPED"
+
+
+class UnavailableError(HerderError):
+    reason = "STORAGE_UNAVAILABLE"
+
+    def __init__(self, message: str, *, reason: str | None = None, retry_after: float = 1.0) -> None:
+        super().__init__(message, reason=reason)
+        self.retry_after = retry_after
+
+
+class PermissionDeniedError(HerderError):
+    reason = "NOT_AUTHORIZED"
+
+
+class RequestTimeoutError(HerderError):
+    """The caller's deadline passed; `stage` says what the request was doing (Kafka's TickThreadStage)."""
+
+    reason = "REQUEST_TIMED_OUT"
+
+    def __init__(self, stage: str) -> None:
+        super().__init__(f"Request timed out while {stage}", metadata={"stage": stage})
+        self.stage = stage
+
+
+class UnimplementedError(HerderError):
+    reason = "ERROR_REASON_UNSPECIFIED"
+
+
+def connector_not_found(name: str) -> NotFoundError:
+    return NotFoundError(f"Connector {name} not found", metadata={"connector": name})

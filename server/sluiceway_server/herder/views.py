@@ -1,0 +1,59 @@
+"""Plain read models the herder returns to the API layer."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from sluiceway_server.model import ConnectorType, State, TargetState
+from sluiceway_server.storage import ErrorEntry
+
+
+@dataclass(frozen=True)
+class ConnectorInfo:
+    name: str
+    config: Mapping[str, str]
+    type: ConnectorType
+    tasks: tuple[int, ...]
+    target_state: TargetState
+    config_position: int
+
+
+@dataclass(frozen=True)
+class InstanceStatusView:
+    state: State
+    worker_id: str = ""
+    trace: str | None = None
+    generation: int = 0
+    recent_errors: tuple[ErrorEntry, ...] = ()
+
+
+@dataclass(frozen=True)
+class TaskStatusView:
+    connector: str
+    task: int
+    status: InstanceStatusView
+
+
+@dataclass(frozen=True)
+class ConnectorStatusView:
+    name: str
+    type: ConnectorType
+    connector: InstanceStatusView
+    tasks: tuple[TaskStatusView, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class TaskConfigView:
+    connector: str
+    task: int
+    config: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class RestartPlan:
+    """KIP-745: which instances a restart request restarts, decided from current statuses."""
+
+    connector: str
+    restart_connector: bool
+    tasks: tuple[int, ...]

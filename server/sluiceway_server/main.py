@@ -1,0 +1,110 @@
+"""`sluiceway server`: run one control-plane replica until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from sluiceway_server.config import WorkerConfig, WorkerConfigError
+
+_RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, and any `extra=` fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        entry.update({k: v for k, v in vars(record).items() if k not in _RESERVED})
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def configure_logging(level: str, fmt: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="sluiceway server", description="Run a Sluiceway control-plane replica."
+    )
+    parser.add_argument("--config", type=Path, help="worker properties file")
+    parser.add_argument("--bootstrap-servers", help="Kafka bootstrap servers (bootstrap.servers)")
+    parser.add_argument("--listeners", help="gRPC listen address host:port (listeners), default 0.0.0.0:8083")
+    parser.add_argument("--advertised-listeners", help="address others reach this replica on")
+    parser.add_argument("--group-id", help="control-plane cluster id (group.id)")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="any worker setting; repeatable"
+    )
+    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text")
+    return parser.parse_args(argv)
+
+
+def load_config(args: argparse.Namespace) -> WorkerConfig:
+    overrides: dict[str, str] = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise WorkerConfigError(item, "--set takes KEY=VALUE")
+        overrides[key.strip()] = value.strip()
+    for key, value in (
+        ("bootstrap.servers", args.bootstrap_servers),
+        ("listeners", args.listeners),
+        ("advertised.listeners", args.advertised_listeners),
+        ("group.id", args.group_id),
+    ):
+        if value is not None:
+            overrides[key] = value
+    return WorkerConfig.load(args.config, overrides)
+
+
+async def serve(config: WorkerConfig) -> None:
+    from sluiceway_server.server import start_control_plane
+
+    plane = await start_control_plane(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(
+        f"sluiceway control plane listening on {config.listen_address()} ({plane.advertised_address})",
+        flush=True,
+    )
+    await stop.wait()
+    await plane.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    configure_logging(args.log_level, args.log_format)
+    try:
+        config = load_config(args)
+    except WorkerConfigError as exc:
+        print(f"error: invalid worker configuration: {exc}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(serve(config))
+    except RuntimeError as exc:
+        logging.getLogger("sluiceway_server").error("%s", exc)
+        return 1
+    return 0

@@ -1,0 +1,190 @@
+"""Assembles a control-plane replica: Kafka-backed stores, the herder, and the gRPC server
+with health checking and reflection; shuts down gracefully."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import grpc
+from confluent_kafka.admin import AdminClient
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from sluiceway.api.v1 import (
+    cluster_pb2,
+    cluster_pb2_grpc,
+    connectors_pb2,
+    connectors_pb2_grpc,
+    executor_pb2,
+    executor_pb2_grpc,
+    offsets_pb2,
+    offsets_pb2_grpc,
+    plugins_pb2,
+    plugins_pb2_grpc,
+    topics_pb2,
+    topics_pb2_grpc,
+)
+from sluiceway.connect.plugins import PluginRegistry
+
+from sluiceway_server.api.cluster import ClusterServicer
+from sluiceway_server.api.connectors import ConnectorServicer
+from sluiceway_server.api.idempotency import RequestIdCache
+from sluiceway_server.api.plugins import PluginServicer
+from sluiceway_server.config import WorkerConfig
+from sluiceway_server.herder.herder import Herder
+from sluiceway_server.storage import (
+    ConfigStore,
+    KafkaLog,
+    LogRecord,
+    OffsetStore,
+    RecordLog,
+    StatusStore,
+    TopicSpec,
+)
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAMES = (
+    connectors_pb2.DESCRIPTOR.services_by_name["ConnectorService"].full_name,
+    plugins_pb2.DESCRIPTOR.services_by_name["PluginService"].full_name,
+    offsets_pb2.DESCRIPTOR.services_by_name["OffsetService"].full_name,
+    topics_pb2.DESCRIPTOR.services_by_name["TopicService"].full_name,
+    cluster_pb2.DESCRIPTOR.services_by_name["ClusterService"].full_name,
+    executor_pb2.DESCRIPTOR.services_by_name["ExecutorService"].full_name,
+)
+COMPACT = {"cleanup.policy": "compact"}
+LogFactory = Callable[[Callable[[LogRecord], None]], RecordLog]
+
+
+def kafka_log_factory(config: WorkerConfig, topic_key: str, partitions: int, rf_key: str) -> LogFactory:
+    def factory(on_record: Callable[[LogRecord], None]) -> RecordLog:
+        return KafkaLog(
+            config.get(topic_key),
+            config.get("bootstrap.servers"),
+            on_record,
+            TopicSpec(partitions, config.get_int(rf_key), COMPACT),
+            producer_config=config.prefixed("producer."),
+            consumer_config=config.prefixed("consumer."),
+            client_config=config.prefixed("admin."),
+            name=topic_key.split(".", maxsplit=1)[0],
+        )
+
+    return factory
+
+
+def kafka_cluster_id(config: WorkerConfig, timeout: float) -> str:
+    admin = AdminClient({"bootstrap.servers": config.get("bootstrap.servers"), **config.prefixed("admin.")})
+    metadata = admin.list_topics(timeout=timeout)
+    return str(metadata.cluster_id or "")
+
+
+@dataclass
+class ControlPlane:
+    config: WorkerConfig
+    server: grpc.aio.Server
+    herder: Herder
+    health: health.aio.HealthServicer
+    stores: tuple[ConfigStore, StatusStore, OffsetStore]
+    port: int
+    advertised_address: str
+
+    async def stop(self, grace: float = 10.0) -> None:
+        log.info("shutting down")
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace)
+        await self.herder.stop()
+        for store in self.stores:
+            await asyncio.to_thread(store.stop)
+        log.info("stopped")
+
+
+async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | None = None) -> ControlPlane:
+    loop = asyncio.get_running_loop()
+    # Store calls block until records are read back; give them room beyond the default pool.
+    loop.set_default_executor(ThreadPoolExecutor(64, thread_name_prefix="sluiceway-io"))
+    startup_timeout = config.seconds("startup.timeout.ms")
+    try:
+        cluster_id = await asyncio.to_thread(kafka_cluster_id, config, startup_timeout)
+    except Exception as exc:
+        raise RuntimeError(f"cannot reach Kafka at {config.get('bootstrap.servers')}: {exc}") from exc
+
+    config_store = ConfigStore(
+        kafka_log_factory(config, "config.storage.topic", 1, "config.storage.replication.factor")
+    )
+    status_store = StatusStore(
+        kafka_log_factory(
+            config,
+            "status.storage.topic",
+            config.get_int("status.storage.partitions"),
+            "status.storage.replication.factor",
+        )
+    )
+    offset_store = OffsetStore(
+        kafka_log_factory(
+            config,
+            "offset.storage.topic",
+            config.get_int("offset.storage.partitions"),
+            "offset.storage.replication.factor",
+        )
+    )
+    stores = (config_store, status_store, offset_store)
+    await asyncio.gather(*(asyncio.to_thread(s.start, startup_timeout) for s in stores))
+
+    server = grpc.aio.server(
+        options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+    )
+    port = server.add_insecure_port(config.listen_address())
+    if port == 0:
+        raise RuntimeError(f"cannot listen on {config.listen_address()}")
+    advertised = config.advertised_address(port)
+    herder = Herder(
+        worker_id=advertised,
+        config_store=config_store,
+        status_store=status_store,
+        plugins=plugins or PluginRegistry.discover(),
+        plugin_timeout=config.seconds("plugin.callback.timeout.ms"),
+    )
+    await herder.start()
+
+    default_timeout = config.seconds("request.timeout.ms")
+    connectors_pb2_grpc.add_ConnectorServiceServicer_to_server(
+        ConnectorServicer(herder, RequestIdCache(), default_timeout), server
+    )
+    plugins_pb2_grpc.add_PluginServiceServicer_to_server(PluginServicer(herder, default_timeout), server)
+    cluster_pb2_grpc.add_ClusterServiceServicer_to_server(
+        ClusterServicer(
+            herder,
+            kafka_cluster_id=cluster_id,
+            group_id=config.get("group.id"),
+            advertised_address=advertised,
+        ),
+        server,
+    )
+    # Implemented by later issues; until then they answer UNIMPLEMENTED (the generated default,
+    # which the stubs mark abstract).
+    unimplemented = (
+        offsets_pb2_grpc.OffsetServiceServicer(),  # type: ignore[abstract]
+        topics_pb2_grpc.TopicServiceServicer(),  # type: ignore[abstract]
+        executor_pb2_grpc.ExecutorServiceServicer(),  # type: ignore[abstract]
+    )
+    offsets_pb2_grpc.add_OffsetServiceServicer_to_server(unimplemented[0], server)
+    topics_pb2_grpc.add_TopicServiceServicer_to_server(unimplemented[1], server)
+    executor_pb2_grpc.add_ExecutorServiceServicer_to_server(unimplemented[2], server)
+
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
+        server,
+    )
+    await server.start()
+    for name in ("", *SERVICE_NAMES):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    log.info(
+        "control plane serving",
+        extra={"listen": config.listen_address(), "advertised": advertised, "kafka_cluster_id": cluster_id},
+    )
+    return ControlPlane(config, server, herder, health_servicer, stores, port, advertised)

@@ -1,0 +1,47 @@
+"""Cluster state in Kafka (DESIGN §4): the config, status and offsets topics, in Kafka Connect's own
+keys and JSON values, each materialised by a store over a RecordLog (KafkaLog, or MemoryLog in tests)."""
+
+from sluiceway_server.storage.config_store import (
+    ClusterConfigState,
+    ConfigStore,
+    ConfigUpdateListener,
+    RestartRequest,
+)
+from sluiceway_server.storage.kafka_log import KafkaLog, LogPosition, LogRecord, LogStoppedError, RecordLog
+from sluiceway_server.storage.memory_log import MemoryCluster, MemoryLog
+from sluiceway_server.storage.offset_store import OffsetStore, offset_key
+from sluiceway_server.storage.status_store import (
+    ConnectorStatusRecord,
+    ErrorEntry,
+    StatusChange,
+    StatusStore,
+    TaskStatusRecord,
+    TopicStatusRecord,
+)
+from sluiceway_server.storage.topics import TopicCreationError, TopicSpec, compacted, ensure_topic
+
+__all__ = [
+    "ClusterConfigState",
+    "ConfigStore",
+    "ConfigUpdateListener",
+    "ConnectorStatusRecord",
+    "ErrorEntry",
+    "KafkaLog",
+    "LogPosition",
+    "LogRecord",
+    "LogStoppedError",
+    "MemoryCluster",
+    "MemoryLog",
+    "OffsetStore",
+    "RecordLog",
+    "RestartRequest",
+    "StatusChange",
+    "StatusStore",
+    "TaskStatusRecord",
+    "TopicCreationError",
+    "TopicSpec",
+    "TopicStatusRecord",
+    "compacted",
+    "ensure_topic",
+    "offset_key",
+]

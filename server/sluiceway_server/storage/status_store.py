@@ -1,0 +1,415 @@
+"""The status topic, with Kafka Connect's keys and JSON values (DESIGN §4; KafkaStatusBackingStore, KIP-558).
+
+- `status-connector-{c}`, `status-task-{c}-{n}`:
+  `{"state", "trace", "worker_id", "generation"}`, plus our own optional `"recent_errors"`
+- `status-topic-{topic}:connector-{c}`: `{"topic": {"name", "connector", "task", "discoverTimestamp"}}`
+
+A tombstone removes the entry. Records are routed by key hash, so each key's history is ordered but
+different keys may be read in any order: the reader is strictly last-write-wins per key and never
+lets one key's record remove another's (a connector tombstone does not drop its task statuses;
+remove_connector writes a tombstone for each of them instead)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sluiceway_server.model import State
+from sluiceway_server.storage import serde
+from sluiceway_server.storage.kafka_log import LogPosition, LogRecord, RecordLog
+
+log = logging.getLogger(__name__)
+
+CONNECTOR_STATUS_PREFIX = "status-connector-"
+TASK_STATUS_PREFIX = "status-task-"
+TOPIC_STATUS_PREFIX = "status-topic-"
+TOPIC_STATUS_SEPARATOR = ":connector-"
+
+
+def connector_status_key(connector: str) -> bytes:
+    return f"{CONNECTOR_STATUS_PREFIX}{connector}".encode()
+
+
+def task_status_key(connector: str, task: int) -> bytes:
+    return f"{TASK_STATUS_PREFIX}{connector}-{task}".encode()
+
+
+def topic_status_key(topic: str, connector: str) -> bytes:
+    return f"{TOPIC_STATUS_PREFIX}{topic}{TOPIC_STATUS_SEPARATOR}{connector}".encode()
+
+
+@dataclass(frozen=True)
+class ErrorEntry:
+    time_ms: int
+    message: str
+    trace: str
+    worker_id: str
+
+
+@dataclass(frozen=True)
+class ConnectorStatusRecord:
+    connector: str
+    state: State
+    trace: str | None
+    worker_id: str
+    generation: int
+    recent_errors: tuple[ErrorEntry, ...] = ()
+
+
+@dataclass(frozen=True)
+class TaskStatusRecord:
+    connector: str
+    task: int
+    state: State
+    trace: str | None
+    worker_id: str
+    generation: int
+    recent_errors: tuple[ErrorEntry, ...] = ()
+
+
+@dataclass(frozen=True)
+class TopicStatusRecord:
+    topic: str
+    connector: str
+    task: int
+    discover_timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class StatusChange:
+    """Delivered to listeners from the consumer thread."""
+
+    connector: str
+    task: int | None  # None for the connector itself
+    status: ConnectorStatusRecord | TaskStatusRecord | None  # None = removed
+
+
+def encode_status(status: ConnectorStatusRecord | TaskStatusRecord) -> bytes:
+    # Kafka Connect's field order; "recent_errors" only when there are some, so the common record
+    # is byte-for-byte what Kafka Connect writes (its reader ignores unknown fields).
+    value: dict[str, Any] = {
+        "state": status.state.value,
+        "trace": status.trace,
+        "worker_id": status.worker_id,
+        "generation": status.generation,
+    }
+    if status.recent_errors:
+        value["recent_errors"] = [
+            {"time_ms": e.time_ms, "message": e.message, "trace": e.trace, "worker_id": e.worker_id}
+            for e in status.recent_errors
+        ]
+    return serde.dumps(value)
+
+
+def encode_topic_status(record: TopicStatusRecord) -> bytes:
+    return serde.dumps(
+        {
+            "topic": {
+                "name": record.topic,
+                "connector": record.connector,
+                "task": record.task,
+                "discoverTimestamp": record.discover_timestamp_ms,
+            }
+        }
+    )
+
+
+@dataclass(frozen=True)
+class _StatusFields:
+    state: State
+    trace: str | None
+    worker_id: str
+    generation: int
+    recent_errors: tuple[ErrorEntry, ...]
+
+
+def _parse_status(key: str, data: bytes) -> _StatusFields | None:
+    try:
+        value = serde.loads(data)
+    except ValueError as exc:
+        log.warning("status topic: skipping %r: value is not JSON (%s)", key, exc)
+        return None
+    if not isinstance(value, dict):
+        log.warning("status topic: skipping %r: value is not a JSON object", key)
+        return None
+    try:
+        state = State(value.get("state"))
+    except ValueError:
+        log.warning("status topic: skipping %r: unknown state %r", key, value.get("state"))
+        return None
+    trace, worker_id, generation = value.get("trace"), value.get("worker_id"), value.get("generation")
+    if trace is not None and not isinstance(trace, str):
+        log.warning("status topic: skipping %r: trace is not a string", key)
+        return None
+    if worker_id is not None and not isinstance(worker_id, str):
+        log.warning("status topic: skipping %r: worker_id is not a string", key)
+        return None
+    if not isinstance(generation, int) or isinstance(generation, bool):
+        log.warning("status topic: skipping %r: generation %r is not an integer", key, generation)
+        return None
+    return _StatusFields(
+        state, trace, worker_id or "", generation, _parse_errors(key, value.get("recent_errors"))
+    )
+
+
+def _parse_errors(key: str, raw: object) -> tuple[ErrorEntry, ...]:
+    if raw is None:
+        return ()
+    entries: list[ErrorEntry] = []
+    if isinstance(raw, list):
+        for item in raw:
+            if not isinstance(item, dict):
+                break
+            time_ms, message = item.get("time_ms"), item.get("message")
+            trace, worker_id = item.get("trace", ""), item.get("worker_id", "")
+            if not (
+                serde.is_int(time_ms)
+                and isinstance(message, str)
+                and isinstance(trace, str)
+                and isinstance(worker_id, str)
+            ):
+                break
+            entries.append(ErrorEntry(time_ms, message, trace, worker_id))
+        else:
+            return tuple(entries)
+    # The history is an extra of ours: a malformed one must not cost us the status itself.
+    log.warning("status topic: ignoring malformed recent_errors of %r", key)
+    return ()
+
+
+def _parse_topic_status(key: str, topic: str, connector: str, data: bytes) -> TopicStatusRecord | None:
+    try:
+        value = serde.loads(data)
+    except ValueError as exc:
+        log.warning("status topic: skipping %r: value is not JSON (%s)", key, exc)
+        return None
+    inner = value.get("topic") if isinstance(value, dict) else None
+    task = inner.get("task") if isinstance(inner, dict) else None
+    discovered = inner.get("discoverTimestamp") if isinstance(inner, dict) else None
+    if not (serde.is_int(task) and serde.is_int(discovered)):
+        log.warning(
+            'status topic: skipping %r: not {"topic": {name, connector, task, discoverTimestamp}}', key
+        )
+        return None
+    # Indexed by the key's names: they are what a tombstone for this entry will carry.
+    return TopicStatusRecord(topic, connector, task, discovered)
+
+
+class StatusStore:
+    """Materialises the status topic and writes to it; every write waits until it was read back."""
+
+    def __init__(self, log_factory: Callable[[Callable[[LogRecord], None]], RecordLog]) -> None:
+        self._lock = threading.Lock()
+        self._listeners: list[Callable[[StatusChange], None]] = []
+        self._notify = False
+        self._connectors: dict[str, ConnectorStatusRecord] = {}
+        self._tasks: dict[str, dict[int, TaskStatusRecord]] = {}
+        self._topics: dict[str, dict[str, TopicStatusRecord]] = {}
+        self._log = log_factory(self._on_record)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self, timeout: float) -> None:
+        self._log.start(timeout)
+        self._notify = True
+
+    def stop(self) -> None:
+        self._notify = False
+        self._log.stop()
+
+    def read_to_end(self, timeout: float) -> None:
+        self._log.read_to_end(timeout)
+
+    def add_listener(self, listener: Callable[[StatusChange], None]) -> None:
+        """Called from the consumer thread for every change read after start() returned."""
+        with self._lock:
+            self._listeners.append(listener)
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    def put_connector(self, status: ConnectorStatusRecord, timeout: float = 30.0) -> None:
+        _check_name(status.connector)
+        self._write([(connector_status_key(status.connector), encode_status(status))], timeout)
+
+    def put_task(self, status: TaskStatusRecord, timeout: float = 30.0) -> None:
+        _check_name(status.connector)
+        _check_task(status.task)
+        self._write([(task_status_key(status.connector, status.task), encode_status(status))], timeout)
+
+    def remove_connector(self, connector: str, timeout: float = 30.0) -> None:
+        """Tombstones the connector's status and every task status known for it."""
+        _check_name(connector)
+        with self._lock:
+            tasks = sorted(self._tasks.get(connector, {}))
+        keys = [connector_status_key(connector)] + [task_status_key(connector, task) for task in tasks]
+        self._write([(key, None) for key in keys], timeout)
+
+    def remove_task(self, connector: str, task: int, timeout: float = 30.0) -> None:
+        _check_name(connector)
+        _check_task(task)
+        self._write([(task_status_key(connector, task), None)], timeout)
+
+    def put_topic(self, record: TopicStatusRecord, timeout: float = 30.0) -> None:
+        _check_name(record.connector)
+        if not record.topic:
+            raise ValueError("topic name must not be empty")
+        self._write(
+            [(topic_status_key(record.topic, record.connector), encode_topic_status(record))], timeout
+        )
+
+    def remove_topics(self, connector: str, timeout: float = 30.0) -> None:
+        """Tombstones every active-topic record of the connector (KIP-558 reset)."""
+        _check_name(connector)
+        with self._lock:
+            topics = sorted(self._topics.get(connector, {}))
+        if topics:
+            self._write([(topic_status_key(topic, connector), None) for topic in topics], timeout)
+
+    def _write(self, records: Sequence[tuple[bytes, bytes | None]], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        futures = [self._log.send(key, value) for key, value in records]
+        positions: list[LogPosition] = [future.result(timeout=_left(deadline)) for future in futures]
+        # Keys spread over partitions: wait for each record, not just the last one.
+        for position in positions:
+            self._log.wait_for(position, _left(deadline))
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def get_connector(self, connector: str) -> ConnectorStatusRecord | None:
+        with self._lock:
+            return self._connectors.get(connector)
+
+    def get_task(self, connector: str, task: int) -> TaskStatusRecord | None:
+        with self._lock:
+            return self._tasks.get(connector, {}).get(task)
+
+    def tasks(self, connector: str) -> list[TaskStatusRecord]:
+        with self._lock:
+            tasks = self._tasks.get(connector, {})
+            return [tasks[n] for n in sorted(tasks)]
+
+    def connectors(self) -> list[str]:
+        """Connectors with a connector status or at least one task status."""
+        with self._lock:
+            return sorted(set(self._connectors) | {c for c, tasks in self._tasks.items() if tasks})
+
+    def topics(self, connector: str) -> list[TopicStatusRecord]:
+        with self._lock:
+            topics = self._topics.get(connector, {})
+            return [topics[t] for t in sorted(topics)]
+
+    # -- consuming ----------------------------------------------------------------------------
+
+    def _on_record(self, record: LogRecord) -> None:
+        with self._lock:
+            change = self._apply(record)
+            listeners = list(self._listeners) if self._notify else []
+        if change is None:
+            return
+        for listener in listeners:
+            try:
+                listener(change)
+            except Exception:
+                log.exception("status listener failed on record %d/%d", record.partition, record.offset)
+
+    def _apply(self, record: LogRecord) -> StatusChange | None:
+        key = serde.decode_key(record.key)
+        if key is None:
+            log.warning(
+                "status topic: skipping record %d/%d with a missing or non-UTF-8 key",
+                record.partition,
+                record.offset,
+            )
+            return None
+        if key.startswith(CONNECTOR_STATUS_PREFIX):
+            return self._apply_connector(key, key[len(CONNECTOR_STATUS_PREFIX) :], record.value)
+        if key.startswith(TASK_STATUS_PREFIX):
+            return self._apply_task(key, record.value)
+        if key.startswith(TOPIC_STATUS_PREFIX):
+            self._apply_topic(key, record.value)
+            return None
+        log.warning("status topic: skipping record with unknown key %r", key)
+        return None
+
+    def _apply_connector(self, key: str, connector: str, data: bytes | None) -> StatusChange | None:
+        if not connector:
+            log.warning("status topic: skipping %r: empty connector name", key)
+            return None
+        if data is None:
+            if self._connectors.pop(connector, None) is None:
+                return None
+            return StatusChange(connector, None, None)
+        fields = _parse_status(key, data)
+        if fields is None:
+            return None
+        status = ConnectorStatusRecord(
+            connector, fields.state, fields.trace, fields.worker_id, fields.generation, fields.recent_errors
+        )
+        self._connectors[connector] = status
+        return StatusChange(connector, None, status)
+
+    def _apply_task(self, key: str, data: bytes | None) -> StatusChange | None:
+        # The connector name may contain '-': the task number is after the last one.
+        connector, sep, number = key[len(TASK_STATUS_PREFIX) :].rpartition("-")
+        if not sep or not connector or not number.isascii() or not number.isdigit():
+            log.warning("status topic: skipping task status with unparseable key %r", key)
+            return None
+        task = int(number)
+        if data is None:
+            tasks = self._tasks.get(connector)
+            if tasks is None or tasks.pop(task, None) is None:
+                return None
+            if not tasks:
+                del self._tasks[connector]
+            return StatusChange(connector, task, None)
+        fields = _parse_status(key, data)
+        if fields is None:
+            return None
+        status = TaskStatusRecord(
+            connector,
+            task,
+            fields.state,
+            fields.trace,
+            fields.worker_id,
+            fields.generation,
+            fields.recent_errors,
+        )
+        self._tasks.setdefault(connector, {})[task] = status
+        return StatusChange(connector, task, status)
+
+    def _apply_topic(self, key: str, data: bytes | None) -> None:
+        topic, sep, connector = key[len(TOPIC_STATUS_PREFIX) :].partition(TOPIC_STATUS_SEPARATOR)
+        if not sep or not topic or not connector:
+            log.warning("status topic: skipping topic status with unparseable key %r", key)
+            return
+        if data is None:
+            topics = self._topics.get(connector)
+            if topics is not None:
+                topics.pop(topic, None)
+                if not topics:
+                    del self._topics[connector]
+            return
+        record = _parse_topic_status(key, topic, connector, data)
+        if record is not None:
+            self._topics.setdefault(connector, {})[topic] = record
+
+
+def _check_name(connector: str) -> None:
+    if not isinstance(connector, str) or not connector:
+        raise ValueError("connector name must be a non-empty string")
+
+
+def _check_task(task: int) -> None:
+    if not isinstance(task, int) or isinstance(task, bool) or task < 0:
+        raise ValueError(f"task number must be a non-negative integer, got {task!r}")
+
+
+def _left(deadline: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("status write timed out")
+    return left

@@ -1,0 +1,99 @@
+"""Connector plugins that misbehave on request, loaded by the test control plane through
+`connector.class` dotted paths (this directory is on its PYTHONPATH)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from sluiceway.connect import (
+    ConfigDef,
+    ConfigType,
+    Importance,
+    SourceConnector,
+    SourceRecord,
+    SourceTask,
+    Task,
+)
+
+
+class ControllableSourceTask(SourceTask):
+    def version(self) -> str:
+        return "1.0"
+
+    def start(self, props: Mapping[str, str]) -> None:
+        self.props = dict(props)
+
+    def poll(self) -> list[SourceRecord] | None:
+        time.sleep(0.1)
+        return None
+
+    def stop(self) -> None:
+        pass
+
+
+class ControllableSourceConnector(SourceConnector):
+    """`fail.start` / `fail.stop` raise; `start.delay.ms` sleeps in start(); `task.count` tasks;
+    `marker.file` gets a line per callback so tests can see what ran and in which order."""
+
+    def version(self) -> str:
+        return "1.0"
+
+    def config(self) -> ConfigDef:
+        return (
+            ConfigDef()
+            .define(
+                "fail.start",
+                ConfigType.BOOLEAN,
+                False,
+                importance=Importance.LOW,
+                documentation="start() raises",
+            )
+            .define(
+                "fail.stop",
+                ConfigType.BOOLEAN,
+                False,
+                importance=Importance.LOW,
+                documentation="stop() raises",
+            )
+            .define(
+                "start.delay.ms", ConfigType.INT, 0, importance=Importance.LOW, documentation="start() sleeps"
+            )
+            .define(
+                "task.count", ConfigType.INT, 1, importance=Importance.LOW, documentation="tasks to generate"
+            )
+            .define(
+                "marker.file", ConfigType.STRING, "", importance=Importance.LOW, documentation="callback log"
+            )
+            .define(
+                "secret", ConfigType.PASSWORD, "", importance=Importance.LOW, documentation="a password field"
+            )
+        )
+
+    def _mark(self, event: str) -> None:
+        marker = self.props.get("marker.file", "")
+        if marker:
+            with Path(marker).open("a") as out:
+                out.write(event + "\n")
+
+    def start(self, props: Mapping[str, str]) -> None:
+        self.props = dict(props)
+        self._mark("start")
+        delay = int(props.get("start.delay.ms", "0"))
+        if delay:
+            time.sleep(delay / 1000)
+        if props.get("fail.start", "false").lower() == "true":
+            raise RuntimeError("start failed on purpose")
+
+    def task_class(self) -> type[Task]:
+        return ControllableSourceTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        count = int(self.props.get("task.count", "1"))
+        return [{"task.index": str(i)} for i in range(min(count, max_tasks))]
+
+    def stop(self) -> None:
+        self._mark("stop")
+        if self.props.get("fail.stop", "false").lower() == "true":
+            raise RuntimeError("stop failed on purpose")

@@ -1,0 +1,325 @@
+"""validate_connector_config: Kafka's AbstractHerder.validateConnectorConfig rules, and password_keys."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pytest
+from sluiceway.connect import (
+    ConfigDef,
+    ConfigType,
+    ConfigValue,
+    Password,
+    PluginRegistry,
+    SourceConnector,
+    Task,
+    password_keys,
+    validate_connector_config,
+)
+from sluiceway.connect.framework_config import common_config_def, sink_config_def, source_config_def
+from sluiceway.connect.validation import ConfigInfos
+from sluiceway_executor.connectors.datagen import DataGenSourceTask
+
+
+@pytest.fixture(scope="module")
+def registry() -> PluginRegistry:
+    return PluginRegistry.discover()
+
+
+def datagen(**extra: str) -> dict[str, str]:
+    return {"name": "gen", "connector.class": "DataGenSource", "topic": "t", **extra}
+
+
+def file_sink(**extra: str) -> dict[str, str]:
+    return {"name": "out", "connector.class": "FileStreamSink", "file": "/tmp/out.txt", **extra}
+
+
+def value_of(infos: ConfigInfos, name: str) -> ConfigValue:
+    return next(info.value for info in infos.configs if info.value.name == name)
+
+
+def test_valid_source_config_has_no_errors(registry: PluginRegistry) -> None:
+    infos = validate_connector_config(registry, datagen(**{"tasks.max": "3"}))
+    assert infos.error_count == 0
+    assert infos.errors() == {}
+    assert infos.plugin_class_name == "sluiceway_executor.connectors.datagen.DataGenSourceConnector"
+    names = [info.value.name for info in infos.configs]
+    # Framework keys first (common, then source), then the plugin's own.
+    assert names[:3] == ["name", "connector.class", "tasks.max"]
+    assert names.index("topic.creation.groups") < names.index("topic")
+    assert value_of(infos, "tasks.max").value == 3
+    assert value_of(infos, "max.records").value == -1
+    assert infos.groups[:2] == ["Common", "Transforms"]
+    assert "DataGen" in infos.groups
+    assert all(info.definition is not None for info in infos.configs)
+
+
+def test_missing_connector_class(registry: PluginRegistry) -> None:
+    infos = validate_connector_config(registry, {"name": "x"})
+    assert infos.errors() == {
+        "connector.class": ['Missing required configuration "connector.class" which has no default value.']
+    }
+    assert infos.error_count == 1
+    assert infos.plugin_class_name == ""
+    assert {info.value.name for info in infos.configs} == set(common_config_def().keys())
+
+
+def test_empty_connector_class(registry: PluginRegistry) -> None:
+    infos = validate_connector_config(registry, {"name": "x", "connector.class": ""})
+    assert list(infos.errors()) == ["connector.class"]
+
+
+def test_unknown_connector_class_validates_only_common_keys(registry: PluginRegistry) -> None:
+    infos = validate_connector_config(registry, {"name": "x", "connector.class": "Nope", "tasks.max": "0"})
+    errors = infos.errors()
+    assert set(errors) == {"connector.class", "tasks.max"}
+    assert (
+        "Failed to find any class that implements Connector and which name matches Nope"
+        in errors["connector.class"][0]
+    )
+    assert infos.plugin_class_name == "Nope"
+    assert {info.value.name for info in infos.configs} == set(common_config_def().keys())
+    assert infos.error_count == 2
+
+
+@pytest.mark.parametrize(
+    ("tasks_max", "message"),
+    [
+        ("0", "Invalid value 0 for configuration tasks.max: Value must be at least 1"),
+        ("abc", "Invalid value abc for configuration tasks.max: Not a number of type INT"),
+        ("4294967296", "Invalid value 4294967296 for configuration tasks.max: Not a number of type INT"),
+    ],
+)
+def test_bad_tasks_max(registry: PluginRegistry, tasks_max: str, message: str) -> None:
+    infos = validate_connector_config(registry, datagen(**{"tasks.max": tasks_max}))
+    assert infos.errors() == {"tasks.max": [message]}
+    assert infos.error_count == 1
+
+
+def test_bad_connector_name(registry: PluginRegistry) -> None:
+    for bad in ("", "   ", "a/b", "a\tb"):
+        assert "name" in validate_connector_config(registry, datagen(name=bad)).errors(), repr(bad)
+    assert (
+        "name"
+        in validate_connector_config(registry, {"connector.class": "DataGenSource", "topic": "t"}).errors()
+    )
+
+
+def test_plugin_field_errors(registry: PluginRegistry) -> None:
+    infos = validate_connector_config(
+        registry, datagen(**{"records.per.sec": "-1", "record.size.bytes": "0"})
+    )
+    assert infos.errors() == {
+        "records.per.sec": ["Invalid value -1.0 for configuration records.per.sec: Value must be at least 0"],
+        "record.size.bytes": [
+            "Invalid value 0 for configuration record.size.bytes: Value must be at least 1"
+        ],
+    }
+    assert infos.error_count == 2
+    missing_topic = validate_connector_config(registry, {"name": "g", "connector.class": "DataGenSource"})
+    assert list(missing_topic.errors()) == ["topic"]
+
+
+def test_spark_file_sink_format(registry: PluginRegistry) -> None:
+    base = {"name": "lake", "connector.class": "SparkFileSink", "path": "/tmp/lake", "topics": "a"}
+    infos = validate_connector_config(registry, {**base, "format": "xml"})
+    assert list(infos.errors()) == ["format"]
+    assert "parquet, json, csv, orc" in infos.errors()["format"][0]
+    assert validate_connector_config(registry, {**base, "format": "JSON"}).error_count == 0
+    assert list(validate_connector_config(registry, {**base, "partition.by": "a,,b"}).errors()) == [
+        "partition.by"
+    ]
+
+
+def test_sink_needs_topics_or_regex(registry: PluginRegistry) -> None:
+    infos = validate_connector_config(registry, file_sink())
+    message = "Must configure one of topics or topics.regex"
+    assert infos.errors() == {"topics": [message], "topics.regex": [message]}
+    assert infos.error_count == 2
+    assert validate_connector_config(registry, file_sink(topics=" ")).error_count == 2
+
+
+def test_sink_topics_and_regex_are_exclusive(registry: PluginRegistry) -> None:
+    infos = validate_connector_config(registry, file_sink(topics="a", **{"topics.regex": "a.*"}))
+    message = "topics and topics.regex are mutually exclusive options, but both are set."
+    assert infos.errors() == {"topics": [message], "topics.regex": [message]}
+
+
+def test_sink_with_only_one_of_them_is_valid(registry: PluginRegistry) -> None:
+    assert validate_connector_config(registry, file_sink(topics="a,b")).error_count == 0
+    assert validate_connector_config(registry, file_sink(**{"topics.regex": "orders-.*"})).error_count == 0
+
+
+def test_sink_regex_must_compile(registry: PluginRegistry) -> None:
+    infos = validate_connector_config(registry, file_sink(**{"topics.regex": "(oops"}))
+    assert list(infos.errors()) == ["topics.regex"]
+    assert "Invalid regex" in infos.errors()["topics.regex"][0]
+
+
+def test_dlq_topic_may_not_be_consumed(registry: PluginRegistry) -> None:
+    dlq = {"errors.deadletterqueue.topic.name": "dlq"}
+    infos = validate_connector_config(registry, file_sink(topics="a, dlq", **dlq))
+    assert infos.errors() == {
+        "topics": [
+            "The DLQ topic 'dlq' may not be included in the list of topics ('topics=[a, dlq]') "
+            "consumed by the connector"
+        ]
+    }
+    by_regex = validate_connector_config(registry, file_sink(**{"topics.regex": "d.*"}, **dlq))
+    assert list(by_regex.errors()) == ["topics.regex"]
+    assert "may not be matched by the regex" in by_regex.errors()["topics.regex"][0]
+    assert validate_connector_config(registry, file_sink(**{"topics.regex": "a.*"}, **dlq)).error_count == 0
+
+
+def test_error_count_counts_every_message(registry: PluginRegistry) -> None:
+    infos = validate_connector_config(
+        registry, {"connector.class": "FileStreamSink", "tasks.max": "-3", "errors.tolerance": "some"}
+    )
+    # name missing, file missing, tasks.max, errors.tolerance, and two for topics/topics.regex.
+    assert infos.error_count == 6
+    assert infos.error_count == sum(len(m) for m in infos.errors().values())
+
+
+def test_exactly_once_required_is_refused(registry: PluginRegistry) -> None:
+    assert (
+        validate_connector_config(registry, datagen(**{"exactly.once.support": "Requested"})).error_count == 0
+    )
+    infos = validate_connector_config(registry, datagen(**{"exactly.once.support": "required"}))
+    assert list(infos.errors()) == ["exactly.once.support"]
+
+
+def test_heartbeat_keys(registry: PluginRegistry) -> None:
+    ok = validate_connector_config(
+        registry, datagen(**{"heartbeat.interval.ms": "60000", "heartbeat.records.topic": "hb"})
+    )
+    assert ok.error_count == 0
+    assert value_of(ok, "heartbeat.interval.ms").value == 60000
+    bad = validate_connector_config(
+        registry, datagen(**{"heartbeat.interval.ms": "-1", "heartbeat.records.topic": ""})
+    )
+    assert set(bad.errors()) == {"heartbeat.interval.ms", "heartbeat.records.topic"}
+
+
+def test_topic_creation_keys_when_used(registry: PluginRegistry) -> None:
+    infos = validate_connector_config(registry, datagen(**{"topic.creation.groups": "compacted"}))
+    assert set(infos.errors()) == {
+        "topic.creation.default.replication.factor",
+        "topic.creation.default.partitions",
+    }
+    good = datagen(
+        **{
+            "topic.creation.default.replication.factor": "-1",
+            "topic.creation.default.partitions": "3",
+            "topic.creation.groups": "compacted",
+            "topic.creation.compacted.include": "orders-.*, (bad",
+            "topic.creation.compacted.partitions": "0",
+        }
+    )
+    infos = validate_connector_config(registry, good)
+    assert set(infos.errors()) == {"topic.creation.compacted.include", "topic.creation.compacted.partitions"}
+    assert value_of(infos, "topic.creation.compacted.replication.factor").value == -1
+    # Ignored when the worker has topic creation disabled.
+    assert validate_connector_config(registry, good, topic_creation_enabled=False).error_count == 0
+
+
+def test_validate_against_a_named_plugin(registry: PluginRegistry) -> None:
+    config = {"name": "gen", "topic": "t"}
+    infos = validate_connector_config(registry, config, plugin="DataGenSource")
+    assert infos.error_count == 0
+    assert infos.plugin_class_name == "sluiceway_executor.connectors.datagen.DataGenSourceConnector"
+    mismatch = validate_connector_config(
+        registry, {**config, "connector.class": "FileStreamSource"}, "DataGenSource"
+    )
+    assert mismatch.errors()["connector.class"] == [
+        "Included connector type FileStreamSource does not match request type DataGenSource"
+    ]
+    same = validate_connector_config(
+        registry,
+        {**config, "connector.class": "sluiceway_executor.connectors.datagen.DataGenSourceConnector"},
+        "DataGenSource",
+    )
+    assert same.error_count == 0
+
+
+def test_null_values_are_errors(registry: PluginRegistry) -> None:
+    config: dict[str, str | None] = {**datagen(), "records.per.sec": None}
+    infos = validate_connector_config(registry, config)  # type: ignore[arg-type]
+    assert infos.errors() == {
+        "records.per.sec": ["Null value can not be supplied as the configuration value."]
+    }
+
+
+class ExplodingConnector(SourceConnector):
+    def version(self) -> str:
+        return "0"
+
+    def start(self, props: Mapping[str, str]) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def task_class(self) -> type[Task]:
+        return DataGenSourceTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        return []
+
+    def config(self) -> ConfigDef:
+        return ConfigDef().define("api.key", ConfigType.PASSWORD, None).define("level", ConfigType.INT, 1)
+
+    def validate(self, props: Mapping[str, str]) -> list[ConfigValue]:
+        raise RuntimeError("the backend is down")
+
+
+def test_plugin_validate_raising_is_an_error_on_connector_class() -> None:
+    registry = PluginRegistry.of(ExplodingConnector)
+    infos = validate_connector_config(registry, {"name": "x", "connector.class": "Exploding", "level": "2"})
+    assert list(infos.errors()) == ["connector.class"]
+    assert "validate() failed: RuntimeError: the backend is down" in infos.errors()["connector.class"][0]
+    # The plugin's keys are still listed, with their definitions.
+    assert any(info.definition is not None and info.definition.name == "level" for info in infos.configs)
+
+
+def test_password_values_stay_raw_and_are_listed_for_masking(registry: PluginRegistry) -> None:
+    config = {
+        "name": "db",
+        "connector.class": "JdbcSource",
+        "connection.url": "jdbc:postgresql://db/app",
+        "connection.password": "hunter2",
+        "table": "orders",
+        "incrementing.column.name": "id",
+        "producer.override.sasl.jaas.config": "secret",
+        "producer.override.acks": "all",
+    }
+    infos = validate_connector_config(registry, config)
+    assert infos.error_count == 0
+    assert value_of(infos, "connection.password").value == Password("hunter2")
+    assert password_keys(registry, config) == {"connection.password", "producer.override.sasl.jaas.config"}
+    assert password_keys(PluginRegistry.of(ExplodingConnector), {"connector.class": "Exploding"}) == {
+        "api.key"
+    }
+    # An unknown plugin's secret-looking keys are masked all the same.
+    assert password_keys(registry, {"connector.class": "Nope", "db.password": "x", "db.host": "h"}) == {
+        "db.password"
+    }
+
+
+def test_framework_definitions() -> None:
+    common = common_config_def().keys()
+    assert common["tasks.max"].default == 1
+    assert common["tasks.max"].valid_values() == "[1,...]"
+    assert common["name"].required
+    assert common["connector.class"].required
+    assert common["errors.tolerance"].default == "none"
+    assert common["transforms"].default == []
+    source = source_config_def().keys()
+    assert source["heartbeat.interval.ms"].type is ConfigType.LONG
+    assert source["heartbeat.interval.ms"].default is None
+    assert source["offsets.storage.topic"].default is None
+    sink = sink_config_def().keys()
+    assert sink["topics"].default == []
+    assert sink["topics.regex"].default == ""
+    assert sink["errors.deadletterqueue.topic.replication.factor"].default == 3
+    assert "topics" not in source
+    assert "topic.creation.groups" not in sink
