@@ -23,7 +23,7 @@ test: install lint
 lint: install
 	$(VENV)/bin/ruff check client server executor tests bench protos deploy
 	$(VENV)/bin/ruff format --check client server executor tests bench protos deploy
-	$(VENV)/bin/mypy client server executor tests bench protos
+	$(VENV)/bin/mypy client server executor tests protos
 
 proto: install
 	$(PY) protos/generate.py

@@ -22,7 +22,7 @@ GENERATED_SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi")
 
 
 def _include_dirs() -> list[str]:
-    import google.api  # googleapis-common-protos ships google/api/*.proto
+    import google.api  # type: ignore[import-untyped]  # googleapis-common-protos ships google/api/*.proto
     import grpc_tools
 
     well_known = Path(grpc_tools.__file__).parent / "_proto"

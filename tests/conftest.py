@@ -15,6 +15,7 @@ from pathlib import Path
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
 from sluiceway_server.embedded import (
     EmbeddedBroker,
     EmbeddedSparkConnect,

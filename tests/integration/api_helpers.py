@@ -13,6 +13,7 @@ import grpc
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from google.rpc import error_details_pb2  # type: ignore[import-untyped]
 from grpc_status import rpc_status
+
 from sluiceway.api.v1 import cluster_pb2_grpc, connectors_pb2_grpc, plugins_pb2_grpc
 
 T = TypeVar("T")

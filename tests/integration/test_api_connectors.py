@@ -8,8 +8,8 @@ from pathlib import Path
 
 import grpc
 import pytest
-from sluiceway.api.v1 import cluster_pb2, common_pb2, connectors_pb2
 
+from sluiceway.api.v1 import cluster_pb2, common_pb2, connectors_pb2
 from tests.integration.api_helpers import Stubs, failure, read_topic, wait_until
 
 pytestmark = pytest.mark.integration

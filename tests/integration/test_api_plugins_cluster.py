@@ -7,6 +7,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
 from sluiceway.api.v1 import (
     cluster_pb2,
     executor_pb2,
@@ -17,7 +18,6 @@ from sluiceway.api.v1 import (
     topics_pb2,
     topics_pb2_grpc,
 )
-
 from tests.integration.api_helpers import Stubs, failure
 
 pytestmark = pytest.mark.integration

@@ -8,8 +8,8 @@ from typing import Any
 
 import grpc
 import pytest
-from sluiceway.api.v1 import common_pb2, connectors_pb2
 
+from sluiceway.api.v1 import common_pb2, connectors_pb2
 from tests.integration.api_helpers import Stubs, read_topic, wait_until
 
 pytestmark = pytest.mark.integration

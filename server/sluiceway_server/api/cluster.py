@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import grpc
+
 import sluiceway
 from sluiceway.api.v1 import cluster_pb2, cluster_pb2_grpc
-
 from sluiceway_server.api.errors import mapped
 from sluiceway_server.herder.herder import Herder
 

@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import empty_pb2
-from sluiceway.api.v1 import connectors_pb2, connectors_pb2_grpc
 
+from sluiceway.api.v1 import connectors_pb2, connectors_pb2_grpc
 from sluiceway_server.api import convert
 from sluiceway_server.api.errors import abort, invalid_request, mapped
 from sluiceway_server.api.idempotency import RequestIdCache

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from google.protobuf import timestamp_pb2
+
 from sluiceway.api.v1 import common_pb2, connectors_pb2, plugins_pb2
 from sluiceway.connect.config import ConfigKey, ConfigValue, Password
 from sluiceway.connect.plugins import PluginDesc, PluginType
 from sluiceway.connect.validation import ConfigInfos
-
 from sluiceway_server.api.names import format_connector, format_task
 from sluiceway_server.herder.views import (
     ConnectorInfo,

@@ -6,11 +6,11 @@ import asyncio
 from typing import Any
 
 import grpc
+
 from sluiceway.api.v1 import plugins_pb2, plugins_pb2_grpc
 from sluiceway.connect.framework_config import common_config_def, sink_config_def, source_config_def
 from sluiceway.connect.plugins import PluginType
 from sluiceway.connect.validation import password_keys
-
 from sluiceway_server.api import convert
 from sluiceway_server.api.errors import invalid_request, mapped
 from sluiceway_server.api.names import plugin_name

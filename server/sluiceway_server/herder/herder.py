@@ -562,9 +562,11 @@ class Herder:
         snap = self.snapshot()
         config = snap.connector_config(name)
         instance = self._instances.get(name)
-        restart = self._pending_restarts.pop(name, None)
+        # Read, not popped: if this reconcile fails before acting on it, the retry still restarts.
+        restart = self._pending_restarts.get(name)
 
         if config is None:
+            self._pending_restarts.pop(name, None)
             if instance is not None:
                 await self._stop_instance(name)
             if self.status_store.get_connector(name) is not None or self.status_store.tasks(name):
@@ -579,6 +581,9 @@ class Herder:
             if instance is not None:
                 await self._stop_instance(name)
                 instance = None
+        if restart is not None:
+            # Task restarts are carried out by the executors' assignment (the executors issue).
+            self._pending_restarts.pop(name, None)
         if instance is not None and instance.config != dict(config):
             log.info("connector %s reconfigured; restarting it", name)
             await self._stop_instance(name)

@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
+
 from sluiceway_server.storage import (
     KafkaLog,
     LogRecord,

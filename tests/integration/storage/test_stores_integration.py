@@ -12,6 +12,7 @@ from typing import Protocol
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
+
 from sluiceway_server.model import State, TargetState
 from sluiceway_server.storage import (
     ConfigStore,

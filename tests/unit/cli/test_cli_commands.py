@@ -9,8 +9,8 @@ from typing import Any
 
 import grpc
 import pytest
-from sluiceway.api.v1 import common_pb2, connectors_pb2
 
+from sluiceway.api.v1 import common_pb2, connectors_pb2
 from tests.unit.client.fake_control_plane import DATAGEN, FILESINK, Served, rich_status
 
 

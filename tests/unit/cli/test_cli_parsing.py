@@ -7,8 +7,8 @@ import sys
 import types
 
 import pytest
-from sluiceway.cli.main import build_parser, main
 
+from sluiceway.cli.main import build_parser, main
 from tests.unit.client.fake_control_plane import Served
 
 

@@ -19,6 +19,7 @@ import grpc
 from google.protobuf import duration_pb2, empty_pb2, struct_pb2, timestamp_pb2
 from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
 from grpc_status import rpc_status
+
 from sluiceway.api.v1 import (
     cluster_pb2,
     cluster_pb2_grpc,

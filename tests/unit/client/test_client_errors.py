@@ -7,6 +7,7 @@ import pickle
 import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
+
 from sluiceway.client import RetryPolicy, SluicewayClient
 from sluiceway.errors import (
     AlreadyExistsError,
@@ -24,7 +25,6 @@ from sluiceway.errors import (
     from_rpc_error,
     from_status,
 )
-
 from tests.unit.client.fake_control_plane import Served, rich_status
 
 

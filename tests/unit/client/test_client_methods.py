@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+
 from sluiceway.api.v1 import common_pb2, connectors_pb2, plugins_pb2
 from sluiceway.client import AsyncSluicewayClient, SluicewayClient
 from sluiceway.errors import InvalidArgumentError, NotFoundError
-
 from tests.unit.client.fake_control_plane import DATAGEN, Served, offset_of
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from sluiceway.client import (
     SluicewayClient,
     connector_id,
@@ -13,7 +14,6 @@ from sluiceway.client import (
     task_name,
 )
 from sluiceway.errors import InvalidArgumentError
-
 from tests.unit.client.fake_control_plane import Served
 
 

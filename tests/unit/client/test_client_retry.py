@@ -11,6 +11,7 @@ import grpc
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from sluiceway.client import AsyncSluicewayClient, Retrier, RetryPolicy, SluicewayClient
 from sluiceway.client._retry import Attempts
 from sluiceway.errors import (
@@ -20,7 +21,6 @@ from sluiceway.errors import (
     SluicewayError,
     UnavailableError,
 )
-
 from tests.unit.client.fake_control_plane import DATAGEN, Served, VirtualClock, rich_status
 
 CONFIG = {"connector.class": DATAGEN, "topic": "t"}

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+
 from sluiceway.connect import ConfigException, ConnectException, PluginRegistry, validate_connector_config
 from sluiceway_executor.connectors.jdbc import (
     JdbcSinkConnector,

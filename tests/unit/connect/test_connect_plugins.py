@@ -7,6 +7,7 @@ import logging
 from collections.abc import Mapping
 
 import pytest
+
 import sluiceway
 from sluiceway.connect import (
     ConfigDef,

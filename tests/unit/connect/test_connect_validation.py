@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import pytest
+
 from sluiceway.connect import (
     ConfigDef,
     ConfigType,

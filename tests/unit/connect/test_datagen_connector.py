@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-import sluiceway
 from hypothesis import given
 from hypothesis import strategies as st
+
+import sluiceway
 from sluiceway.connect import (
     ConfigException,
     ConnectException,

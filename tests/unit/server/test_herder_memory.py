@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
+
 from sluiceway.connect.plugins import PluginRegistry
 from sluiceway_executor.connectors.datagen import DataGenSourceConnector
 from sluiceway_server.herder.errors import (
@@ -20,7 +21,6 @@ from sluiceway_server.herder.errors import (
 from sluiceway_server.herder.herder import Herder, with_deadline
 from sluiceway_server.model import State, TargetState
 from sluiceway_server.storage import ConfigStore, LogRecord, MemoryLog, RecordLog, StatusStore
-
 from tests.plugins.testing_connectors import ControllableSourceConnector
 
 T = TypeVar("T")

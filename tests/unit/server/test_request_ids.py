@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+
 from sluiceway.api.v1 import connectors_pb2
 from sluiceway_server.api.idempotency import RequestIdCache
 from sluiceway_server.herder.errors import InvalidArgumentError, UnavailableError

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from sluiceway_server.config import DEFAULTS, WorkerConfig, WorkerConfigError, parse_properties
 
 

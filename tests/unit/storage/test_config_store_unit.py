@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from sluiceway_server.model import TargetState
 from sluiceway_server.storage import (
     ConfigStore,

@@ -6,6 +6,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+
 from sluiceway_server.storage import LogPosition, LogRecord, LogStoppedError, MemoryCluster, MemoryLog
 
 

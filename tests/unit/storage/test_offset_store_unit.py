@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from sluiceway_server.storage import LogRecord, MemoryCluster, MemoryLog, OffsetStore, RecordLog, offset_key
 
 TIMEOUT = 5.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from sluiceway_server.storage import TopicSpec, compacted
 
 

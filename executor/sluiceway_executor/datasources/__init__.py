@@ -1,0 +1,7 @@
+"""Spark Python data sources (`pyspark.sql.datasource`) through which record I/O happens inside
+Spark. Each is registered on a Spark Connect session with `spark.dataSource.register(cls)`; the
+server's Python workers import this package, so it must be installed where Spark runs."""
+
+from sluiceway_executor.datasources.datagen import DataGenDataSource
+
+__all__ = ["DataGenDataSource"]

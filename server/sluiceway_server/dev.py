@@ -1,0 +1,338 @@
+"""`sluiceway dev`: the all-in-one local stack behind `make run`.
+
+Starts, in order, an embedded Kafka-compatible broker (Tansu), a Spark Connect server, one
+control-plane replica and (once the executor package provides it) one executor, each as a child
+process logging to `--log-dir`. It waits for each to be ready, prints where everything runs, and
+then supervises them: Ctrl-C or SIGTERM stops them all in reverse order (exit 0); a child that dies
+stops the rest and is reported with the end of its log (exit 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import FrameType
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from sluiceway_server.embedded import ManagedProcess, free_port, spawn, start_broker, start_spark_connect
+
+DEFAULT_BROKER_PORT = 9092
+DEFAULT_SPARK_CONNECT_PORT = 15002
+DEFAULT_CONTROL_PLANE_PORT = 8083
+DEFAULT_LOG_DIR = Path("var/dev-logs")
+
+# The control plane creates its internal topics and joins its coordination group first; on the
+# embedded broker a group join alone can take several seconds.
+CONTROL_PLANE_TIMEOUT_S = 120.0
+# How long to wait for the executor to show up in the control plane's executor list; past it the
+# stack keeps running (the executor may still be attaching) and says so.
+EXECUTOR_ATTACH_TIMEOUT_S = 30.0
+TAIL_LINES = 30
+
+# Every internal topic on a one-broker cluster can only have one replica.
+_SINGLE_BROKER_SETTINGS = (
+    "config.storage.replication.factor=1",
+    "offset.storage.replication.factor=1",
+    "status.storage.replication.factor=1",
+)
+
+
+class _Stop(BaseException):
+    """Raised from the SIGINT/SIGTERM handler; a BaseException so that no `except Exception`
+    on the way (process start-up, health polling) swallows the request to stop."""
+
+
+def _parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="sluiceway dev",
+        description="Run the all-in-one local stack: broker, Spark Connect, control plane and executor.",
+    )
+    parser.add_argument(
+        "--log-dir",
+        type=Path,
+        default=DEFAULT_LOG_DIR,
+        help=f"directory for the children's logs (default: ./{DEFAULT_LOG_DIR})",
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_CONTROL_PLANE_PORT,
+        help=f"gRPC port of the control plane (default: {DEFAULT_CONTROL_PLANE_PORT})",
+    )
+    parser.add_argument(
+        "--spark-master",
+        default="local[2]",
+        help="Spark master of the Spark Connect server (default: local[2])",
+    )
+    return parser.parse_args(argv)
+
+
+def port_in_use(port: int) -> bool:
+    """Whether something already listens on `port` (on any address). SO_REUSEADDR, as every server
+    sets it, so connections lingering in TIME_WAIT from an earlier run do not count."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("0.0.0.0", port))
+        except OSError:
+            return True
+        return False
+
+
+def _preferred_port(port: int) -> int:
+    return free_port() if port_in_use(port) else port
+
+
+def _module_argv(package: str) -> list[str]:
+    """How to run `package`'s `main(argv)` in a child interpreter (`python -m` when it has a
+    `__main__`)."""
+    if importlib.util.find_spec(f"{package}.__main__") is not None:
+        return [sys.executable, "-m", package]
+    code = f"import sys; from {package}.main import main; sys.exit(main(sys.argv[1:]))"
+    return [sys.executable, "-c", code]
+
+
+def _module_available(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:
+        return False
+
+
+def _child_env() -> dict[str, str]:
+    # Unbuffered, so a child's last words are in its log when it dies.
+    return {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+def _wait_until(
+    probe: Callable[[], bool], timeout: float, child: ManagedProcess, interval: float = 0.2
+) -> bool:
+    """Poll `probe` until it is true (True) or `timeout` passes (False); fail if `child` exits."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if child.process.poll() is not None:
+            raise _ChildDiedError(child)
+        if probe():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+
+
+class _ChildDiedError(Exception):
+    def __init__(self, child: ManagedProcess) -> None:
+        super().__init__(f"{child.name} exited with code {child.process.returncode}")
+        self.child = child
+
+
+def _health_serving(stub: health_pb2_grpc.HealthStub) -> bool:
+    try:
+        reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
+    except grpc.RpcError:
+        return False
+    serving: bool = reply.status == health_pb2.HealthCheckResponse.SERVING
+    return serving
+
+
+def _executor_attached(channel: grpc.Channel) -> bool:
+    from sluiceway.api.v1 import cluster_pb2, cluster_pb2_grpc
+
+    try:
+        info = cluster_pb2_grpc.ClusterServiceStub(channel).GetServerInfo(
+            cluster_pb2.GetServerInfoRequest(), timeout=2
+        )
+    except grpc.RpcError:
+        return False
+    return len(info.executors) > 0
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """The first SIGINT or SIGTERM raises _Stop; later ones are ignored, so that nothing cuts the
+    orderly shutdown short (every stop has its own timeout). The previous handlers come back
+    afterwards: the CLI may call main() in a process that has its own."""
+    requested: list[str] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if not requested:
+            requested.append(signal.Signals(signum).name)
+            raise _Stop(requested[0])
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _say(message: str = "") -> None:
+    print(message, flush=True)
+
+
+def _report_death(child: ManagedProcess) -> None:
+    print(
+        f"sluiceway dev: {child.name} exited with code {child.process.returncode}; stopping the rest.\n"
+        f"--- last lines of {child.log_path} ---\n{child.tail(TAIL_LINES)}\n---",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+# A started child and how to stop it (the embedded broker and Spark Connect clean up after themselves).
+_Child = tuple[ManagedProcess, Callable[[], None]]
+
+
+def _stop_all(running: list[_Child]) -> None:
+    for child, stop in reversed(running):
+        if child.process.poll() is None:
+            _say(f"sluiceway dev: stopping {child.name} (pid {child.process.pid})")
+        try:
+            stop()
+        except Exception as exc:  # keep stopping the others whatever one of them does
+            print(f"sluiceway dev: could not stop {child.name}: {exc}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str]) -> int:
+    args = _parse_args(argv)
+    log_dir: Path = args.log_dir.resolve()
+    if not _module_available("sluiceway_server.main"):
+        print("sluiceway dev: the control plane (sluiceway_server.main) is not installed", file=sys.stderr)
+        return 1
+    if port_in_use(args.port):
+        print(
+            f"sluiceway dev: port {args.port} is already in use; choose another with --port", file=sys.stderr
+        )
+        return 2
+    log_dir.mkdir(parents=True, exist_ok=True)
+
+    running: list[_Child] = []
+    code: int | None = None
+    with _stop_on_signals():
+        try:
+            try:
+                code = _run(args, log_dir, running)
+            except _Stop as stop:
+                _say(f"sluiceway dev: {stop} received, stopping")
+                code = 0
+            finally:
+                _stop_all(running)
+        except _Stop:
+            # The one signal arrived while the first pass above was stopping the children after a
+            # failure; finish the job (no further signal can interrupt it).
+            _stop_all(running)
+    return 1 if code is None else code
+
+
+def _run(args: argparse.Namespace, log_dir: Path, running: list[_Child]) -> int:
+    """Start the stack (each child appended to `running` once started) and supervise it."""
+    rows: list[tuple[str, str]] = []
+    notes: list[str] = []
+    port: int = args.port
+    try:
+        _say(f"sluiceway dev: starting the broker (logs in {log_dir})")
+        broker = start_broker(log_dir, port=_preferred_port(DEFAULT_BROKER_PORT))
+        running.append((broker.managed, broker.stop))
+        rows.append(("broker (Tansu, in memory)", broker.bootstrap_servers))
+
+        _say(f"sluiceway dev: starting Spark Connect ({args.spark_master})")
+        spark = start_spark_connect(
+            log_dir, port=_preferred_port(DEFAULT_SPARK_CONNECT_PORT), master=args.spark_master
+        )
+        running.append((spark.managed, spark.stop))
+        rows.append((f"Spark Connect ({args.spark_master})", spark.remote))
+
+        _say("sluiceway dev: starting the control plane")
+        address = f"127.0.0.1:{port}"
+        plane_argv = [
+            *_module_argv("sluiceway_server"),
+            "--bootstrap-servers",
+            broker.bootstrap_servers,
+            "--listeners",
+            f"0.0.0.0:{port}",
+        ]
+        for setting in _SINGLE_BROKER_SETTINGS:
+            plane_argv += ["--set", setting]
+        plane = spawn("control-plane", plane_argv, log_dir, env=_child_env())
+        running.append((plane, plane.stop))
+        with grpc.insecure_channel(address) as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            if not _wait_until(lambda: _health_serving(health), CONTROL_PLANE_TIMEOUT_S, plane):
+                raise TimeoutError(
+                    f"the control plane is not SERVING after {CONTROL_PLANE_TIMEOUT_S:.0f}s; "
+                    f"see {plane.log_path}"
+                )
+            rows.append(("control plane (gRPC)", f"{address}  (listening on 0.0.0.0:{port})"))
+
+            if _module_available("sluiceway_executor.main"):
+                _say("sluiceway dev: starting an executor")
+                executor_argv = [
+                    *_module_argv("sluiceway_executor"),
+                    "--server",
+                    address,
+                    "--spark-remote",
+                    spark.remote,
+                ]
+                executor = spawn("executor", executor_argv, log_dir, env=_child_env())
+                running.append((executor, executor.stop))
+                attached = _wait_until(
+                    lambda: _executor_attached(channel), EXECUTOR_ATTACH_TIMEOUT_S, executor, interval=0.5
+                )
+                rows.append(("executor", f"pid {executor.process.pid}, Spark Connect {spark.remote}"))
+                if not attached:
+                    notes.append(
+                        f"the executor has not attached after {EXECUTOR_ATTACH_TIMEOUT_S:.0f}s; "
+                        f"see {executor.log_path}"
+                    )
+            else:
+                rows.append(("executor", "not started: sluiceway_executor.main is not installed yet"))
+        rows.append(("logs", str(log_dir)))
+    except _ChildDiedError as died:
+        _report_death(died.child)
+        return 1
+    except (RuntimeError, TimeoutError, OSError) as exc:
+        print(f"sluiceway dev: {exc}", file=sys.stderr, flush=True)
+        return 1
+
+    _print_banner(rows, notes, port)
+    return _supervise(running)
+
+
+def _print_banner(rows: list[tuple[str, str]], notes: list[str], port: int) -> None:
+    width = max(len(name) for name, _ in rows)
+    server_flag = "" if port == DEFAULT_CONTROL_PLANE_PORT else f" --server 127.0.0.1:{port}"
+    lines = ["", "Sluiceway dev stack is running:", ""]
+    lines += [f"  {name.ljust(width)}  {where}" for name, where in rows]
+    lines += [f"  note: {note}" for note in notes]
+    lines += [
+        "",
+        "Try:",
+        f"  sluiceway{server_flag} connectors list",
+        f"  sluiceway{server_flag} connectors create gen connector.class=DataGenSource topic=gen "
+        "max.records=1000",
+        f"  sluiceway{server_flag} connectors get gen",
+        "",
+        "Press Ctrl-C to stop everything.",
+        "",
+    ]
+    _say("\n".join(lines))
+
+
+def _supervise(running: list[_Child]) -> int:
+    """Until a signal (raises _Stop) or a child's death (returns 1)."""
+    while True:
+        for child, _ in running:
+            if child.process.poll() is not None:
+                _report_death(child)
+                return 1
+        time.sleep(0.5)
