@@ -21,8 +21,8 @@ test: install lint
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) tests
 
 lint: install
-	$(VENV)/bin/ruff check client server executor tests bench protos deploy
-	$(VENV)/bin/ruff format --check client server executor tests bench protos deploy
+	$(VENV)/bin/ruff check client server executor tests protos deploy
+	$(VENV)/bin/ruff format --check client server executor tests protos deploy
 	$(VENV)/bin/mypy client server executor tests protos
 
 proto: install
