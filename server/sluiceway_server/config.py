@@ -35,6 +35,9 @@ DEFAULTS: dict[str, str] = {
     # How long start-up waits for Kafka before giving up.
     "startup.timeout.ms": "60000",
     "spark.remote": "sc://localhost:15002",
+    # Executors send a heartbeat this often; one silent for the session timeout is declared dead.
+    "executor.heartbeat.interval.ms": "3000",
+    "executor.session.timeout.ms": "10000",
 }
 
 PASSTHROUGH_PREFIXES = ("producer.", "consumer.", "admin.")
@@ -128,9 +131,19 @@ class WorkerConfig:
         for key in ("offset.storage.partitions", "status.storage.partitions"):
             if self.get_int(key) < 1:
                 raise WorkerConfigError(key, "must be at least 1")
-        for key in ("plugin.callback.timeout.ms", "request.timeout.ms", "startup.timeout.ms"):
+        for key in (
+            "plugin.callback.timeout.ms",
+            "request.timeout.ms",
+            "startup.timeout.ms",
+            "executor.heartbeat.interval.ms",
+            "executor.session.timeout.ms",
+        ):
             if self.get_int(key) <= 0:
                 raise WorkerConfigError(key, "must be positive")
+        if self.get_int("executor.session.timeout.ms") <= self.get_int("executor.heartbeat.interval.ms"):
+            raise WorkerConfigError(
+                "executor.session.timeout.ms", "must exceed executor.heartbeat.interval.ms"
+            )
         if self.get_int("heartbeat.interval.ms") < 0:
             raise WorkerConfigError("heartbeat.interval.ms", "must not be negative")
         for key in ("topic.tracking.enable", "topic.tracking.allow.reset", "topic.creation.enable"):

@@ -4,6 +4,7 @@ with health checking and reflection; shuts down gracefully."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -31,8 +32,10 @@ from sluiceway.api.v1 import (
 from sluiceway.connect.plugins import PluginRegistry
 from sluiceway_server.api.cluster import ClusterServicer
 from sluiceway_server.api.connectors import ConnectorServicer
+from sluiceway_server.api.executors import ExecutorServicer
 from sluiceway_server.api.idempotency import RequestIdCache
 from sluiceway_server.api.plugins import PluginServicer
+from sluiceway_server.cluster.coordinator import ExecutorCoordinator
 from sluiceway_server.config import WorkerConfig
 from sluiceway_server.herder.herder import Herder
 from sluiceway_server.storage import (
@@ -75,6 +78,28 @@ def kafka_log_factory(config: WorkerConfig, topic_key: str, partitions: int, rf_
     return factory
 
 
+def connector_offset_store(config: WorkerConfig, timeout: float, topic: str) -> OffsetStore:
+    """A connector's own `offsets.storage.topic`, created like the worker's offsets topic."""
+    store = OffsetStore(
+        lambda on_record: KafkaLog(
+            topic,
+            config.get("bootstrap.servers"),
+            on_record,
+            TopicSpec(
+                config.get_int("offset.storage.partitions"),
+                config.get_int("offset.storage.replication.factor"),
+                COMPACT,
+            ),
+            producer_config=config.prefixed("producer."),
+            consumer_config=config.prefixed("consumer."),
+            client_config=config.prefixed("admin."),
+            name=f"offsets-{topic}",
+        )
+    )
+    store.start(timeout)
+    return store
+
+
 def kafka_cluster_id(config: WorkerConfig, timeout: float) -> str:
     admin = AdminClient({"bootstrap.servers": config.get("bootstrap.servers"), **config.prefixed("admin.")})
     metadata = admin.list_topics(timeout=timeout)
@@ -86,6 +111,7 @@ class ControlPlane:
     config: WorkerConfig
     server: grpc.aio.Server
     herder: Herder
+    coordinator: ExecutorCoordinator
     health: health.aio.HealthServicer
     stores: tuple[ConfigStore, StatusStore, OffsetStore]
     port: int
@@ -95,6 +121,7 @@ class ControlPlane:
         log.info("shutting down")
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace)
+        await self.coordinator.stop()
         await self.herder.stop()
         for store in self.stores:
             await asyncio.to_thread(store.stop)
@@ -148,6 +175,24 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
         plugin_timeout=config.seconds("plugin.callback.timeout.ms"),
     )
     await herder.start()
+    coordinator = ExecutorCoordinator(
+        snapshot=herder.snapshot,
+        connector_type=herder.connector_type,
+        status_store=status_store,
+        offset_store=offset_store,
+        offset_store_factory=functools.partial(connector_offset_store, config, startup_timeout),
+        admin=AdminClient(
+            {"bootstrap.servers": config.get("bootstrap.servers"), **config.prefixed("admin.")}
+        ),
+        worker_config=config.props,
+        heartbeat_interval=config.seconds("executor.heartbeat.interval.ms"),
+        session_timeout=config.seconds("executor.session.timeout.ms"),
+        base_generation=herder.generation,
+        topic_tracking=config.get_bool("topic.tracking.enable"),
+    )
+    herder.scheduler = coordinator
+    coordinator.start()
+    coordinator.request_rebalance()
 
     default_timeout = config.seconds("request.timeout.ms")
     connectors_pb2_grpc.add_ConnectorServiceServicer_to_server(
@@ -157,22 +202,22 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
     cluster_pb2_grpc.add_ClusterServiceServicer_to_server(
         ClusterServicer(
             herder,
+            coordinator,
             kafka_cluster_id=cluster_id,
             group_id=config.get("group.id"),
             advertised_address=advertised,
         ),
         server,
     )
+    executor_pb2_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(coordinator), server)
     # Implemented by later issues; until then they answer UNIMPLEMENTED (the generated default,
     # which the stubs mark abstract).
     unimplemented = (
         offsets_pb2_grpc.OffsetServiceServicer(),  # type: ignore[abstract]
         topics_pb2_grpc.TopicServiceServicer(),  # type: ignore[abstract]
-        executor_pb2_grpc.ExecutorServiceServicer(),  # type: ignore[abstract]
     )
     offsets_pb2_grpc.add_OffsetServiceServicer_to_server(unimplemented[0], server)
     topics_pb2_grpc.add_TopicServiceServicer_to_server(unimplemented[1], server)
-    executor_pb2_grpc.add_ExecutorServiceServicer_to_server(unimplemented[2], server)
 
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -187,4 +232,4 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
         "control plane serving",
         extra={"listen": config.listen_address(), "advertised": advertised, "kafka_cluster_id": cluster_id},
     )
-    return ControlPlane(config, server, herder, health_servicer, stores, port, advertised)
+    return ControlPlane(config, server, herder, coordinator, health_servicer, stores, port, advertised)

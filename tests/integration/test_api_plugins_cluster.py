@@ -152,11 +152,13 @@ def test_later_services_answer_unimplemented(channel: grpc.Channel) -> None:
             offsets_pb2.GetConnectorOffsetsRequest(name="connectors/x"), timeout=5
         ),
         lambda: topics.GetActiveTopics(topics_pb2.GetActiveTopicsRequest(name="connectors/x"), timeout=5),
-        lambda: list(
-            executor_pb2_grpc.ExecutorServiceStub(channel).Attach(
-                iter([executor_pb2.ExecutorMessage()]), timeout=5
-            )
-        ),
     ]
     for call in calls:
         assert failure(call).code == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_attach_must_start_with_hello(channel: grpc.Channel) -> None:
+    stub = executor_pb2_grpc.ExecutorServiceStub(channel)
+    heartbeat = executor_pb2.ExecutorMessage(heartbeat=executor_pb2.Heartbeat())
+    result = failure(lambda: list(stub.Attach(iter([heartbeat]), timeout=5)))
+    assert result.code == grpc.StatusCode.INVALID_ARGUMENT and "hello" in result.violations

@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import grpc
 
 import sluiceway
 from sluiceway.api.v1 import cluster_pb2, cluster_pb2_grpc
+from sluiceway_server.api.convert import timestamp
 from sluiceway_server.api.errors import mapped
+from sluiceway_server.cluster.coordinator import ExecutorCoordinator
 from sluiceway_server.herder.herder import Herder
 
 
 class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
     def __init__(
-        self, herder: Herder, *, kafka_cluster_id: str, group_id: str, advertised_address: str
+        self,
+        herder: Herder,
+        coordinator: ExecutorCoordinator,
+        *,
+        kafka_cluster_id: str,
+        group_id: str,
+        advertised_address: str,
     ) -> None:
         self.herder = herder
+        self.coordinator = coordinator
         self.kafka_cluster_id = kafka_cluster_id
         self.group_id = group_id
         self.advertised_address = advertised_address
@@ -39,5 +49,19 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
             this_replica=me,
             leader=me,
             members=[me],
+            executors=[
+                cluster_pb2.ExecutorInfo(
+                    id=m.id,
+                    host=m.host,
+                    spark_remote=m.spark_remote,
+                    version=m.version,
+                    attach_time=timestamp(int(m.attach_time * 1000)),
+                    last_heartbeat_time=timestamp(
+                        int((time.time() - (time.monotonic() - m.last_heartbeat)) * 1000)
+                    ),
+                    tasks=sorted(t.name for t in m.owned),
+                )
+                for m in self.coordinator.executors()
+            ],
             config_position=self.herder.snapshot().position,
         )

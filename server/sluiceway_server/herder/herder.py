@@ -19,7 +19,7 @@ import re
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from sluiceway.connect.plugins import PluginDesc, PluginNotFoundError, PluginRegistry, PluginType
 from sluiceway.connect.validation import ConfigInfos, password_keys, validate_connector_config
@@ -119,6 +119,16 @@ def validate_connector_name(name: str, field: str) -> None:
         )
 
 
+class TaskScheduler(Protocol):
+    """What the herder needs from the executor coordinator (absent until it is wired)."""
+
+    def request_rebalance(self) -> None: ...
+
+    def restart_tasks(self, connector: str, tasks: Sequence[int]) -> None: ...
+
+    def forget_connector(self, connector: str) -> None: ...
+
+
 class Herder:
     def __init__(
         self,
@@ -148,6 +158,7 @@ class Herder:
         # What each connector's reconciliation is doing now, for DEADLINE_EXCEEDED messages.
         self._activity: dict[str, str] = {}
         self._stopping = False
+        self.scheduler: TaskScheduler | None = None
 
     # ------------------------------------------------------------------ life cycle
 
@@ -503,8 +514,9 @@ class Herder:
 
     async def restart_task(self, name: str, task: int) -> None:
         self.task_status(name, task)  # NOT_FOUND for unknown connector or task
-        # Tasks run on executors; a task no executor runs has nothing to restart.
-        log.info("restart of task %s-%d requested; it is not running on any executor", name, task)
+        # Its executor restarts it under a new generation; a task no executor runs has nothing to restart.
+        if self.scheduler is not None:
+            self.scheduler.restart_tasks(name, [task])
 
     # ------------------------------------------------------------------ reconciliation
 
@@ -546,6 +558,8 @@ class Herder:
         try:
             async with self._locks[name]:
                 await self._reconcile(name)
+            if self.scheduler is not None:
+                self.scheduler.request_rebalance()
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -567,6 +581,8 @@ class Herder:
 
         if config is None:
             self._pending_restarts.pop(name, None)
+            if self.scheduler is not None:
+                self.scheduler.forget_connector(name)
             if instance is not None:
                 await self._stop_instance(name)
             if self.status_store.get_connector(name) is not None or self.status_store.tasks(name):
@@ -582,8 +598,9 @@ class Herder:
                 await self._stop_instance(name)
                 instance = None
         if restart is not None:
-            # Task restarts are carried out by the executors' assignment (the executors issue).
             self._pending_restarts.pop(name, None)
+            if restart.tasks and self.scheduler is not None:
+                self.scheduler.restart_tasks(name, restart.tasks)
         if instance is not None and instance.config != dict(config):
             log.info("connector %s reconfigured; restarting it", name)
             await self._stop_instance(name)

@@ -369,14 +369,24 @@ class TaskAssignment(_message.Message):
     CONNECTOR_CONFIG_FIELD_NUMBER: _builtins.int
     TASK_CONFIG_FIELD_NUMBER: _builtins.int
     TARGET_STATE_FIELD_NUMBER: _builtins.int
+    SOURCE_OFFSETS_FIELD_NUMBER: _builtins.int
+    TASK_COUNT_FIELD_NUMBER: _builtins.int
     task: _builtins.str
     """`connectors/{connector}/tasks/{task}`."""
     generation: _builtins.int
     target_state: _common_pb2.TargetState.ValueType
+    task_count: _builtins.int
+    """How many tasks the connector has (sink tasks split the topic partitions by it)."""
     @_builtins.property
     def connector_config(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property
     def task_config(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    @_builtins.property
+    def source_offsets(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.PartitionOffset]:
+        """Source tasks: the connector's committed source offsets when the task was assigned; the
+        executor keeps them current from its own successful commits.
+        """
+
     def __init__(
         self,
         *,
@@ -385,10 +395,12 @@ class TaskAssignment(_message.Message):
         connector_config: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         task_config: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         target_state: _common_pb2.TargetState.ValueType = ...,
+        source_offsets: _abc.Iterable[_common_pb2.PartitionOffset] | None = ...,
+        task_count: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["connector_config", b"connector_config", "generation", b"generation", "target_state", b"target_state", "task", b"task", "task_config", b"task_config"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["connector_config", b"connector_config", "generation", b"generation", "source_offsets", b"source_offsets", "target_state", b"target_state", "task", b"task", "task_config", b"task_config", "task_count", b"task_count"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

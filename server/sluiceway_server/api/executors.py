@@ -1,0 +1,61 @@
+"""ExecutorService.Attach: one bidi stream per executor; the coordinator does the work."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from sluiceway.api.v1 import executor_pb2, executor_pb2_grpc
+from sluiceway_server.api.errors import abort, invalid_request
+from sluiceway_server.cluster.coordinator import ExecutorCoordinator
+
+log = logging.getLogger(__name__)
+
+
+class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
+    def __init__(self, coordinator: ExecutorCoordinator) -> None:
+        self.coordinator = coordinator
+
+    async def Attach(
+        self,
+        request_iterator: AsyncIterator[executor_pb2.ExecutorMessage],
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> AsyncIterator[executor_pb2.ControllerMessage]:
+        try:
+            first = await anext(aiter(request_iterator))
+        except StopAsyncIteration:
+            return
+        if first.WhichOneof("kind") != "hello" or not first.hello.executor_id:
+            await abort(
+                context, invalid_request("hello", "the first message must be a Hello with an executor_id")
+            )
+        member = await self.coordinator.attach(first.hello)
+
+        async def read() -> None:
+            try:
+                async for message in request_iterator:
+                    await self.coordinator.handle(member, message)
+            except (asyncio.CancelledError, grpc.aio.AioRpcError):
+                pass
+            except Exception:
+                log.exception("handling messages of executor %s failed", member.id)
+            finally:
+                await self.coordinator.detach(member, "stream closed")
+
+        reader = asyncio.get_running_loop().create_task(read(), name=f"executor-{member.id}")
+        try:
+            while True:
+                message = await member.outbox.get()
+                if message is None:
+                    return
+                yield message
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+            await self.coordinator.detach(member, "stream ended")

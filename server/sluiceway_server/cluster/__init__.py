@@ -1,0 +1,1 @@
+"""The control-plane cluster: executor membership and task assignment (and, later, leader election)."""

@@ -1,0 +1,226 @@
+"""The leader's side of the executor protocol over the real socket: balanced sticky
+assignment, revoke-before-reassign, generation fencing, heartbeat expiry, and offset
+commits applied to Kafka (source offsets topic, sink consumer group)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from sluiceway.api.v1 import cluster_pb2, common_pb2, connectors_pb2, executor_pb2
+from sluiceway_server.cluster.coordinator import dict_to_struct
+from tests.integration.api_helpers import Stubs, read_topic, wait_until
+from tests.integration.executor_peer import ExecutorPeer, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def plane(control_plane_factory: Callable[..., Any]) -> Any:
+    # Short timeouts so expiry is quick; a plane of its own so no other test's tasks are assigned.
+    return control_plane_factory(
+        **{"executor.heartbeat.interval.ms": "300", "executor.session.timeout.ms": "1500"}
+    )
+
+
+@pytest.fixture
+def stubs(plane: Any) -> Iterator[Stubs]:
+    with grpc.insecure_channel(plane.address) as channel:
+        yield Stubs.of(channel)
+
+
+@pytest.fixture
+def peers(plane: Any) -> Iterator[Callable[..., ExecutorPeer]]:
+    started: list[ExecutorPeer] = []
+
+    def attach(executor_id: str, **kw: Any) -> ExecutorPeer:
+        peer = ExecutorPeer(plane.address, executor_id, **kw)
+        started.append(peer)
+        wait_for(lambda: peer.welcome, what=f"welcome of {executor_id}")
+        return peer
+
+    yield attach
+    for peer in started:
+        peer.close()
+
+
+def create(stubs: Stubs, name: str, config: dict[str, str]) -> None:
+    stubs.connectors.CreateConnector(
+        connectors_pb2.CreateConnectorRequest(
+            connector_id=name, connector=connectors_pb2.Connector(config=config)
+        ),
+        timeout=30,
+    )
+
+
+def datagen(unique: str, tasks: int) -> dict[str, str]:
+    return {"connector.class": "DataGenSource", "topic": f"t-{unique}", "tasks.max": str(tasks)}
+
+
+def test_balanced_assignment_status_and_failover(
+    stubs: Stubs, peers: Callable[..., ExecutorPeer], unique: str
+) -> None:
+    first, second = peers(f"e1-{unique}"), peers(f"e2-{unique}")
+    assert first.welcome is not None and first.welcome.worker_config["bootstrap.servers"]
+    name = f"dg-{unique}"
+    create(stubs, name, datagen(unique, 4))
+    wait_until(lambda: len(first.tasks()) == 2 and len(second.tasks()) == 2, what="2 + 2 tasks")
+    assert not first.tasks() & second.tasks()
+    assignment = next(iter(first.assigned.values()))
+    assert assignment.task_count == 4 and assignment.connector_config["connector.class"] == "DataGenSource"
+    assert assignment.task_config["task.class"].endswith("Task")
+    assert assignment.target_state == common_pb2.RUNNING
+
+    task = sorted(first.tasks())[0]
+    first.report(task, common_pb2.STATE_RUNNING)
+
+    def running() -> connectors_pb2.TaskStatus | None:
+        reply = stubs.connectors.GetTaskStatus(connectors_pb2.GetTaskStatusRequest(name=task), timeout=5)
+        return reply if reply.status.state == common_pb2.STATE_RUNNING else None
+
+    status = wait_until(running, what="task RUNNING")
+    assert status.status.worker_id == first.id
+    # a report from a stale generation is refused
+    first.report(task, common_pb2.FAILED, trace="stale", generation=1)
+    info = stubs.cluster.GetServerInfo(cluster_pb2.GetServerInfoRequest(), timeout=5)
+    assert {e.id for e in info.executors} == {first.id, second.id}
+    assert stubs.connectors.GetTaskStatus(
+        connectors_pb2.GetTaskStatusRequest(name=task), timeout=5
+    ).status.state == (common_pb2.STATE_RUNNING)
+
+    # the second executor leaves: its tasks move to the first, which keeps its own
+    kept = first.tasks()
+    moved = second.tasks()
+    second.close()
+    wait_until(lambda: first.tasks() == kept | moved, what="failover to the first executor")
+    # a reported task of the departed executor reads UNASSIGNED until someone reports it
+    for task_name in moved:
+        state = stubs.connectors.GetTaskStatus(connectors_pb2.GetTaskStatusRequest(name=task_name), timeout=5)
+        assert state.status.state == common_pb2.UNASSIGNED
+
+
+def test_new_executor_gets_tasks_only_after_revocation_ack(
+    stubs: Stubs, peers: Callable[..., ExecutorPeer], unique: str
+) -> None:
+    first = peers(f"e1-{unique}", auto_ack=False)
+    name = f"dg-{unique}"
+    create(stubs, name, datagen(unique, 4))
+    wait_until(lambda: len(first.tasks()) == 4, what="all on the first")
+    second = peers(f"e2-{unique}")
+    wait_until(lambda: len(first.revoked) == 2, what="two revocations")
+    # nothing is assigned to the newcomer while the first still holds the tasks
+    time.sleep(1.0)
+    assert second.tasks() == set()
+    first.ack(list(first.revoked))
+    wait_until(lambda: second.tasks() == set(first.revoked), what="moved tasks assigned after the ack")
+    acked = {t: when for when, kind, t in first.events if kind == "ack"}
+    assigned = {t: when for when, kind, t in second.events if kind == "assign"}
+    assert all(assigned[t] >= acked[t] for t in first.revoked)
+
+
+def test_pause_stop_and_heartbeat_expiry(
+    stubs: Stubs, peers: Callable[..., ExecutorPeer], unique: str
+) -> None:
+    peer = peers(f"e1-{unique}")
+    name = f"dg-{unique}"
+    create(stubs, name, datagen(unique, 2))
+    wait_until(lambda: len(peer.tasks()) == 2, what="assigned")
+    generations = {t: a.generation for t, a in peer.assigned.items()}
+    stubs.connectors.PauseConnector(
+        connectors_pb2.PauseConnectorRequest(name=f"connectors/{name}"), timeout=30
+    )
+    wait_until(
+        lambda: all(a.target_state == common_pb2.PAUSED for a in peer.assigned.values()),
+        what="paused assignment",
+    )
+    assert all(peer.assigned[t].generation > g for t, g in generations.items())
+    stubs.connectors.StopConnector(connectors_pb2.StopConnectorRequest(name=f"connectors/{name}"), timeout=30)
+    wait_until(lambda: peer.tasks() == set() and len(peer.revoked) == 2, what="revoked on stop")
+    stubs.connectors.ResumeConnector(
+        connectors_pb2.ResumeConnectorRequest(name=f"connectors/{name}"), timeout=30
+    )
+    wait_until(lambda: len(peer.tasks()) == 2, what="assigned again on resume")
+
+    # a silent executor is fenced and its tasks go to the one still beating
+    other = peers(f"e2-{unique}")
+    peer.stop_heartbeats()
+    wait_until(lambda: peer.fenced is not None, timeout=10, what="fenced")
+    wait_until(lambda: len(other.tasks()) == 2, timeout=10, what="tasks moved")
+
+
+def test_offset_commits_are_applied_and_fenced(
+    stubs: Stubs, peers: Callable[..., ExecutorPeer], plane: Any, broker: Any, unique: str
+) -> None:
+    peer = peers(f"e1-{unique}")
+    source = f"src-{unique}"
+    create(stubs, source, datagen(unique, 1))
+    task = f"connectors/{source}/tasks/0"
+    wait_until(lambda: task in peer.tasks(), what="source task assigned")
+    generation = peer.assigned[task].generation
+    offsets = [
+        common_pb2.PartitionOffset(partition=dict_to_struct({"task": 0}), offset=dict_to_struct({"seq": 99}))
+    ]
+    result = peer.commit(
+        executor_pb2.OffsetCommit(task=task, generation=generation, commit_id=1, offsets=offsets)
+    )
+    assert result.ok, result.error
+    stale = peer.commit(
+        executor_pb2.OffsetCommit(task=task, generation=generation - 1, commit_id=2, offsets=offsets)
+    )
+    assert not stale.ok and "stale generation" in stale.error
+    records = read_topic(broker.bootstrap_servers, plane.topics["offset"])
+    assert (f'["{source}",{{"task":0}}]', {"seq": 99}) in records
+
+    # a restarted task gets a new generation and the committed offsets with its assignment
+    stubs.connectors.RestartTask(connectors_pb2.RestartTaskRequest(name=task), timeout=10)
+    wait_until(lambda: peer.assigned[task].generation > generation, what="restarted under a new generation")
+    carried = peer.assigned[task].source_offsets
+    assert len(carried) == 1 and dict(carried[0].offset)["seq"] == 99
+
+    sink = f"sink-{unique}"
+    topic = f"in-{unique}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    for created in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        created.result(timeout=10)
+    create(stubs, sink, {"connector.class": "FileStreamSink", "file": "/tmp/unused", "topics": topic})
+    sink_task = f"connectors/{sink}/tasks/0"
+    wait_until(lambda: sink_task in peer.tasks(), what="sink task assigned")
+    sink_offsets = [
+        common_pb2.PartitionOffset(
+            partition=dict_to_struct({"kafka_topic": topic, "kafka_partition": 0}),
+            offset=dict_to_struct({"kafka_offset": 42}),
+        )
+    ]
+    result = peer.commit(
+        executor_pb2.OffsetCommit(
+            task=sink_task, generation=peer.assigned[sink_task].generation, commit_id=3, offsets=sink_offsets
+        )
+    )
+    assert result.ok, result.error
+    future = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(f"connect-{sink}", [TopicPartition(topic, 0)])]
+    )
+    committed = next(iter(future.values())).result(timeout=10)
+    assert [(tp.topic, tp.partition, tp.offset) for tp in committed.topic_partitions] == [(topic, 0, 42)]
+
+    # active topics are recorded once in the status topic (KIP-558)
+    peer.send(
+        executor_pb2.ExecutorMessage(
+            active_topics=executor_pb2.ActiveTopicsReport(
+                task=sink_task, generation=peer.assigned[sink_task].generation, topics=[topic]
+            )
+        )
+    )
+    wait_until(
+        lambda: any(
+            k == f"status-topic-{topic}:connector-{sink}"
+            for k, _ in read_topic(broker.bootstrap_servers, plane.topics["status"])
+        ),
+        what="topic status record",
+    )
