@@ -21,9 +21,9 @@ test: install lint
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) tests
 
 lint: install
-	$(VENV)/bin/ruff check client server executor tests protos deploy
-	$(VENV)/bin/ruff format --check client server executor tests protos deploy
-	$(VENV)/bin/mypy client server executor tests protos
+	$(VENV)/bin/ruff check client server executor tests protos deploy bench
+	$(VENV)/bin/ruff format --check client server executor tests protos deploy bench
+	$(VENV)/bin/mypy client server executor tests protos bench
 
 proto: install
 	$(PY) protos/generate.py

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -14,16 +13,17 @@ from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sluiceway_server.embedded import (
     EmbeddedBroker,
     EmbeddedSparkConnect,
     ManagedProcess,
+    control_plane_argv,
     free_port,
     spawn,
     start_broker,
     start_spark_connect,
+    wait_serving,
 )
 
 LOG_DIR = Path(os.environ.get("SLUICEWAY_TEST_LOG_DIR", "/tmp/sluiceway-test-logs"))
@@ -53,24 +53,6 @@ def unique() -> str:
     return uuid.uuid4().hex[:10]
 
 
-def wait_serving(address: str, timeout: float, process: ManagedProcess | None = None) -> None:
-    """Until the gRPC health service reports SERVING (the server is fully started)."""
-    deadline = time.monotonic() + timeout
-    with grpc.insecure_channel(address) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        while time.monotonic() < deadline:
-            if process is not None and process.process.poll() is not None:
-                raise RuntimeError(f"control plane exited early:\n{process.tail()}")
-            try:
-                reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
-                if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            except grpc.RpcError:
-                pass
-            time.sleep(0.2)
-    raise TimeoutError(f"control plane at {address} not serving after {timeout}s")
-
-
 @dataclass
 class ControlPlaneProcess:
     """A `sluiceway server` child process with its own internal topics."""
@@ -94,7 +76,12 @@ class ControlPlaneProcess:
         }
 
     def argv(self) -> list[str]:
-        settings = {
+        return control_plane_argv(
+            self.broker.bootstrap_servers, self.address, f"cluster-{self.suffix}", self._settings()
+        )
+
+    def _settings(self) -> dict[str, str]:
+        return {
             "config.storage.topic": self.topics["config"],
             "offset.storage.topic": self.topics["offset"],
             "status.storage.topic": self.topics["status"],
@@ -106,20 +93,6 @@ class ControlPlaneProcess:
             "plugin.callback.timeout.ms": "5000",
             **self.settings,
         }
-        argv = [
-            sys.executable,
-            "-m",
-            "sluiceway_server",
-            "--bootstrap-servers",
-            self.broker.bootstrap_servers,
-            "--listeners",
-            self.address,
-            "--group-id",
-            f"cluster-{self.suffix}",
-        ]
-        for key, value in settings.items():
-            argv += ["--set", f"{key}={value}"]
-        return argv
 
     def start(self, timeout: float = 60.0) -> ControlPlaneProcess:
         env = {

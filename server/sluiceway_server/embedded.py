@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -232,3 +232,58 @@ def start_spark_connect(
             raise RuntimeError(f"Spark Connect did not start: {exc}\n{managed.tail()}") from exc
         raise
     return EmbeddedSparkConnect(port=port, managed=managed, work_dir=work_dir)
+
+
+def control_plane_argv(
+    bootstrap_servers: str, listen: str, group_id: str, settings: Mapping[str, str]
+) -> list[str]:
+    """`sluiceway server` as a child of this interpreter."""
+    argv = [
+        sys.executable,
+        "-m",
+        "sluiceway_server",
+        "--bootstrap-servers",
+        bootstrap_servers,
+        "--listeners",
+        listen,
+        "--group-id",
+        group_id,
+    ]
+    for key, value in settings.items():
+        argv += ["--set", f"{key}={value}"]
+    return argv
+
+
+def executor_argv(server: str, spark_remote: str, *extra: str) -> list[str]:
+    """`sluiceway executor` as a child of this interpreter."""
+    return [
+        sys.executable,
+        "-m",
+        "sluiceway_executor",
+        "--server",
+        server,
+        "--spark-remote",
+        spark_remote,
+        *extra,
+    ]
+
+
+def wait_serving(address: str, timeout: float, process: ManagedProcess | None = None) -> None:
+    """Block until the control plane's gRPC health service reports SERVING."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < deadline:
+            if process is not None and process.process.poll() is not None:
+                raise RuntimeError(f"{process.name} exited early:\n{process.tail()}")
+            try:
+                reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                pass
+            time.sleep(0.2)
+    raise TimeoutError(f"control plane at {address} not serving after {timeout:.0f}s")

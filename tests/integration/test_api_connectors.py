@@ -114,7 +114,7 @@ def test_create_get_list_tasks_and_delete(stubs: Stubs, unique: str) -> None:
 
     tasks = stubs.connectors.ListTasks(connectors_pb2.ListTasksRequest(parent=cname(name)), timeout=10).tasks
     assert [t.config["task.id"] for t in tasks] == ["0", "1"]
-    assert all(t.config["task.class"].endswith("DataGenSourceTask") for t in tasks)
+    assert all(t.config["task.class"].endswith("DataGenBatchTask") for t in tasks)
 
     task = stubs.connectors.GetTaskStatus(
         connectors_pb2.GetTaskStatusRequest(name=f"connectors/{name}/tasks/1"), timeout=10

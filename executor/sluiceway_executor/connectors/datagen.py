@@ -3,6 +3,10 @@
 Task ``t`` emits ``seq`` 0, 1, 2… with no gaps; the source partition is ``{"task": t}`` and the offset
 of a record is ``{"seq": n}``, so a restarted task continues after its committed offset.
 The record format lives in :func:`datagen_record` only; the executor's Spark data source calls it too.
+
+The connector's task is :class:`DataGenBatchTask`, which generates each batch inside Spark through the
+``sluiceway-datagen`` data source; :class:`DataGenSourceTask` produces the same records one poll at a
+time (Kafka Connect's record-level API), for plugin authors and tests.
 """
 
 from __future__ import annotations
@@ -12,17 +16,21 @@ import string
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, TypeGuard
+from typing import TYPE_CHECKING, Any, Final, TypeGuard
 
 import sluiceway
 from sluiceway.connect import (
     AbstractConfig,
+    BatchContext,
     ConfigDef,
     ConfigType,
     ConnectException,
+    DataFrameSourceTask,
     Importance,
     NonEmptyString,
+    OffsetStorageReader,
     Range,
+    SourceBatch,
     SourceConnector,
     SourceRecord,
     SourceTask,
@@ -30,7 +38,11 @@ from sluiceway.connect import (
     Width,
 )
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 __all__ = [
+    "DataGenBatchTask",
     "DataGenSourceConnector",
     "DataGenSourceTask",
     "datagen_record",
@@ -42,6 +54,8 @@ TOPIC_CONFIG: Final = "topic"
 MAX_RECORDS_CONFIG: Final = "max.records"
 RECORDS_PER_SEC_CONFIG: Final = "records.per.sec"
 RECORD_SIZE_BYTES_CONFIG: Final = "record.size.bytes"
+BATCH_MAX_RECORDS_CONFIG: Final = "batch.max.records"
+DEFAULT_BATCH_MAX_RECORDS: Final = 100_000
 TASK_ID_CONFIG: Final = "task.id"
 
 TASK_FIELD: Final = "task"
@@ -107,6 +121,19 @@ def config_def() -> ConfigDef:
             4,
             Width.SHORT,
             "Record size (bytes)",
+        )
+        .define(
+            BATCH_MAX_RECORDS_CONFIG,
+            ConfigType.INT,
+            DEFAULT_BATCH_MAX_RECORDS,
+            Range.at_least(1),
+            Importance.LOW,
+            "Records each task generates in one batch (one Spark job) at most. Larger batches "
+            "amortise the per-job cost; a failure redoes at most one batch.",
+            _GROUP,
+            5,
+            Width.SHORT,
+            "Max records per batch",
         )
     )
 
@@ -185,7 +212,7 @@ class DataGenSourceConnector(SourceConnector):
         """Nothing runs in the background."""
 
     def task_class(self) -> type[Task]:
-        return DataGenSourceTask
+        return DataGenBatchTask
 
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
         return [{**self._props, TASK_ID_CONFIG: str(task)} for task in range(max_tasks)]
@@ -307,3 +334,96 @@ class DataGenSourceTask(SourceTask):
 
     def stop(self) -> None:
         self._stopping.set()
+
+
+# Records a Spark partition of one batch generates at least before the batch is split further.
+_RECORDS_PER_SPARK_PARTITION: Final = 50_000
+_MAX_SPARK_PARTITIONS: Final = 8
+
+
+class DataGenBatchTask(DataFrameSourceTask):
+    """Generates each batch inside Spark with the ``sluiceway-datagen`` data source.
+
+    A batch continues after the committed ``{"seq": n}`` of the task's partition (0 when there is
+    none) and holds min(``batch.max.records``, what remains of ``max.records``, what
+    ``records.per.sec`` allows since the last batch) records. It keeps no position of its own: a
+    batch whose offsets were not committed is generated again, identically.
+    """
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._started = False
+        self._task = 0
+        self._topic = ""
+        self._max_records = -1
+        self._rate = 0.0
+        self._size = 100
+        self._batch = DEFAULT_BATCH_MAX_RECORDS
+        self._tokens = 0.0
+        self._refilled_at = 0.0
+
+    def version(self) -> str:
+        return sluiceway.__version__
+
+    def start(self, props: Mapping[str, str]) -> None:
+        config = AbstractConfig(task_config_def(), props)
+        self._task = config.get_int(TASK_ID_CONFIG)
+        self._topic = config.get_string(TOPIC_CONFIG) or ""
+        self._max_records = config.get_long(MAX_RECORDS_CONFIG)
+        self._rate = config.get_double(RECORDS_PER_SEC_CONFIG)
+        self._size = config.get_int(RECORD_SIZE_BYTES_CONFIG)
+        self._batch = config.get_int(BATCH_MAX_RECORDS_CONFIG)
+        # As the record-level task: one record may go out at once, then the rate's allowance.
+        self._tokens = 1.0
+        self._refilled_at = self._clock()
+        self._started = True
+
+    @property
+    def topic(self) -> str:
+        return self._topic
+
+    def next_count(self, next_seq: int) -> int:
+        """How many records the next batch starting at ``next_seq`` holds (0: nothing to do now).
+        Takes them from the rate limiter's allowance."""
+        count = self._batch
+        if self._max_records >= 0:
+            count = min(count, self._max_records - next_seq)
+        if count <= 0:
+            return 0
+        if self._rate > 0:
+            now = self._clock()
+            # The allowance holds at most one batch, so a long pause never causes a larger burst.
+            capacity = max(float(self._batch), 1.0)
+            self._tokens = min(capacity, self._tokens + (now - self._refilled_at) * self._rate)
+            self._refilled_at = now
+            count = min(count, math.floor(self._tokens))
+            self._tokens -= max(count, 0)
+        return max(count, 0)
+
+    def read_batch(
+        self, spark: SparkSession, offsets: OffsetStorageReader, context: BatchContext
+    ) -> SourceBatch:
+        if not self._started:
+            raise ConnectException("DataGenBatchTask is not started")
+        partition = source_partition(self._task)
+        next_seq = resume_seq(offsets.offset(partition))
+        count = self.next_count(next_seq)
+        if count <= 0:
+            return SourceBatch(data=None, offsets=[])
+        from sluiceway_executor.datasources.datagen import SHORT_NAME
+
+        parts = max(1, min(_MAX_SPARK_PARTITIONS, count // _RECORDS_PER_SPARK_PARTITION))
+        data = (
+            spark.read.format(SHORT_NAME)
+            .option("task", self._task)
+            .option("start.seq", next_seq)
+            .option("count", count)
+            .option("record.size.bytes", self._size)
+            .option("num.partitions", parts)
+            .load()
+            .select("key", "value")
+        )
+        return SourceBatch(data=data, offsets=[(partition, {SEQ_FIELD: next_seq + count - 1})])
+
+    def stop(self) -> None:
+        """Each batch is its own Spark job; nothing stays open."""

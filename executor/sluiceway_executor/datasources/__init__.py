@@ -3,5 +3,6 @@ Spark. Each is registered on a Spark Connect session with `spark.dataSource.regi
 server's Python workers import this package, so it must be installed where Spark runs."""
 
 from sluiceway_executor.datasources.datagen import DataGenDataSource
+from sluiceway_executor.datasources.kafka import KafkaDataSource, register
 
-__all__ = ["DataGenDataSource"]
+__all__ = ["DataGenDataSource", "KafkaDataSource", "register"]

@@ -17,6 +17,7 @@ from sluiceway.connect import (
     SourceRecord,
 )
 from sluiceway_executor.connectors.datagen import (
+    DataGenBatchTask,
     DataGenSourceConnector,
     DataGenSourceTask,
     datagen_record,
@@ -81,7 +82,7 @@ def test_connector_task_configs_and_version() -> None:
     configs = connector.task_configs(3)
     assert [c["task.id"] for c in configs] == ["0", "1", "2"]
     assert all(c["topic"] == "gen" and c["records.per.sec"] == "10" for c in configs)
-    assert connector.task_class() is DataGenSourceTask
+    assert connector.task_class() is DataGenBatchTask
 
 
 def test_connector_start_rejects_bad_config() -> None:

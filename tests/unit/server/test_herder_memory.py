@@ -92,7 +92,7 @@ def test_create_publishes_tasks_after_config() -> None:
         keys = [k for k, _ in bed.config_records()]
         assert keys == ["connector-dg", "task-dg-0", "task-dg-1", "task-dg-2", "commit-dg"]
         tasks = bed.herder.task_configs("dg")
-        assert all(t.config["task.class"].endswith("DataGenSourceTask") for t in tasks)
+        assert all(t.config["task.class"].endswith("DataGenBatchTask") for t in tasks)
         with pytest.raises(AlreadyExistsError):
             await bed.herder.create_connector("dg", DATAGEN, TargetState.STARTED)
 

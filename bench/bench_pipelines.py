@@ -1,0 +1,373 @@
+"""Pipeline benchmarks (issue 3, item 8), every figure a ratio against a baseline measured in
+the same run on the same machine:
+
+- sink:   SparkFileSink (Parquet) from a topic of N 100-byte JSON records, against raw
+          confluent-kafka consumption of the same topic and a hand-written PySpark job doing
+          the same read and write;
+- source: DataGenSource into Kafka, against raw confluent-kafka production of the same records.
+
+Each product run goes through the whole system: a real control plane, a real executor, the
+connector created over the API, timed until every record is durable and its offsets
+committed. Record counts are checked on every run.
+
+    .venv/bin/python bench/bench_pipelines.py --records 1000000 --runs 3 --report bench/README.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import platform
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from pyspark.sql import SparkSession
+
+from sluiceway.client import SluicewayClient
+from sluiceway_executor.connectors.datagen import datagen_record
+from sluiceway_executor.datasources.kafka import register
+from sluiceway_executor.kafka_ranges import exact_end_offsets
+from sluiceway_server.embedded import (
+    ManagedProcess,
+    control_plane_argv,
+    executor_argv,
+    free_port,
+    spawn,
+    start_broker,
+    start_spark_connect,
+    wait_serving,
+)
+
+RECORD_SIZE = 100
+
+
+@dataclass
+class Series:
+    name: str
+    rates: list[float] = field(default_factory=list)
+
+    def add(self, records: int, seconds: float) -> None:
+        self.rates.append(records / seconds)
+
+    def summary(self) -> tuple[float, float, float]:
+        return min(self.rates), statistics.median(self.rates), max(self.rates)
+
+
+def ratio(product: Series, baseline: Series) -> tuple[float, float, float]:
+    """Per-run ratios (run i of the product against run i of the baseline)."""
+    values = [p / b for p, b in zip(product.rates, baseline.rates, strict=True)]
+    return min(values), statistics.median(values), max(values)
+
+
+def create_topic(admin: AdminClient, topic: str, partitions: int) -> None:
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result(timeout=30)
+
+
+def produce_datagen(bootstrap: str, topic: str, records: int, partitions: int) -> float:
+    """Raw confluent-kafka production of the DataGen records; returns seconds."""
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 10,
+            "batch.num.messages": 10000,
+            "compression.type": "lz4",
+        }
+    )
+    ts = int(time.time() * 1000)
+    started = time.perf_counter()
+    for seq in range(records):
+        key, value = datagen_record(seq % partitions, seq, ts, RECORD_SIZE)
+        while True:
+            try:
+                producer.produce(topic, value.encode(), key.encode())
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if seq % 10000 == 0:
+            producer.poll(0)
+    remaining = producer.flush(120)
+    elapsed = time.perf_counter() - started
+    if remaining:
+        raise RuntimeError(f"{remaining} records not delivered")
+    return elapsed
+
+
+def topic_end_total(bootstrap: str, topic: str, partitions: int) -> int:
+    ends = exact_end_offsets(bootstrap, [TopicPartition(topic, p) for p in range(partitions)], 60)
+    return sum(ends.values())
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> float:
+    """Raw confluent-kafka consumption of every record; returns seconds."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-raw-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.max.bytes": 64 * 1024 * 1024,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    seen = 0
+    done: set[int] = set()
+    started = time.perf_counter()
+    while len(done) < partitions:
+        for message in consumer.consume(10000, 1.0):
+            error = message.error()
+            if error is None:
+                seen += 1
+            elif error.code() == KafkaError._PARTITION_EOF:
+                done.add(message.partition() or 0)
+            else:
+                raise RuntimeError(error)
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    if seen != expected:
+        raise RuntimeError(f"raw consumer saw {seen} records, expected {expected}")
+    return elapsed
+
+
+def handwritten_spark_job(
+    spark: SparkSession, bootstrap: str, topic: str, partitions: int, path: str
+) -> float:
+    """What a Spark user writes by hand: read the topic's offset ranges, write Parquet."""
+    ends = exact_end_offsets(bootstrap, [TopicPartition(topic, p) for p in range(partitions)], 60)
+    ranges = [{"topic": t, "partition": p, "start": 0, "end": end} for (t, p), end in ends.items()]
+    started = time.perf_counter()
+    (
+        spark.read.format("sluiceway-kafka")
+        .option("bootstrap.servers", bootstrap)
+        .option("ranges", json.dumps(ranges))
+        .load()
+        .selectExpr(
+            "topic",
+            "partition",
+            "offset",
+            "timestamp",
+            "CAST(key AS STRING) AS key",
+            "CAST(value AS STRING) AS value",
+        )
+        .write.mode("overwrite")
+        .parquet(path)
+    )
+    return time.perf_counter() - started
+
+
+def wait(probe: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if probe():
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+def committed_total(admin: AdminClient, group: str, topic: str, partitions: int) -> int:
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
+    result = next(iter(admin.list_consumer_group_offsets([request]).values())).result(timeout=10)
+    return sum(max(tp.offset, 0) for tp in result.topic_partitions)
+
+
+def group_reached(admin: AdminClient, group: str, topic: str, partitions: int, target: int) -> bool:
+    return committed_total(admin, group, topic, partitions) >= target
+
+
+def topic_reached(bootstrap: str, topic: str, partitions: int, target: int) -> bool:
+    return topic_end_total(bootstrap, topic, partitions) >= target
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--tasks", type=int, default=2, help="tasks.max of the product connectors")
+    parser.add_argument("--report", type=Path, help="write the markdown report here")
+    args = parser.parse_args()
+    records, partitions = args.records, args.partitions
+    work = Path(tempfile.mkdtemp(prefix="sluiceway-bench-"))
+    logs = work / "logs"
+    broker = start_broker(logs)
+    spark_server = start_spark_connect(logs)
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    settings = {f"{k}.storage.replication.factor": "1" for k in ("config", "offset", "status")}
+    children: list[ManagedProcess] = []
+    try:
+        plane = spawn(
+            "control-plane", control_plane_argv(broker.bootstrap_servers, address, "bench", settings), logs
+        )
+        children.append(plane)
+        wait_serving(address, 60, plane)
+        children.append(spawn("executor", executor_argv(address, spark_server.remote), logs))
+        client = SluicewayClient(address, timeout=60)
+        wait(lambda: len(client.server_info().executors) == 1, 60, "the executor to attach")
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        spark = SparkSession.builder.remote(spark_server.remote).getOrCreate()
+        register(spark)
+
+        # Sink: one input topic, read again by every run.
+        source_topic = f"bench-in-{uuid.uuid4().hex[:6]}"
+        create_topic(admin, source_topic, partitions)
+        produce_datagen(broker.bootstrap_servers, source_topic, records, partitions)
+        assert topic_end_total(broker.bootstrap_servers, source_topic, partitions) == records
+        raw_consume, handwritten, sink = (
+            Series("raw consume"),
+            Series("hand-written Spark"),
+            Series("SparkFileSink"),
+        )
+        # One warm-up of each Spark path so the first run does not pay JVM and worker start-up.
+        handwritten_spark_job(spark, broker.bootstrap_servers, source_topic, partitions, str(work / "warm"))
+        for run in range(args.runs):
+            raw_consume.add(records, consume_all(broker.bootstrap_servers, source_topic, partitions, records))
+            path = str(work / f"spark-{run}")
+            handwritten.add(
+                records,
+                handwritten_spark_job(spark, broker.bootstrap_servers, source_topic, partitions, path),
+            )
+            if spark.read.parquet(path).count() != records:
+                raise RuntimeError("hand-written job wrote a wrong count")
+            name, path = f"bench-sink-{run}-{uuid.uuid4().hex[:6]}", str(work / f"sink-{run}")
+            started = time.perf_counter()
+            client.create_connector(
+                name,
+                {
+                    "connector.class": "SparkFileSink",
+                    "topics": source_topic,
+                    "path": path,
+                    "format": "parquet",
+                    "tasks.max": str(args.tasks),
+                    "value.converter": "StringConverter",
+                },
+            )
+            wait(
+                functools.partial(group_reached, admin, f"connect-{name}", source_topic, partitions, records),
+                900,
+                name,
+            )
+            sink.add(records, time.perf_counter() - started)
+            client.delete_connector(name)
+            written = spark.read.parquet(path).count()
+            if written != records:
+                raise RuntimeError(f"SparkFileSink wrote {written} records, expected {records}")
+
+        # Source: every run writes a fresh topic.
+        raw_produce, source = Series("raw produce"), Series("DataGenSource")
+        for run in range(args.runs):
+            topic = f"bench-raw-{run}-{uuid.uuid4().hex[:6]}"
+            create_topic(admin, topic, partitions)
+            raw_produce.add(records, produce_datagen(broker.bootstrap_servers, topic, records, partitions))
+            topic = f"bench-out-{run}-{uuid.uuid4().hex[:6]}"
+            create_topic(admin, topic, partitions)
+            name = f"bench-source-{run}-{uuid.uuid4().hex[:6]}"
+            per_task = records // args.tasks
+            started = time.perf_counter()
+            client.create_connector(
+                name,
+                {
+                    "connector.class": "DataGenSource",
+                    "topic": topic,
+                    "tasks.max": str(args.tasks),
+                    "max.records": str(per_task),
+                    "record.size.bytes": str(RECORD_SIZE),
+                    "value.converter": "StringConverter",
+                },
+            )
+            expected = per_task * args.tasks
+            wait(
+                functools.partial(topic_reached, broker.bootstrap_servers, topic, partitions, expected),
+                900,
+                name,
+            )
+            source.add(expected, time.perf_counter() - started)
+            client.delete_connector(name)
+            if topic_end_total(broker.bootstrap_servers, topic, partitions) != expected:
+                raise RuntimeError("DataGenSource wrote a wrong count")
+        report = render(args, raw_consume, handwritten, sink, raw_produce, source)
+        print(report)
+        if args.report:
+            args.report.write_text(report)
+        spark.stop()
+        client.close()
+        return 0
+    finally:
+        for child in reversed(children):
+            child.stop()
+        spark_server.stop()
+        broker.stop()
+
+
+def render(
+    args: argparse.Namespace,
+    raw_consume: Series,
+    handwritten: Series,
+    sink: Series,
+    raw_produce: Series,
+    source: Series,
+) -> str:
+    def row(series: Series) -> str:
+        low, mid, high = series.summary()
+        return f"| {series.name} | {low:,.0f} | {mid:,.0f} | {high:,.0f} |"
+
+    def ratio_row(label: str, product: Series, baseline: Series, target: str) -> str:
+        low, mid, high = ratio(product, baseline)
+        return f"| {label} | {low:.2f} | {mid:.2f} | {high:.2f} | {target} |"
+
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Latest run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.machine()}, "
+        f"Python {platform.python_version()}; {args.records:,} records of {RECORD_SIZE} bytes, "
+        f"{args.partitions} partitions, connectors with tasks.max={args.tasks}, {args.runs} runs each. "
+        "Broker: Tansu (memory), Spark Connect local[2], one control plane, one executor, "
+        "all on this machine.",
+        "",
+        "Reproduce:",
+        "",
+        "```sh",
+        f".venv/bin/python bench/bench_pipelines.py --records {args.records} --runs {args.runs} "
+        f"--partitions {args.partitions} --tasks {args.tasks} --report bench/README.md",
+        "```",
+        "",
+        "Product runs are timed from the create call until every record is durable and its offsets",
+        "committed (sink: the consumer group reaches the topic end; source: the topic holds every record);",
+        "counts are verified after each run.",
+        "",
+        "## Throughput (records/s)",
+        "",
+        "| path | min | median | max |",
+        "|---|---|---|---|",
+        row(raw_consume),
+        row(handwritten),
+        row(sink),
+        row(raw_produce),
+        row(source),
+        "",
+        "## Ratios (per run, product / baseline)",
+        "",
+        "| ratio | min | median | max | target |",
+        "|---|---|---|---|---|",
+        ratio_row("SparkFileSink / hand-written Spark", sink, handwritten, "≥ 0.8"),
+        ratio_row("SparkFileSink / raw consume", sink, raw_consume, "—"),
+        ratio_row("DataGenSource / raw produce", source, raw_produce, "≥ 0.6"),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

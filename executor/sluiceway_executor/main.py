@@ -1,0 +1,171 @@
+"""`sluiceway executor`: attach to the control plane and run tasks on Spark Connect until
+SIGTERM/SIGINT.
+
+On the first signal every task stops between batches (a batch in flight finishes and commits),
+the stream closes and the process exits 0; a second signal exits at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from types import FrameType
+from typing import TYPE_CHECKING, NoReturn
+
+from sluiceway_executor.attach import AttachSettings, ExecutorAgent, default_executor_id
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["connect_spark", "main", "parse_args"]
+
+log = logging.getLogger("sluiceway_executor")
+
+# How long start-up keeps retrying the first contact with Spark Connect before each warning.
+_SPARK_RETRY_MAX_S = 5.0
+_SPARK_WAIT_WARNING_S = 30.0
+_SPARK_CLOSE_TIMEOUT_S = 5.0
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="sluiceway executor",
+        description="Run a Sluiceway executor: attach to the control plane and run the tasks it "
+        "assigns as Spark micro-batch jobs through Spark Connect.",
+    )
+    parser.add_argument(
+        "--server",
+        default=os.environ.get("SLUICEWAY_SERVER", "localhost:8083"),
+        help="control plane gRPC address host:port (default $SLUICEWAY_SERVER or localhost:8083)",
+    )
+    parser.add_argument(
+        "--spark-remote",
+        default=os.environ.get("SLUICEWAY_SPARK_REMOTE", "sc://localhost:15002"),
+        help="Spark Connect URL (default $SLUICEWAY_SPARK_REMOTE or sc://localhost:15002)",
+    )
+    parser.add_argument("--id", help="executor id (default: {hostname}-{random})")
+    parser.add_argument(
+        "--max-tasks", type=int, default=0, help="most tasks to run at once; 0 means no limit (default)"
+    )
+    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text")
+    args = parser.parse_args(argv)
+    if args.max_tasks < 0:
+        parser.error("--max-tasks must not be negative")
+    if not args.spark_remote.startswith("sc://"):
+        parser.error(
+            f"--spark-remote must be a Spark Connect URL (sc://host:port), got {args.spark_remote!r}"
+        )
+    return args
+
+
+def connect_spark(remote: str, stop: threading.Event) -> SparkSession | None:
+    """One Spark Connect session with the data sources registered; retried until it works or
+    ``stop`` is set (then None)."""
+    from pyspark.sql import SparkSession
+
+    from sluiceway_executor.pipelines import register_data_sources
+
+    delay = 0.5
+    while not stop.is_set():
+        try:
+            spark = SparkSession.builder.remote(remote).getOrCreate()
+            register_data_sources(spark)
+            return spark
+        except Exception as exc:
+            log.warning("Spark Connect at %s is not usable yet (%s); retrying in %.1fs", remote, exc, delay)
+            stop.wait(delay)
+            delay = min(delay * 2, _SPARK_RETRY_MAX_S)
+    return None
+
+
+def main(argv: list[str]) -> int:
+    from sluiceway_server.main import configure_logging
+
+    args = parse_args(argv)
+    configure_logging(args.log_level, args.log_format)
+    stop = threading.Event()
+    signals = 0
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        nonlocal signals
+        signals += 1
+        if signals > 1:
+            log.warning("second %s: exiting now", signal.Signals(signum).name)
+            os._exit(1)
+        log.info("%s: stopping tasks between batches", signal.Signals(signum).name)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+
+    started = time.monotonic()
+    # On its own thread: the Spark Connect client retries a down server for minutes by itself,
+    # and a signal must still end the process meanwhile.
+    sessions: list[SparkSession | None] = []
+    connecting = threading.Thread(
+        target=lambda: sessions.append(connect_spark(args.spark_remote, stop)), name="spark", daemon=True
+    )
+    connecting.start()
+    warned_at = started
+    while not stop.wait(0.2) and connecting.is_alive():
+        if time.monotonic() - warned_at > _SPARK_WAIT_WARNING_S:
+            warned_at = time.monotonic()
+            log.warning("still waiting for Spark Connect at %s", args.spark_remote)
+    spark = sessions[0] if sessions else None
+    if spark is None or stop.is_set():
+        # The client's exit hook would retry the unreachable server for minutes: leave now.
+        _exit_now(0)
+    log.info("Spark Connect session to %s ready in %.1fs", args.spark_remote, time.monotonic() - started)
+
+    from sluiceway_executor.pipelines import SparkPipelineFactory
+
+    settings = AttachSettings(
+        server=args.server,
+        spark_remote=args.spark_remote,
+        executor_id=args.id or default_executor_id(),
+        max_tasks=args.max_tasks,
+    )
+    agent = ExecutorAgent(settings, SparkPipelineFactory(spark))
+    attach = threading.Thread(target=agent.run, name="attach", daemon=True)
+    attach.start()
+    print(f"sluiceway executor {settings.executor_id} attaching to {settings.server}", flush=True)
+    code = 0
+    while not stop.wait(0.5):
+        if not attach.is_alive():
+            log.error("the attach loop ended unexpectedly")
+            code = 1
+            break
+    agent.shutdown()
+    attach.join(timeout=30)
+    closed = threading.Thread(target=_close_spark, args=(spark,), name="spark-close", daemon=True)
+    closed.start()
+    closed.join(_SPARK_CLOSE_TIMEOUT_S)
+    log.info("executor %s stopped", settings.executor_id)
+    if closed.is_alive():
+        # Spark Connect is unreachable and its client would retry on exit: do not hang on it.
+        _exit_now(code)
+    return code
+
+
+def _close_spark(spark: SparkSession) -> None:
+    try:
+        spark.stop()
+    except Exception:
+        log.debug("closing the Spark Connect session failed", exc_info=True)
+
+
+def _exit_now(code: int) -> NoReturn:
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(sys.argv[1:]))

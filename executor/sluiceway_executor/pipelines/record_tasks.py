@@ -1,0 +1,383 @@
+"""Record-level tasks (Kafka Connect's ``SourceTask`` / ``SinkTask``) run inside Spark.
+
+- Sources: the ``sluiceway-source-task`` Python data source instantiates the task class on a
+  Spark worker with the task's current offsets (serialised in an option), starts it, calls
+  ``poll()`` until it returns nothing, the batch limit is reached or the poll window closes (then
+  ``stop()`` makes a waiting poll return), and yields one row per record: topic, partition,
+  timestamp, headers, key and value converted to Kafka bytes by the record-level converters, and
+  the record's source partition and offset as JSON with its position in the poll order (``seq``).
+- Sinks: :func:`run_sink_task` feeds a batch read from Kafka to one task instance inside Spark
+  (``mapInArrow`` over the batch coalesced to one partition, so one instance sees the records of
+  each partition in offset order, as Kafka Connect's single-threaded task does): ``start``,
+  ``open``, ``put`` per Arrow batch, ``pre_commit`` (which flushes), ``close``, ``stop``.
+
+This module imports Spark; it is loaded on the executor and in Spark's Python workers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from sluiceway.connect import (
+    ConnectException,
+    MemoryOffsetStorageReader,
+    SimpleSourceTaskContext,
+    SinkRecord,
+    SinkTask,
+    SinkTaskContext,
+    SourceRecord,
+    SourceTask,
+    Task,
+    TopicPartition,
+)
+from sluiceway_executor.pipelines import OffsetPair, TaskSpec, load_class
+
+__all__ = [
+    "SOURCE_SCHEMA",
+    "SOURCE_TASK_FORMAT",
+    "SinkTaskWriter",
+    "SourceTaskDataSource",
+    "SourceTaskOptions",
+    "converter_settings",
+    "read_source_task",
+    "run_sink_task",
+]
+
+log = logging.getLogger(__name__)
+
+SOURCE_TASK_FORMAT: Final = "sluiceway-source-task"
+# How long one source batch keeps polling at most; a poll still waiting then is ended by stop().
+DEFAULT_POLL_WINDOW_MS: Final = 1000
+
+_HEADER = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+SOURCE_SCHEMA: Final = StructType(
+    [
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        # Milliseconds since the epoch; null lets the producer stamp the record.
+        StructField("timestamp", LongType()),
+        StructField("headers", ArrayType(_HEADER)),
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("source_partition", StringType()),
+        StructField("source_offset", StringType()),
+        StructField("seq", LongType()),
+    ]
+)
+
+
+def class_path(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def converter_settings(config: Mapping[str, str]) -> dict[str, str]:
+    """Only the converter keys of a config: nothing else (no secrets) travels to Spark."""
+    return {k: v for k, v in config.items() if k.startswith(("key.converter", "value.converter"))}
+
+
+def _json_option(options: Mapping[str, str], key: str, default: Any) -> Any:
+    raw = options.get(key)
+    if raw is None or not str(raw).strip():
+        return default
+    try:
+        return json.loads(str(raw))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{SOURCE_TASK_FORMAT}: option '{key}' is not JSON: {exc}") from None
+
+
+@dataclass(frozen=True)
+class SourceTaskOptions:
+    """What one read of ``sluiceway-source-task`` runs."""
+
+    task_class: str
+    task_config: dict[str, str]
+    offsets: list[OffsetPair]
+    max_records: int
+    poll_window_ms: int
+    connector_converters: dict[str, str]
+    worker_converters: dict[str, str]
+
+    def to_options(self) -> dict[str, str]:
+        return {
+            "task.class": self.task_class,
+            "task.config": json.dumps(self.task_config),
+            "offsets": json.dumps([[p, o] for p, o in self.offsets]),
+            "max.records": str(self.max_records),
+            "poll.window.ms": str(self.poll_window_ms),
+            "connector.converters": json.dumps(self.connector_converters),
+            "worker.converters": json.dumps(self.worker_converters),
+        }
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SourceTaskOptions:
+        task_class = str(options.get("task.class") or "").strip()
+        if not task_class:
+            raise ValueError(f"{SOURCE_TASK_FORMAT}: option 'task.class' is required")
+        offsets = _json_option(options, "offsets", [])
+        if not isinstance(offsets, list) or not all(
+            isinstance(item, list) and len(item) == 2 and isinstance(item[0], dict) for item in offsets
+        ):
+            raise ValueError(f"{SOURCE_TASK_FORMAT}: option 'offsets' must be a list of [partition, offset]")
+        return cls(
+            task_class=task_class,
+            task_config={str(k): str(v) for k, v in _json_option(options, "task.config", {}).items()},
+            offsets=[(dict(p), None if o is None else dict(o)) for p, o in offsets],
+            max_records=max(1, int(str(options.get("max.records") or 10_000))),
+            poll_window_ms=max(0, int(str(options.get("poll.window.ms") or DEFAULT_POLL_WINDOW_MS))),
+            connector_converters=dict(_json_option(options, "connector.converters", {})),
+            worker_converters=dict(_json_option(options, "worker.converters", {})),
+        )
+
+
+def _headers(record: SourceRecord) -> list[tuple[str, bytes | None]] | None:
+    if not record.headers:
+        return None
+    result: list[tuple[str, bytes | None]] = []
+    for key, value in record.headers:
+        result.append((key, value.encode("utf-8") if isinstance(value, str) else value))
+    return result
+
+
+def _canonical(value: Mapping[str, Any]) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+class _StopOnce:
+    def __init__(self, task: Task) -> None:
+        self._task = task
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    def __call__(self) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        self._task.stop()
+
+
+def poll_source_task(options: SourceTaskOptions) -> Iterator[tuple[Any, ...]]:
+    """The rows of one batch of a record-level source task (see the module doc)."""
+    from sluiceway_executor.converters import converter_for
+
+    cls = load_class(options.task_class)
+    if not issubclass(cls, SourceTask):
+        raise ConnectException(f"{options.task_class} is not a SourceTask")
+    key_converter = converter_for(options.connector_converters, "key", options.worker_converters)
+    value_converter = converter_for(options.connector_converters, "value", options.worker_converters)
+    task = cls()
+    task.initialize(SimpleSourceTaskContext(options.task_config, MemoryOffsetStorageReader(options.offsets)))
+    task.start(options.task_config)
+    stop = _StopOnce(task)
+    timer = threading.Timer(options.poll_window_ms / 1000, stop)
+    timer.daemon = True
+    timer.start()
+    deadline = time.monotonic() + options.poll_window_ms / 1000
+    produced = 0
+    try:
+        while produced < options.max_records and time.monotonic() < deadline:
+            records = task.poll()
+            if not records:
+                break
+            for record in records[: options.max_records - produced]:
+                yield (
+                    record.topic,
+                    record.kafka_partition,
+                    record.timestamp_ms,
+                    _headers(record),
+                    key_converter.from_connect_value(record.key, record.key_schema),
+                    value_converter.from_connect_value(record.value, record.value_schema),
+                    _canonical(record.source_partition),
+                    _canonical(record.source_offset),
+                    produced,
+                )
+                produced += 1
+    finally:
+        timer.cancel()
+        stop()
+
+
+class _SourceTaskReader(DataSourceReader):
+    def __init__(self, options: SourceTaskOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        # One task instance per batch: its records and offsets are one ordered stream.
+        return [InputPartition(0)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        yield from poll_source_task(self.options)
+
+
+class SourceTaskDataSource(DataSource):
+    """One bounded batch of a record-level source task, polled inside Spark."""
+
+    def __init__(self, options: MutableMapping[str, str]) -> None:
+        super().__init__(options)
+        self.parsed = SourceTaskOptions.parse(options)
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_TASK_FORMAT
+
+    def schema(self) -> StructType:
+        return SOURCE_SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return _SourceTaskReader(self.parsed)
+
+
+def read_source_task(
+    spark: SparkSession,
+    task_class: type[Task],
+    spec: TaskSpec,
+    worker_config: Mapping[str, str],
+    offsets: list[OffsetPair],
+    *,
+    max_records: int,
+    poll_window_ms: int = DEFAULT_POLL_WINDOW_MS,
+) -> DataFrame:
+    """The next batch of a record-level source task as a DataFrame (SOURCE_SCHEMA). Evaluating it
+    polls the task, so evaluate it once (``localCheckpoint``)."""
+    options = SourceTaskOptions(
+        task_class=class_path(task_class),
+        task_config=dict(spec.task_config),
+        offsets=offsets,
+        max_records=max_records,
+        poll_window_ms=poll_window_ms,
+        connector_converters=converter_settings(spec.connector_config),
+        worker_converters=converter_settings(worker_config),
+    )
+    return spark.read.format(SOURCE_TASK_FORMAT).options(**options.to_options()).load()
+
+
+# ---------------------------------------------------------------------------------- sinks
+
+
+class _SparkSinkTaskContext(SinkTaskContext):
+    """What a record-level sink task running inside Spark can ask of the framework: its config and
+    its partitions. Rewinds, pauses and commit requests are not supported there (logged)."""
+
+    def __init__(self, config: Mapping[str, str]) -> None:
+        self._config = config
+        self.partitions: set[TopicPartition] = set()
+
+    def config(self) -> Mapping[str, str]:
+        return self._config
+
+    def offset(self, offsets: Mapping[TopicPartition, int]) -> None:
+        log.warning("a sink task asked to rewind %s; not supported inside Spark, ignored", dict(offsets))
+
+    def timeout(self, timeout_ms: int) -> None:
+        log.debug("sink task retry timeout %d ms ignored", timeout_ms)
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.partitions)
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        log.debug("pause of %s ignored", partitions)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        log.debug("resume of %s ignored", partitions)
+
+    def request_commit(self) -> None:
+        """Every batch ends with a commit anyway."""
+
+
+@dataclass(frozen=True)
+class SinkTaskWriter:
+    """The ``mapInArrow`` function that feeds a batch to one record-level sink task instance."""
+
+    task_class: str
+    task_config: dict[str, str]
+    connector_converters: dict[str, str]
+    worker_converters: dict[str, str]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from sluiceway_executor.converters import converter_for
+
+        cls = load_class(self.task_class)
+        if not issubclass(cls, SinkTask):
+            raise ConnectException(f"{self.task_class} is not a SinkTask")
+        key_converter = converter_for(self.connector_converters, "key", self.worker_converters)
+        value_converter = converter_for(self.connector_converters, "value", self.worker_converters)
+        task = cls()
+        context = _SparkSinkTaskContext(self.task_config)
+        task.initialize(context)
+        task.start(self.task_config)
+        positions: dict[TopicPartition, int] = {}
+        count = 0
+        try:
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                records = self._records(batch, key_converter, value_converter)
+                new = sorted({r.topic_partition for r in records} - context.partitions)
+                if new:
+                    context.partitions.update(new)
+                    task.open(new)
+                task.put(records)
+                for record in records:
+                    positions[record.topic_partition] = record.kafka_offset + 1
+                count += len(records)
+            task.pre_commit(positions)
+            if context.partitions:
+                task.close(sorted(context.partitions))
+        finally:
+            task.stop()
+        yield pa.RecordBatch.from_pydict({"records": [count]}, schema=pa.schema([("records", pa.int64())]))
+
+    @staticmethod
+    def _records(batch: pa.RecordBatch, key_converter: Any, value_converter: Any) -> list[SinkRecord]:
+        columns = batch.to_pydict()
+        stamps = batch.column(batch.schema.get_field_index("timestamp")).cast(pa.int64()).to_pylist()
+        records = []
+        for i in range(batch.num_rows):
+            headers = columns["headers"][i]
+            micros = stamps[i]
+            records.append(
+                SinkRecord(
+                    topic=columns["topic"][i],
+                    kafka_partition=columns["partition"][i],
+                    kafka_offset=columns["offset"][i],
+                    key=key_converter.to_connect_value(columns["key"][i]),
+                    value=value_converter.to_connect_value(columns["value"][i]),
+                    timestamp_ms=None if micros is None else micros // 1000,
+                    headers=[] if headers is None else [(h["key"], h["value"]) for h in headers],
+                )
+            )
+        return records
+
+
+def run_sink_task(
+    raw: DataFrame, task_class: type[Task], spec: TaskSpec, worker_config: Mapping[str, str]
+) -> int:
+    """Feeds the raw Kafka records of a batch to the record-level sink task inside Spark; returns
+    once the task flushed them (the records it handled)."""
+    writer = SinkTaskWriter(
+        task_class=class_path(task_class),
+        task_config=dict(spec.task_config),
+        connector_converters=converter_settings(spec.connector_config),
+        worker_converters=converter_settings(worker_config),
+    )
+    rows = raw.coalesce(1).mapInArrow(writer, "records long").collect()
+    return sum(int(row["records"]) for row in rows)

@@ -1,0 +1,219 @@
+"""The sink pipeline: Kafka → converters → the sink task, one bounded batch at a time (DESIGN §6).
+
+Each batch lists the partitions of ``topics`` / ``topics.regex`` again (a topic created later that
+matches the regex is picked up), takes this task's share of them, reads each partition from the
+consumer group's committed offset to its exact end (capped by the batch size) inside Spark, and
+hands the records to the task. The offsets to commit are the ends of the ranges read.
+
+Committed offsets are read from Kafka once per partition (when the task first sees it) and then
+kept in memory from the task's own successful commits.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final
+
+from confluent_kafka.admin import AdminClient
+
+from sluiceway.connect import (
+    BatchContext,
+    ConnectException,
+    DataFrameSinkTask,
+    SinkTask,
+    Task,
+)
+from sluiceway_executor.kafka_ranges import (
+    PartitionRange,
+    TopicPartitionKey,
+    committed_offsets,
+    earliest_offsets,
+    exact_end_offsets,
+    list_partitions,
+    plan_ranges,
+    task_partitions,
+)
+from sluiceway_executor.pipelines import (
+    BatchOutcome,
+    OffsetPair,
+    TaskSpec,
+    batch_max_records,
+    kafka_client_config,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["SinkPipeline", "consumer_group", "sink_offsets", "split_batch"]
+
+log = logging.getLogger(__name__)
+
+GROUP_ID_OVERRIDE: Final = "consumer.override.group.id"
+# Timeout of each Kafka metadata/offsets call a batch plans with.
+KAFKA_CALL_TIMEOUT_S: Final = 30.0
+
+_FORMAT: Final = "sluiceway-kafka"
+
+
+def consumer_group(spec: TaskSpec) -> str:
+    """The consumer group holding the sink's offsets: ``consumer.override.group.id`` or
+    ``connect-{connector}`` (Kafka Connect's)."""
+    return (spec.connector_config.get(GROUP_ID_OVERRIDE) or "").strip() or f"connect-{spec.connector}"
+
+
+def split_batch(batch_records: int, pending_partitions: int) -> int:
+    """Records per partition so that a batch holds about ``batch_records`` in all."""
+    return max(1, math.ceil(batch_records / max(pending_partitions, 1)))
+
+
+def sink_offsets(ranges: list[PartitionRange]) -> list[OffsetPair]:
+    """KIP-875's sink offsets: the next offset to read of each partition read."""
+    return [
+        ({"kafka_topic": r.topic, "kafka_partition": r.partition}, {"kafka_offset": r.end}) for r in ranges
+    ]
+
+
+def _topics_setting(spec: TaskSpec) -> tuple[list[str] | None, str | None]:
+    def setting(key: str) -> str:
+        return (spec.task_config.get(key) or spec.connector_config.get(key) or "").strip()
+
+    topics = [t.strip() for t in setting("topics").split(",") if t.strip()]
+    regex = setting("topics.regex") or None
+    if topics and regex:
+        raise ConnectException("topics and topics.regex are mutually exclusive")
+    if not topics and not regex:
+        raise ConnectException("a sink connector needs topics or topics.regex")
+    return topics or None, regex
+
+
+class SinkPipeline:
+    """Runs one sink task (DataFrame-level, or record-level inside Spark) batch by batch."""
+
+    def __init__(
+        self, spark: SparkSession, spec: TaskSpec, worker_config: Mapping[str, str], task_class: type[Task]
+    ) -> None:
+        if not issubclass(task_class, DataFrameSinkTask | SinkTask):
+            raise ConnectException(f"{task_class.__qualname__} is not a sink task")
+        self._spark = spark
+        self.spec = spec
+        self._worker_config = dict(worker_config)
+        self._task_class = task_class
+        self._task: DataFrameSinkTask | None = None
+        self._admin: AdminClient | None = None
+        self._committed: dict[TopicPartitionKey, int | None] = {}
+        self.group = consumer_group(spec)
+        self._topics, self._regex = _topics_setting(spec)
+        self._batch_records = batch_max_records(spec.connector_config)
+        admin_config = kafka_client_config(worker_config, "admin", spec.connector_config)
+        self._admin_config = admin_config
+        consumer_config = kafka_client_config(worker_config, "consumer", spec.connector_config)
+        self._bootstrap = consumer_config.pop("bootstrap.servers")
+        # The reader is no group member: the group id names the offsets only.
+        consumer_config.pop("group.id", None)
+        # Where a partition without a committed offset starts (Kafka Connect's default: earliest).
+        self._start_at_end = consumer_config.pop("auto.offset.reset", "earliest").strip().lower() in (
+            "latest",
+            "largest",
+            "end",
+        )
+        self._consumer_config = consumer_config
+
+    def start(self) -> None:
+        from sluiceway_executor.converters import converter_for
+
+        self._key_converter = converter_for(self.spec.connector_config, "key", self._worker_config)
+        self._value_converter = converter_for(self.spec.connector_config, "value", self._worker_config)
+        self._admin = AdminClient(dict(self._admin_config))
+        if issubclass(self._task_class, DataFrameSinkTask):
+            task = self._task_class()
+            task.start(self.spec.task_config)
+            self._task = task
+
+    # ------------------------------------------------------------------ planning
+
+    def plan(self) -> list[PartitionRange]:
+        """The ranges the next batch reads: this task's partitions from the committed offsets to
+        their exact ends, about ``batch.max.records`` records in all."""
+        admin = self._admin
+        assert admin is not None, "start() first"
+        everything = list_partitions(admin, self._topics, self._regex, KAFKA_CALL_TIMEOUT_S)
+        mine = task_partitions(everything, self.spec.task_index, self.spec.task_count)
+        if not mine:
+            return []
+        unknown = [tp for tp in mine if (tp.topic, tp.partition) not in self._committed]
+        if unknown:
+            self._committed.update(committed_offsets(admin, self.group, unknown, KAFKA_CALL_TIMEOUT_S))
+        earliest = earliest_offsets(admin, mine, KAFKA_CALL_TIMEOUT_S)
+        ends = exact_end_offsets(self._bootstrap, mine, KAFKA_CALL_TIMEOUT_S, self._consumer_config)
+        if self._start_at_end:
+            # auto.offset.reset=latest: a partition seen without a committed offset starts at its end.
+            for key, end in ends.items():
+                if self._committed.get(key) is None:
+                    self._committed[key] = end
+        committed = {(tp.topic, tp.partition): self._committed.get((tp.topic, tp.partition)) for tp in mine}
+        pending = plan_ranges(committed, earliest, ends, None)
+        if not pending:
+            return []
+        return plan_ranges(committed, earliest, ends, split_batch(self._batch_records, len(pending)))
+
+    def read(self, ranges: list[PartitionRange]) -> DataFrame:
+        """The raw records of ``ranges`` (binary key and value) as a DataFrame."""
+        return (
+            self._spark.read.format(_FORMAT)
+            .option("bootstrap.servers", self._bootstrap)
+            .option("ranges", json.dumps([r.to_json() for r in ranges]))
+            .option("consumer.config", json.dumps(self._consumer_config))
+            .load()
+        )
+
+    def converted(self, raw: DataFrame) -> DataFrame:
+        """Key and value as the connector's converters produce them (DataFrame-level tasks)."""
+        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+        return raw.select(
+            "topic",
+            "partition",
+            "offset",
+            "timestamp",
+            self._key_converter.to_connect(F.col("key")).alias("key"),
+            self._value_converter.to_connect(F.col("value")).alias("value"),
+            "headers",
+        )
+
+    # ------------------------------------------------------------------ batches
+
+    def run_batch(self, batch_id: int) -> BatchOutcome:
+        ranges = self.plan()
+        if not ranges:
+            return BatchOutcome(records=0)
+        raw = self.read(ranges)
+        context = BatchContext(self.spec.connector, self.spec.task_index, batch_id)
+        if self._task is not None:
+            self._task.write_batch(self.converted(raw), context)
+        else:
+            from sluiceway_executor.pipelines.record_tasks import run_sink_task
+
+            run_sink_task(raw, self._task_class, self.spec, self._worker_config)
+        return BatchOutcome(
+            records=sum(r.count for r in ranges),
+            offsets=sink_offsets(ranges),
+            topics=frozenset(r.topic for r in ranges),
+        )
+
+    def committed(self, outcome: BatchOutcome) -> None:
+        for partition, offset in outcome.offsets:
+            if offset is None:
+                continue
+            key = (str(partition["kafka_topic"]), int(partition["kafka_partition"]))
+            self._committed[key] = int(offset["kafka_offset"])
+
+    def committed_offsets(self) -> dict[TopicPartitionKey, int | None]:
+        return dict(self._committed)
+
+    def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.stop()

@@ -1,0 +1,219 @@
+"""The source pipeline: the source task reads a bounded batch inside Spark → converters → Kafka
+(DESIGN §6). The batch's source offsets are committed once the Kafka writer has had every record
+acknowledged (idempotent producer, acks=all).
+
+- A :class:`~sluiceway.connect.DataFrameSourceTask` returns the batch as a DataFrame plus the
+  offsets it reaches; key and value go through the converters as Spark expressions.
+- A record-level :class:`~sluiceway.connect.SourceTask` runs inside Spark through the
+  ``sluiceway-source-task`` data source (``record_tasks.py``), which converts each record with the
+  record-level converters. The read is made deterministic (``localCheckpoint``) before it is
+  written, so the records written and the offsets computed from them (the last offset of each
+  source partition, a small aggregation) come from the same poll.
+
+Offsets are kept in memory: the assignment's committed offsets, updated after each accepted commit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from sluiceway.connect import (
+    BatchContext,
+    ConnectException,
+    DataFrameSourceTask,
+    MemoryOffsetStorageReader,
+    SourceTask,
+    Task,
+)
+from sluiceway_executor.pipelines import (
+    BatchOutcome,
+    OffsetPair,
+    TaskSpec,
+    batch_max_records,
+    canonical,
+    kafka_client_config,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, Row, SparkSession
+
+__all__ = ["SourcePipeline", "last_offsets"]
+
+log = logging.getLogger(__name__)
+
+TOPIC_CONFIG: Final = "topic"
+_FORMAT: Final = "sluiceway-kafka"
+_KAFKA_COLUMNS: Final = ("topic", "partition", "timestamp", "headers")
+
+
+def last_offsets(summary: list[Row]) -> tuple[list[OffsetPair], frozenset[str], int]:
+    """From rows (source_partition JSON, topic, last_offset JSON, last_seq, records): the offset
+    of the last record of each source partition, the topics written and the record count."""
+    latest: dict[str, tuple[int, dict[str, Any], dict[str, Any]]] = {}
+    topics: set[str] = set()
+    records = 0
+    for row in summary:
+        partition = json.loads(row["source_partition"])
+        offset = json.loads(row["last_offset"])
+        seq = int(row["last_seq"])
+        key = canonical(partition)
+        if key not in latest or latest[key][0] < seq:
+            latest[key] = (seq, partition, offset)
+        if row["topic"] is not None:
+            topics.add(str(row["topic"]))
+        records += int(row["records"])
+    ordered = sorted(latest.values(), key=lambda item: item[0])
+    return [(partition, offset) for _, partition, offset in ordered], frozenset(topics), records
+
+
+class SourcePipeline:
+    """Runs one source task (DataFrame-level, or record-level inside Spark) batch by batch."""
+
+    def __init__(
+        self, spark: SparkSession, spec: TaskSpec, worker_config: Mapping[str, str], task_class: type[Task]
+    ) -> None:
+        if not issubclass(task_class, DataFrameSourceTask | SourceTask):
+            raise ConnectException(f"{task_class.__qualname__} is not a source task")
+        self._spark = spark
+        self.spec = spec
+        self._worker_config = dict(worker_config)
+        self._task_class = task_class
+        self._task: DataFrameSourceTask | None = None
+        # The committed source offsets, kept current from this task's accepted commits.
+        self._offsets: dict[str, OffsetPair] = {}
+        for partition, offset in spec.source_offsets:
+            self._remember(partition, offset)
+        self._topic = (
+            spec.task_config.get(TOPIC_CONFIG) or spec.connector_config.get(TOPIC_CONFIG) or ""
+        ).strip()
+        self._batch_records = batch_max_records(spec.connector_config)
+        producer_config = kafka_client_config(worker_config, "producer", spec.connector_config)
+        self._bootstrap = producer_config.pop("bootstrap.servers")
+        self._producer_config = producer_config
+
+    def start(self) -> None:
+        from sluiceway_executor.converters import converter_for
+
+        self._key_converter = converter_for(self.spec.connector_config, "key", self._worker_config)
+        self._value_converter = converter_for(self.spec.connector_config, "value", self._worker_config)
+        if issubclass(self._task_class, DataFrameSourceTask):
+            task = self._task_class()
+            task.start(self.spec.task_config)
+            self._task = task
+
+    # ------------------------------------------------------------------ batches
+
+    def run_batch(self, batch_id: int) -> BatchOutcome:
+        if self._task is not None:
+            return self._dataframe_batch(self._task, batch_id)
+        return self._record_batch()
+
+    def _dataframe_batch(self, task: DataFrameSourceTask, batch_id: int) -> BatchOutcome:
+        context = BatchContext(self.spec.connector, self.spec.task_index, batch_id)
+        batch = task.read_batch(self._spark, MemoryOffsetStorageReader(self.current_offsets()), context)
+        offsets: list[OffsetPair] = [(dict(p), None if o is None else dict(o)) for p, o in batch.offsets]
+        if batch.data is None:
+            return BatchOutcome(records=0, offsets=offsets)
+        out = self._for_kafka(batch.data)
+        if "topic" in batch.data.columns:
+            # The topics written are needed (KIP-558): read them from the very records written.
+            out = out.localCheckpoint()
+            found = [row[0] for row in out.select("topic").distinct().collect()]
+            # A null topic goes to the connector's topic (the writer's `topic` option).
+            topics = frozenset(str(t) if t is not None else self._topic for t in found) - {""}
+        else:
+            topics = frozenset({self._topic})
+        self._write(out)
+        return BatchOutcome(records=None, offsets=offsets, topics=topics)
+
+    def _for_kafka(self, data: DataFrame) -> DataFrame:
+        """The batch's records laid out for the Kafka writer: key and value converted."""
+        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+        columns = set(data.columns)
+        if "value" not in columns:
+            raise ConnectException(
+                f"the batch of {self._task_class.__qualname__} has no 'value' column "
+                f"(it has {', '.join(data.columns)})"
+            )
+        if "topic" not in columns and not self._topic:
+            raise ConnectException(
+                "records have no topic: the batch has no 'topic' column and the connector no "
+                f"'{TOPIC_CONFIG}'"
+            )
+        selected = [name for name in _KAFKA_COLUMNS if name in columns]
+        types = {field.name: field.dataType for field in data.schema.fields}
+        key = (
+            self._key_converter.from_connect(F.col("key"), types["key"])
+            if "key" in columns
+            else F.lit(None).cast("binary")
+        )
+        return data.select(
+            *selected,
+            key.alias("key"),
+            self._value_converter.from_connect(F.col("value"), types["value"]).alias("value"),
+        )
+
+    def _record_batch(self) -> BatchOutcome:
+        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+        from sluiceway_executor.pipelines.record_tasks import read_source_task
+
+        read = read_source_task(
+            self._spark,
+            self._task_class,
+            self.spec,
+            self._worker_config,
+            self.current_offsets(),
+            max_records=self._batch_records,
+        )
+        # Deterministic from here on: the write and the offsets see the same records.
+        records = read.localCheckpoint()
+        summary = (
+            records.groupBy("source_partition", "topic")
+            .agg(
+                F.max_by("source_offset", "seq").alias("last_offset"),
+                F.max("seq").alias("last_seq"),
+                F.count(F.lit(1)).alias("records"),
+            )
+            .collect()
+        )
+        offsets, topics, count = last_offsets(summary)
+        if count == 0:
+            return BatchOutcome(records=0)
+        self._write(records.select("topic", "partition", "timestamp", "headers", "key", "value"))
+        return BatchOutcome(records=count, offsets=offsets, topics=topics)
+
+    def _write(self, out: DataFrame) -> None:
+        writer = (
+            out.write.format(_FORMAT)
+            .mode("append")
+            .option("bootstrap.servers", self._bootstrap)
+            .option("producer.config", json.dumps(self._producer_config))
+        )
+        if self._topic:
+            writer = writer.option("topic", self._topic)
+        writer.save()
+
+    def _remember(self, partition: Mapping[str, Any], offset: Mapping[str, Any] | None) -> None:
+        key = canonical(partition)
+        if offset is None:
+            self._offsets.pop(key, None)
+        else:
+            self._offsets[key] = (dict(partition), dict(offset))
+
+    def current_offsets(self) -> list[OffsetPair]:
+        """The committed offset of every source partition the task has one for."""
+        return list(self._offsets.values())
+
+    def committed(self, outcome: BatchOutcome) -> None:
+        for partition, offset in outcome.offsets:
+            self._remember(partition, offset)
+
+    def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.stop()

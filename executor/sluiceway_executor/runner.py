@@ -1,0 +1,247 @@
+"""One thread per task: the loop of micro-batches, each followed by its offset commit (DESIGN §6).
+
+A runner reports RUNNING once its task started (PAUSED, and no batches, when the assignment says
+so), runs one batch after another, and commits each batch's offsets through the control plane,
+waiting for the answer before the next batch. Offsets are committed only after the batch's data
+is durable, so a batch is either committed whole or redone whole: at least once, with at most one
+duplicate batch per interruption.
+
+Stopping happens between batches: a batch in flight finishes its Spark job; whether its offsets
+may still be committed depends on why the task stops (``stop(commit=...)``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+import threading
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from sluiceway.api.v1 import common_pb2
+from sluiceway_executor.pipelines import (
+    BatchOutcome,
+    OffsetPair,
+    Pipeline,
+    PipelineFactory,
+    TaskSpec,
+    canonical,
+)
+
+__all__ = [
+    "DEFAULT_COMMIT_TIMEOUT_S",
+    "CommitOutcome",
+    "CommitStatus",
+    "TaskHost",
+    "TaskRunner",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_COMMIT_TIMEOUT_S: Final = 60.0
+DEFAULT_POLL_INTERVAL_S: Final = 0.2
+DEFAULT_MAX_POLL_INTERVAL_S: Final = 1.0
+
+
+class CommitStatus(enum.Enum):
+    OK = "ok"
+    # The control plane refused it (stale generation, bad offsets, Kafka failure) or did not answer.
+    REJECTED = "rejected"
+    # The stream to the control plane is gone (or the executor was fenced): nothing more is committed.
+    LOST = "lost"
+
+
+@dataclass(frozen=True)
+class CommitOutcome:
+    status: CommitStatus
+    error: str = ""
+
+
+class TaskHost(Protocol):
+    """The runner's way to the control plane (the attach session that assigned the task)."""
+
+    def send_status(self, spec: TaskSpec, state: common_pb2.State.ValueType, trace: str = "") -> None: ...
+
+    def commit(self, spec: TaskSpec, offsets: list[OffsetPair], timeout: float) -> CommitOutcome: ...
+
+    def send_active_topics(self, spec: TaskSpec, topics: list[str]) -> None: ...
+
+
+class TaskRunner:
+    """Runs one task assignment on its own thread until stopped or failed.
+
+    ``predecessor`` is the runner of an earlier assignment of the same task: this runner first
+    stops it (without committing: its generation is stale) and waits for it, so a task never runs
+    twice at once; source offsets the predecessor committed carry over, as they are newer than
+    any the control plane could have put in this assignment.
+    """
+
+    def __init__(
+        self,
+        spec: TaskSpec,
+        host: TaskHost,
+        factory: PipelineFactory,
+        worker_config: Mapping[str, str],
+        *,
+        predecessor: TaskRunner | None = None,
+        poll_interval: float = DEFAULT_POLL_INTERVAL_S,
+        max_poll_interval: float = DEFAULT_MAX_POLL_INTERVAL_S,
+        commit_timeout: float = DEFAULT_COMMIT_TIMEOUT_S,
+    ) -> None:
+        self.spec = spec
+        self._host = host
+        self._factory = factory
+        self._worker_config = dict(worker_config)
+        self._predecessor = predecessor
+        self._poll_interval = poll_interval
+        self._max_poll_interval = max(max_poll_interval, poll_interval)
+        self._commit_timeout = commit_timeout
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._commit_allowed = True
+        self._reported_topics: set[str] = set()
+        # Offsets this runner committed successfully, by canonical partition.
+        self._committed: dict[str, OffsetPair] = {}
+        self._thread = threading.Thread(target=self._run, name=f"task-{spec.name}", daemon=True)
+        self.failed = False
+        self.batches = 0
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def start(self) -> TaskRunner:
+        self._thread.start()
+        return self
+
+    def stop(self, *, commit: bool) -> None:
+        """Asks the task to stop after the batch in flight. With ``commit=False`` nothing more is
+        committed, not even that batch (its data will be read and written again)."""
+        with self._lock:
+            if not commit:
+                self._commit_allowed = False
+            self._stopping.set()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Waits for the thread; True when it has ended."""
+        if self._thread.ident is None:
+            return True
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def committed_offsets(self) -> list[OffsetPair]:
+        """Source offsets committed by this runner (and carried over from its predecessors)."""
+        with self._lock:
+            return list(self._committed.values())
+
+    # ------------------------------------------------------------------ the loop
+
+    def _run(self) -> None:
+        if self._predecessor is not None:
+            self._predecessor.stop(commit=False)
+            self._predecessor.join()
+            carried = self._predecessor.committed_offsets()
+            self._predecessor = None
+            if carried:
+                self._carry_over(carried)
+        if self._stopping.is_set():
+            return
+        if self.spec.paused:
+            log.info("task %s (generation %d) is paused", self.name, self.spec.generation)
+            self._host.send_status(self.spec, common_pb2.STATE_PAUSED)
+            self._stopping.wait()
+            return
+        try:
+            pipeline = self._factory(self.spec, self._worker_config)
+            pipeline.start()
+        except Exception:
+            self._fail("starting the task failed", traceback.format_exc())
+            return
+        log.info("task %s started (generation %d)", self.name, self.spec.generation)
+        self._host.send_status(self.spec, common_pb2.STATE_RUNNING)
+        try:
+            self._loop(pipeline)
+        except Exception:
+            self._fail("a batch failed", traceback.format_exc())
+        finally:
+            try:
+                pipeline.stop()
+            except Exception:
+                log.warning("stopping task %s failed", self.name, exc_info=True)
+            log.info("task %s stopped after %d batch(es)", self.name, self.batches)
+
+    def _carry_over(self, carried: list[OffsetPair]) -> None:
+        merged = {canonical(partition): (partition, offset) for partition, offset in self.spec.source_offsets}
+        for partition, offset in carried:
+            merged[canonical(partition)] = (partition, offset)
+        with self._lock:
+            self._committed.update({canonical(p): (p, o) for p, o in carried})
+        self.spec = dataclasses.replace(self.spec, source_offsets=tuple(merged.values()))
+
+    def _loop(self, pipeline: Pipeline) -> None:
+        idle = self._poll_interval
+        batch_id = 0
+        while not self._stopping.is_set():
+            started = time.monotonic()
+            outcome = pipeline.run_batch(batch_id)
+            batch_id += 1
+            self.batches = batch_id
+            if not self._finish_batch(pipeline, outcome):
+                return
+            log.debug(
+                "task %s batch %d: %s record(s), %d offset(s) in %.3fs",
+                self.name,
+                batch_id - 1,
+                "?" if outcome.records is None else outcome.records,
+                len(outcome.offsets),
+                time.monotonic() - started,
+            )
+            if outcome.empty:
+                self._stopping.wait(idle)
+                idle = min(idle * 2, self._max_poll_interval)
+            else:
+                idle = self._poll_interval
+
+    def _finish_batch(self, pipeline: Pipeline, outcome: BatchOutcome) -> bool:
+        """Commits the batch's offsets and reports its new topics; False when the task must end."""
+        if outcome.offsets:
+            with self._lock:
+                allowed = self._commit_allowed
+            if not allowed:
+                log.info("task %s: stopping without committing its last batch", self.name)
+                return False
+            result = self._host.commit(self.spec, list(outcome.offsets), self._commit_timeout)
+            if result.status is CommitStatus.LOST:
+                log.info("task %s: the control plane is gone; its last batch stays uncommitted", self.name)
+                return False
+            if result.status is CommitStatus.REJECTED:
+                if self._stopping.is_set():
+                    log.info("task %s: last commit refused while stopping: %s", self.name, result.error)
+                else:
+                    self._fail("the offset commit failed", f"Offset commit failed: {result.error}")
+                return False
+            with self._lock:
+                self._committed.update({canonical(p): (p, o) for p, o in outcome.offsets})
+            pipeline.committed(outcome)
+        new_topics = sorted(set(outcome.topics) - self._reported_topics)
+        if new_topics:
+            self._reported_topics.update(new_topics)
+            self._host.send_active_topics(self.spec, new_topics)
+        return True
+
+    def _fail(self, what: str, trace: str) -> None:
+        self.failed = True
+        log.error("task %s (generation %d): %s\n%s", self.name, self.spec.generation, what, trace)
+        self._host.send_status(self.spec, common_pb2.FAILED, trace)

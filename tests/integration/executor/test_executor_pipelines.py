@@ -1,0 +1,353 @@
+"""The executor's task pipelines called directly (no control plane) against the real broker and the
+real Spark Connect server: DataGen → Kafka, Kafka → Parquet, FileStream source and sink, and a sink
+whose `topics.regex` picks up a topic created later. Commits are simulated by handing each batch's
+outcome back to the pipeline, as the runner does after the control plane accepted it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from pyspark.sql import SparkSession
+
+from sluiceway_executor.pipelines import (
+    BatchOutcome,
+    OffsetPair,
+    Pipeline,
+    SparkPipelineFactory,
+    TaskSpec,
+    register_data_sources,
+)
+from sluiceway_server.embedded import EmbeddedBroker, EmbeddedSparkConnect
+
+pytestmark = pytest.mark.integration
+
+DATAGEN_TASK = "sluiceway_executor.connectors.datagen.DataGenBatchTask"
+FILE_SOURCE_TASK = "sluiceway_executor.connectors.filestream.FileStreamSourceTask"
+FILE_SINK_TASK = "sluiceway_executor.connectors.filestream.FileStreamSinkTask"
+SPARK_FILE_SINK_TASK = "sluiceway_executor.connectors.spark_file.SparkFileSinkTask"
+STRING_CONVERTER = "org.apache.kafka.connect.storage.StringConverter"
+
+
+@pytest.fixture(scope="module")
+def spark(spark_connect: EmbeddedSparkConnect) -> Iterator[SparkSession]:
+    session = SparkSession.builder.remote(spark_connect.remote).getOrCreate()
+    register_data_sources(session)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def factory(spark: SparkSession) -> SparkPipelineFactory:
+    return SparkPipelineFactory(spark)
+
+
+@pytest.fixture
+def worker(broker: EmbeddedBroker) -> dict[str, str]:
+    return {"bootstrap.servers": broker.bootstrap_servers}
+
+
+@pytest.fixture
+def admin(broker: EmbeddedBroker) -> AdminClient:
+    return AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+
+
+def create_topic(admin: AdminClient, name: str, partitions: int) -> None:
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=30)
+
+
+def spec(
+    connector: str,
+    task: int,
+    config: Mapping[str, str],
+    task_class: str,
+    *,
+    task_count: int = 1,
+    source_offsets: tuple[OffsetPair, ...] = (),
+) -> TaskSpec:
+    task_config = {**config, "task.class": task_class}
+    if task_class == DATAGEN_TASK:
+        task_config["task.id"] = str(task)
+    return TaskSpec(
+        name=f"connectors/{connector}/tasks/{task}",
+        connector=connector,
+        task_index=task,
+        generation=1,
+        connector_config=dict(config),
+        task_config=task_config,
+        paused=False,
+        task_count=task_count,
+        source_offsets=source_offsets,
+    )
+
+
+def run_until_empty(pipeline: Pipeline, max_batches: int = 50) -> list[BatchOutcome]:
+    """Batches until one reads nothing; each is "committed" as the runner would."""
+    outcomes: list[BatchOutcome] = []
+    for batch_id in range(max_batches):
+        outcome = pipeline.run_batch(batch_id)
+        if outcome.offsets:
+            pipeline.committed(outcome)
+        if outcome.empty:
+            return outcomes
+        outcomes.append(outcome)
+    raise AssertionError(f"still not empty after {max_batches} batches")
+
+
+def produce(broker: EmbeddedBroker, topic: str, values: list[bytes], partition: int | None = None) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5})
+    for index, value in enumerate(values):
+        if partition is None:
+            producer.produce(topic, value, key=str(index).encode())
+        else:
+            producer.produce(topic, value, key=str(index).encode(), partition=partition)
+    assert producer.flush(30) == 0
+
+
+def consume_all(broker: EmbeddedBroker, topic: str, partitions: int) -> list[Any]:
+    """Every record of the topic, read to the end of each partition with a raw consumer."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": f"check-{topic}",
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    messages = []
+    done: set[int] = set()
+    try:
+        while len(done) < partitions:
+            for message in consumer.consume(10_000, timeout=1.0):
+                error = message.error()
+                if error is None:
+                    messages.append(message)
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    done.add(message.partition() or 0)
+                else:
+                    raise AssertionError(str(error))
+    finally:
+        consumer.close()
+    return messages
+
+
+def test_datagen_batches_write_gap_free_sequences_per_task(
+    factory: SparkPipelineFactory,
+    worker: dict[str, str],
+    admin: AdminClient,
+    broker: EmbeddedBroker,
+    unique: str,
+) -> None:
+    topic = f"gen-{unique}"
+    create_topic(admin, topic, 3)
+    config = {
+        "name": f"gen-{unique}",
+        "connector.class": "DataGenSource",
+        "topic": topic,
+        "max.records": "25000",
+        "batch.max.records": "10000",
+        "tasks.max": "2",
+    }
+    for task in range(2):
+        pipeline = factory(spec(f"gen-{unique}", task, config, DATAGEN_TASK, task_count=2), worker)
+        pipeline.start()
+        outcomes = run_until_empty(pipeline)
+        pipeline.stop()
+        assert [o.offsets for o in outcomes] == [
+            [({"task": task}, {"seq": 9999})],
+            [({"task": task}, {"seq": 19999})],
+            [({"task": task}, {"seq": 24999})],
+        ]
+        assert all(o.topics == {topic} for o in outcomes)
+
+    seqs: dict[int, list[int]] = {0: [], 1: []}
+    for message in consume_all(broker, topic, 3):
+        value = json.loads(message.value())
+        assert message.key().decode() == f"{value['task']}-{value['seq']}"
+        seqs[value["task"]].append(value["seq"])
+    assert {task: sorted(values) for task, values in seqs.items()} == {
+        0: list(range(25_000)),
+        1: list(range(25_000)),
+    }
+
+
+def test_datagen_resumes_after_the_committed_offset(
+    factory: SparkPipelineFactory,
+    worker: dict[str, str],
+    admin: AdminClient,
+    broker: EmbeddedBroker,
+    unique: str,
+) -> None:
+    topic = f"gen-{unique}"
+    create_topic(admin, topic, 1)
+    config = {"connector.class": "DataGenSource", "topic": topic, "max.records": "1500"}
+    pipeline = factory(
+        spec(f"gen-{unique}", 0, config, DATAGEN_TASK, source_offsets=(({"task": 0}, {"seq": 999}),)), worker
+    )
+    pipeline.start()
+    outcomes = run_until_empty(pipeline)
+    assert [o.offsets for o in outcomes] == [[({"task": 0}, {"seq": 1499})]]
+    assert sorted(json.loads(m.value())["seq"] for m in consume_all(broker, topic, 1)) == list(
+        range(1000, 1500)
+    )
+
+
+def test_kafka_to_parquet_writes_exact_records_and_commits_the_ends(
+    factory: SparkPipelineFactory,
+    spark: SparkSession,
+    worker: dict[str, str],
+    admin: AdminClient,
+    broker: EmbeddedBroker,
+    unique: str,
+    tmp_path: Path,
+) -> None:
+    topic = f"in-{unique}"
+    create_topic(admin, topic, 3)
+    values = [json.dumps({"n": n, "text": f"record {n}"}).encode() for n in range(3000)]
+    produce(broker, topic, values)
+    out = tmp_path / "parquet"
+    config = {
+        "name": f"pq-{unique}",
+        "connector.class": "SparkFileSink",
+        "topics": topic,
+        "path": str(out),
+        "format": "parquet",
+        "batch.max.records": "1200",
+    }
+    ends: dict[tuple[str, int], int] = {}
+    total_batches = 0
+    for task in range(2):
+        pipeline = factory(spec(f"pq-{unique}", task, config, SPARK_FILE_SINK_TASK, task_count=2), worker)
+        pipeline.start()
+        outcomes = run_until_empty(pipeline)
+        pipeline.stop()
+        total_batches += len(outcomes)
+        for outcome in outcomes:
+            assert outcome.topics == {topic}
+            for partition, offset in outcome.offsets:
+                assert offset is not None
+                ends[(partition["kafka_topic"], partition["kafka_partition"])] = offset["kafka_offset"]
+    # Task 0 has partitions 0 and 2, task 1 has partition 1; 1200 records a batch split over them.
+    assert total_batches >= 3
+
+    rows = spark.read.parquet(str(out)).collect()
+    assert sorted(json.loads(row["value"])["n"] for row in rows) == list(range(3000))
+    per_partition: dict[int, int] = {}
+    for row in rows:
+        per_partition[row["partition"]] = per_partition.get(row["partition"], 0) + 1
+        assert row["topic"] == topic
+    assert ends == {(topic, p): count for p, count in per_partition.items()}
+    assert set(rows[0].asDict()) == {"topic", "partition", "offset", "timestamp", "key", "value", "headers"}
+
+
+def test_file_stream_source_resumes_from_its_position(
+    factory: SparkPipelineFactory,
+    worker: dict[str, str],
+    admin: AdminClient,
+    broker: EmbeddedBroker,
+    unique: str,
+    tmp_path: Path,
+) -> None:
+    topic = f"lines-{unique}"
+    create_topic(admin, topic, 1)
+    source = tmp_path / "input.txt"
+    lines = [f"line {n}" for n in range(10)]
+    source.write_text("".join(line + "\n" for line in lines))
+    skip = len("".join(line + "\n" for line in lines[:3]).encode())
+    config = {
+        "connector.class": "FileStreamSource",
+        "file": str(source),
+        "topic": topic,
+        "batch.size": "4",
+        "value.converter": STRING_CONVERTER,
+    }
+    partition = {"filename": str(source)}
+    pipeline = factory(
+        spec(f"fs-{unique}", 0, config, FILE_SOURCE_TASK, source_offsets=((partition, {"position": skip}),)),
+        worker,
+    )
+    pipeline.start()
+    outcomes = run_until_empty(pipeline)
+    assert outcomes[-1].offsets == [(partition, {"position": source.stat().st_size})]
+    assert sum(o.records or 0 for o in outcomes) == 7
+    assert all(o.topics == {topic} for o in outcomes)
+    assert [m.value().decode() for m in consume_all(broker, topic, 1)] == lines[3:]
+
+    # Lines appended later are read from the position committed last, and only they.
+    with source.open("a") as more:
+        more.write("line 10\nline 11\n")
+    outcomes = run_until_empty(pipeline)
+    pipeline.stop()
+    assert outcomes[-1].offsets == [(partition, {"position": source.stat().st_size})]
+    assert [m.value().decode() for m in consume_all(broker, topic, 1)] == [*lines[3:], "line 10", "line 11"]
+
+
+def test_file_stream_sink_writes_one_line_per_record(
+    factory: SparkPipelineFactory,
+    worker: dict[str, str],
+    admin: AdminClient,
+    broker: EmbeddedBroker,
+    unique: str,
+    tmp_path: Path,
+) -> None:
+    topic = f"out-{unique}"
+    create_topic(admin, topic, 1)
+    lines = [f"value {n}" for n in range(500)]
+    produce(broker, topic, [line.encode() for line in lines], partition=0)
+    target = tmp_path / "sink.txt"
+    config = {
+        "connector.class": "FileStreamSink",
+        "file": str(target),
+        "topics": topic,
+        "value.converter": STRING_CONVERTER,
+        "batch.max.records": "200",
+    }
+    pipeline = factory(spec(f"fsink-{unique}", 0, config, FILE_SINK_TASK), worker)
+    pipeline.start()
+    outcomes = run_until_empty(pipeline)
+    pipeline.stop()
+    assert [o.records for o in outcomes] == [200, 200, 100]
+    assert outcomes[-1].offsets == [({"kafka_topic": topic, "kafka_partition": 0}, {"kafka_offset": 500})]
+    assert target.read_text().splitlines() == lines
+
+
+def test_sink_with_topics_regex_picks_up_a_topic_created_later(
+    factory: SparkPipelineFactory,
+    spark: SparkSession,
+    worker: dict[str, str],
+    admin: AdminClient,
+    broker: EmbeddedBroker,
+    unique: str,
+    tmp_path: Path,
+) -> None:
+    first, later = f"rx-{unique}-a", f"rx-{unique}-b"
+    create_topic(admin, first, 2)
+    produce(broker, first, [f"a{n}".encode() for n in range(100)])
+    out = tmp_path / "json"
+    config = {
+        "connector.class": "SparkFileSink",
+        "topics.regex": f"rx-{unique}-.*",
+        "path": str(out),
+        "format": "json",
+        "value.converter": STRING_CONVERTER,
+    }
+    pipeline = factory(spec(f"rx-{unique}", 0, config, SPARK_FILE_SINK_TASK), worker)
+    pipeline.start()
+    outcomes = run_until_empty(pipeline)
+    assert [o.topics for o in outcomes] == [{first}]
+
+    create_topic(admin, later, 1)
+    produce(broker, later, [f"b{n}".encode() for n in range(50)])
+    outcomes = run_until_empty(pipeline)
+    pipeline.stop()
+    assert [o.topics for o in outcomes] == [{later}]
+    assert outcomes[0].offsets == [({"kafka_topic": later, "kafka_partition": 0}, {"kafka_offset": 50})]
+    values = sorted(row["value"] for row in spark.read.json(str(out)).collect())
+    assert values == sorted([f"a{n}" for n in range(100)] + [f"b{n}" for n in range(50)])
