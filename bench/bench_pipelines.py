@@ -196,9 +196,11 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--tasks", type=int, default=2, help="tasks.max of the product connectors")
+    parser.add_argument("--batch", type=int, help="batch.max.records of both connectors (default: theirs)")
     parser.add_argument("--report", type=Path, help="write the markdown report here")
     args = parser.parse_args()
     records, partitions = args.records, args.partitions
+    batch_setting = {"batch.max.records": str(args.batch)} if args.batch else {}
     work = Path(tempfile.mkdtemp(prefix="sluiceway-bench-"))
     logs = work / "logs"
     broker = start_broker(logs)
@@ -252,6 +254,7 @@ def main() -> int:
                     "format": "parquet",
                     "tasks.max": str(args.tasks),
                     "value.converter": "StringConverter",
+                    **batch_setting,
                 },
             )
             wait(
@@ -285,6 +288,7 @@ def main() -> int:
                     "max.records": str(per_task),
                     "record.size.bytes": str(RECORD_SIZE),
                     "value.converter": "StringConverter",
+                    **batch_setting,
                 },
             )
             expected = per_task * args.tasks
@@ -340,7 +344,9 @@ def render(
         "",
         "```sh",
         f".venv/bin/python bench/bench_pipelines.py --records {args.records} --runs {args.runs} "
-        f"--partitions {args.partitions} --tasks {args.tasks} --report bench/README.md",
+        f"--partitions {args.partitions} --tasks {args.tasks}"
+        + (f" --batch {args.batch}" if args.batch else "")
+        + " --report bench/README.md",
         "```",
         "",
         "Product runs are timed from the create call until every record is durable and its offsets",

@@ -16,8 +16,10 @@ from pathlib import Path
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from pyspark.sql import SparkSession
 
-from sluiceway_server.embedded import free_port
+from sluiceway_server.embedded import EmbeddedSparkConnect, free_port
+from tests.integration.pipeline_helpers import parquet_counts
 
 pytestmark = pytest.mark.integration
 
@@ -132,8 +134,37 @@ def dev_stack(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Output, i
             os.kill(pid, signal.SIGKILL)
 
 
-def test_dev_stack_serves_and_stops_everything_on_ctrl_c(
+def quickstart(port: int, lake: Path) -> None:
+    """The README quickstart's two commands, through the installed CLI."""
+    cli = [str(Path(sys.executable).parent / "sluiceway"), "--server", f"127.0.0.1:{port}"]
+    for args in (
+        [
+            "connectors",
+            "create",
+            "gen",
+            "connector.class=DataGenSource",
+            "topic=datagen",
+            "tasks.max=2",
+            "max.records=50000",
+        ],
+        [
+            "connectors",
+            "create",
+            "lake",
+            "connector.class=SparkFileSink",
+            "topics=datagen",
+            f"path={lake}",
+            "format=parquet",
+        ],
+    ):
+        result = subprocess.run([*cli, *args], capture_output=True, text=True, timeout=60, check=False)
+        assert result.returncode == 0, result.stderr
+
+
+def test_dev_stack_runs_the_quickstart_and_stops_everything_on_ctrl_c(
     dev_stack: tuple[subprocess.Popen[str], Output, int, Path],
+    spark_connect: EmbeddedSparkConnect,
+    tmp_path: Path,
 ) -> None:
     process, output, port, log_dir = dev_stack
     wait_serving(f"127.0.0.1:{port}", process, output)
@@ -147,6 +178,20 @@ def test_dev_stack_serves_and_stops_everything_on_ctrl_c(
     assert "sc://127.0.0.1:" in banner
     assert str(log_dir) in banner
     assert {"tansu.log", "spark-connect.log", "control-plane.log"} <= {p.name for p in log_dir.iterdir()}
+
+    # README quickstart: make run, then two commands, leave Parquet holding exactly the generated records.
+    lake = tmp_path / "lake"
+    quickstart(port, lake)
+    spark = SparkSession.builder.remote(spark_connect.remote).getOrCreate()
+    try:
+        deadline = time.monotonic() + 240
+        counts = (0, 0)
+        while time.monotonic() < deadline and counts != (100_000, 100_000):
+            time.sleep(2)
+            counts = parquet_counts(spark, lake)
+        assert counts == (100_000, 100_000), f"{counts}\n{output.text()}"
+    finally:
+        spark.stop()
 
     process.send_signal(signal.SIGINT)
     assert process.wait(STOP_TIMEOUT_S) == 0, output.text()

@@ -14,7 +14,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from sluiceway.api.v1 import cluster_pb2, common_pb2, connectors_pb2, executor_pb2
-from sluiceway_server.cluster.coordinator import dict_to_struct
+from sluiceway.offsets import dict_to_struct
 from tests.integration.api_helpers import Stubs, read_topic, wait_until
 from tests.integration.executor_peer import ExecutorPeer, wait_for
 

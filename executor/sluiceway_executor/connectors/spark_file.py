@@ -5,6 +5,7 @@ Spark is imported only inside the task's write, so the control plane can load th
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
@@ -49,7 +50,12 @@ def config_def() -> ConfigDef:
             ConfigType.STRING,
             validator=NonEmptyString(),
             importance=Importance.HIGH,
-            documentation="Directory (any path or URI Spark can write to) the files are appended to.",
+            documentation=(
+                "Directory (any path or URI Spark can write to) the files are appended to. Each batch "
+                "is written to its own subdirectory `task=N/batch=ID` (read back as `task` and `batch` "
+                "columns): Spark jobs appending to one directory at once share its `_temporary` "
+                "staging, and a job left running by a crashed executor must not meet its successor's."
+            ),
             group=_GROUP,
             order_in_group=1,
             width=Width.LONG,
@@ -161,7 +167,9 @@ class SparkFileSinkTask(DataFrameSinkTask):
             writer = writer.option("header", "true")
         if self._partition_by:
             writer = writer.partitionBy(*self._partition_by)
-        writer.save(self._path)
+        # One directory per batch job: no two jobs ever stage files in the same place.
+        batch_dir = f"{context.batch_id:010d}-{uuid.uuid4().hex[:8]}"
+        writer.save(f"{self._path.rstrip('/')}/task={context.task_id}/batch={batch_dir}")
 
     def stop(self) -> None:
         """Each batch is written by its own Spark job; nothing stays open."""

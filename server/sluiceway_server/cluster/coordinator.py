@@ -15,9 +15,10 @@ from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
-from google.protobuf import duration_pb2, json_format, struct_pb2
+from google.protobuf import duration_pb2
 
 from sluiceway.api.v1 import common_pb2, executor_pb2
+from sluiceway.offsets import dict_to_struct, offsets_from_proto
 from sluiceway_server.cluster.assignor import Plan, TaskId, plan
 from sluiceway_server.model import ConnectorType, State, TargetState
 from sluiceway_server.storage import (
@@ -48,29 +49,6 @@ _TARGETS = {
 
 class CommitRejectedError(Exception):
     """An offset commit that must not be applied (stale generation, bad offsets)."""
-
-
-def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:
-    """Struct numbers are doubles; offsets are integers far more often than not, so integral
-    values come back as int (Kafka's own JSON offsets keep the integer type)."""
-
-    def fix(value: Any) -> Any:
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, dict):
-            return {k: fix(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [fix(v) for v in value]
-        return value
-
-    result: dict[str, Any] = fix(json_format.MessageToDict(message))
-    return result
-
-
-def dict_to_struct(values: Mapping[str, Any]) -> struct_pb2.Struct:
-    message = struct_pb2.Struct()
-    message.update(dict(values))
-    return message
 
 
 @dataclass
@@ -469,10 +447,7 @@ class ExecutorCoordinator:
         config = self._snapshot().connector_config(task.connector)
         if config is None:
             raise CommitRejectedError(f"connector {task.connector} no longer exists")
-        pairs = [
-            (struct_to_dict(o.partition), struct_to_dict(o.offset) if o.HasField("offset") else None)
-            for o in offsets
-        ]
+        pairs = offsets_from_proto(offsets)
         if not pairs:
             return
         if self._connector_type(config) is ConnectorType.SINK:

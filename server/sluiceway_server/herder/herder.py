@@ -50,7 +50,6 @@ from sluiceway_server.storage import (
     RestartRequest,
     StatusChange,
     StatusStore,
-    TaskStatusRecord,
 )
 
 log = logging.getLogger(__name__)
@@ -165,8 +164,7 @@ class Herder:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         # A generation above every one recorded, so statuses of earlier runs read as older.
-        previous = [s.generation for c in self.status_store.connectors() for s in self._all_statuses(c)]
-        self.generation = max(previous, default=0) + 1
+        self.generation = self._previous_term() + 1
         self.status_store.add_listener(lambda change: self._post(lambda: self._fan_out(change)))
         # Listen only after the initial read: restart requests already in the log are history.
         self.config_store.set_listener(self)
@@ -186,12 +184,16 @@ class Herder:
             except PluginCallbackError as exc:
                 log.warning("stopping %s on shutdown: %s", name, exc)
 
-    def _all_statuses(self, connector: str) -> list[ConnectorStatusRecord | TaskStatusRecord]:
-        found: list[ConnectorStatusRecord | TaskStatusRecord] = list(self.status_store.tasks(connector))
-        status = self.status_store.get_connector(connector)
-        if status is not None:
-            found.append(status)
-        return found
+    def _previous_term(self) -> int:
+        """The highest leadership term recorded in the status topic. Connector statuses carry the
+        term itself; task statuses carry assignment generations, whose high 32 bits are the term."""
+        terms = [0]
+        for connector in self.status_store.connectors():
+            record = self.status_store.get_connector(connector)
+            if record is not None:
+                terms.append(record.generation)
+            terms.extend(task.generation >> 32 for task in self.status_store.tasks(connector))
+        return max(terms)
 
     # ------------------------------------------------------------------ status watchers
 

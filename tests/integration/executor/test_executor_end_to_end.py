@@ -14,10 +14,10 @@ from typing import Any
 import grpc
 import pytest
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
 from sluiceway.api.v1 import common_pb2, connectors_pb2, connectors_pb2_grpc
 from sluiceway_server.embedded import EmbeddedSparkConnect, ManagedProcess, executor_argv, spawn
+from tests.integration.pipeline_helpers import parquet_counts
 
 pytestmark = pytest.mark.integration
 
@@ -62,20 +62,6 @@ def create(stub: connectors_pb2_grpc.ConnectorServiceStub, name: str, config: di
         ),
         timeout=30,
     )
-
-
-def parquet_counts(spark: SparkSession, path: Path) -> tuple[int, int]:
-    """(rows, distinct (task, seq)) of the generated records in the sink's Parquet files."""
-    if not any(path.glob("*.parquet")):
-        return 0, 0
-    parsed = spark.read.parquet(str(path)).select(
-        F.from_json(F.col("value").cast("string"), "task INT, seq LONG").alias("v")
-    )
-    row = parsed.agg(
-        F.count(F.lit(1)).alias("rows"), F.count_distinct(F.col("v.task"), F.col("v.seq")).alias("distinct")
-    ).first()
-    assert row is not None
-    return int(row["rows"]), int(row["distinct"])
 
 
 def test_datagen_to_parquet_through_a_real_executor(

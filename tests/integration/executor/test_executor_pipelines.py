@@ -244,7 +244,18 @@ def test_kafka_to_parquet_writes_exact_records_and_commits_the_ends(
         per_partition[row["partition"]] = per_partition.get(row["partition"], 0) + 1
         assert row["topic"] == topic
     assert ends == {(topic, p): count for p, count in per_partition.items()}
-    assert set(rows[0].asDict()) == {"topic", "partition", "offset", "timestamp", "key", "value", "headers"}
+    # The record columns, plus the task=N/batch=ID directories read back as partition columns.
+    assert set(rows[0].asDict()) == {
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "key",
+        "value",
+        "headers",
+        "task",
+        "batch",
+    }
 
 
 def test_file_stream_source_resumes_from_its_position(
