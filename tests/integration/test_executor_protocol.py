@@ -224,3 +224,29 @@ def test_offset_commits_are_applied_and_fenced(
         ),
         what="topic status record",
     )
+
+
+def test_source_offsets_go_to_the_connectors_own_offsets_topic(
+    stubs: Stubs, peers: Callable[..., ExecutorPeer], plane: Any, broker: Any, unique: str
+) -> None:
+    peer = peers(f"e1-{unique}")
+    name, own = f"own-{unique}", f"own-offsets-{unique}"
+    create(stubs, name, {**datagen(unique, 1), "offsets.storage.topic": own})
+    task = f"connectors/{name}/tasks/0"
+    wait_until(lambda: task in peer.tasks(), what="assigned")
+    generation = peer.assigned[task].generation
+    offsets = [
+        common_pb2.PartitionOffset(partition=dict_to_struct({"task": 0}), offset=dict_to_struct({"seq": 7}))
+    ]
+    result = peer.commit(
+        executor_pb2.OffsetCommit(task=task, generation=generation, commit_id=1, offsets=offsets)
+    )
+    assert result.ok, result.error
+    key = f'["{name}",{{"task":0}}]'
+    assert (key, {"seq": 7}) in read_topic(broker.bootstrap_servers, own)
+    assert key not in {k for k, _ in read_topic(broker.bootstrap_servers, plane.topics["offset"])}
+    # read back from its own topic when the task is assigned again
+    stubs.connectors.RestartTask(connectors_pb2.RestartTaskRequest(name=task), timeout=10)
+    wait_until(lambda: peer.assigned[task].generation > generation, what="reassigned")
+    carried = peer.assigned[task].source_offsets
+    assert len(carried) == 1 and dict(carried[0].offset)["seq"] == 7

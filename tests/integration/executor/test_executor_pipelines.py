@@ -362,3 +362,40 @@ def test_sink_with_topics_regex_picks_up_a_topic_created_later(
     assert outcomes[0].offsets == [({"kafka_topic": later, "kafka_partition": 0}, {"kafka_offset": 50})]
     values = sorted(row["value"] for row in spark.read.json(str(out)).collect())
     assert values == sorted([f"a{n}" for n in range(100)] + [f"b{n}" for n in range(50)])
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv", "orc"])
+def test_spark_file_sink_formats_with_partition_by(
+    factory: SparkPipelineFactory,
+    spark: SparkSession,
+    worker: dict[str, str],
+    admin: AdminClient,
+    broker: EmbeddedBroker,
+    unique: str,
+    tmp_path: Path,
+    fmt: str,
+) -> None:
+    topic = f"fmt-{fmt}-{unique}"
+    create_topic(admin, topic, 2)
+    values = [json.dumps({"n": n}).encode() for n in range(500)]
+    produce(broker, topic, values)
+    out = tmp_path / fmt
+    config = {
+        "name": f"fmt-{unique}",
+        "connector.class": "SparkFileSink",
+        "topics": topic,
+        "path": str(out),
+        "format": fmt,
+        "partition.by": "partition",
+    }
+    pipeline = factory(spec(f"fmt-{unique}", 0, config, SPARK_FILE_SINK_TASK), worker)
+    pipeline.start()
+    run_until_empty(pipeline)
+    pipeline.stop()
+    # Partitioned by the Kafka partition: one directory per partition value under each batch.
+    assert {p.name for p in out.rglob("partition=*") if p.is_dir()} == {"partition=0", "partition=1"}
+    reader = spark.read.format(fmt)
+    if fmt == "csv":
+        reader = reader.option("header", "true")
+    rows = reader.load(str(out)).select("value").collect()
+    assert sorted(json.loads(row["value"])["n"] for row in rows) == list(range(500))
