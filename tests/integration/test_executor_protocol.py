@@ -250,3 +250,40 @@ def test_source_offsets_go_to_the_connectors_own_offsets_topic(
     wait_until(lambda: peer.assigned[task].generation > generation, what="reassigned")
     carried = peer.assigned[task].source_offsets
     assert len(carried) == 1 and dict(carried[0].offset)["seq"] == 7
+
+
+def test_sink_offsets_go_to_the_overridden_consumer_group(
+    stubs: Stubs, peers: Callable[..., ExecutorPeer], broker: Any, unique: str
+) -> None:
+    peer = peers(f"e1-{unique}")
+    name, topic, group = f"grp-{unique}", f"in-{unique}", f"custom-{unique}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    for created in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        created.result(timeout=10)
+    create(
+        stubs,
+        name,
+        {
+            "connector.class": "FileStreamSink",
+            "file": "/tmp/unused",
+            "topics": topic,
+            "consumer.override.group.id": group,
+        },
+    )
+    task = f"connectors/{name}/tasks/0"
+    wait_until(lambda: task in peer.tasks(), what="assigned")
+    offsets = [
+        common_pb2.PartitionOffset(
+            partition=dict_to_struct({"kafka_topic": topic, "kafka_partition": 0}),
+            offset=dict_to_struct({"kafka_offset": 9}),
+        )
+    ]
+    result = peer.commit(
+        executor_pb2.OffsetCommit(
+            task=task, generation=peer.assigned[task].generation, commit_id=1, offsets=offsets
+        )
+    )
+    assert result.ok, result.error
+    request = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])]
+    committed = next(iter(admin.list_consumer_group_offsets(request).values())).result(timeout=10)
+    assert [(tp.topic, tp.offset) for tp in committed.topic_partitions] == [(topic, 9)]
