@@ -1,7 +1,7 @@
 """`sluiceway dev`: the all-in-one local stack behind `make run`.
 
 Starts, in order, an embedded Kafka-compatible broker (Tansu), a Spark Connect server, one
-control-plane replica and (once the executor package provides it) one executor, each as a child
+control-plane replica and one executor, each as a child
 process logging to `--log-dir`. It waits for each to be ready, prints where everything runs, and
 then supervises them: Ctrl-C or SIGTERM stops them all in reverse order (exit 0); a child that dies
 stops the rest and is reported with the end of its log (exit 1).
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import os
 import signal
 import socket
@@ -22,9 +21,18 @@ from pathlib import Path
 from types import FrameType
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2_grpc
 
-from sluiceway_server.embedded import ManagedProcess, free_port, spawn, start_broker, start_spark_connect
+from sluiceway_server.embedded import (
+    ManagedProcess,
+    control_plane_argv,
+    executor_argv,
+    free_port,
+    is_serving,
+    spawn,
+    start_broker,
+    start_spark_connect,
+)
 
 DEFAULT_BROKER_PORT = 9092
 DEFAULT_SPARK_CONNECT_PORT = 15002
@@ -40,11 +48,11 @@ EXECUTOR_ATTACH_TIMEOUT_S = 30.0
 TAIL_LINES = 30
 
 # Every internal topic on a one-broker cluster can only have one replica.
-_SINGLE_BROKER_SETTINGS = (
-    "config.storage.replication.factor=1",
-    "offset.storage.replication.factor=1",
-    "status.storage.replication.factor=1",
-)
+_SINGLE_BROKER_SETTINGS = {
+    "config.storage.replication.factor": "1",
+    "offset.storage.replication.factor": "1",
+    "status.storage.replication.factor": "1",
+}
 
 
 class _Stop(BaseException):
@@ -93,22 +101,6 @@ def _preferred_port(port: int) -> int:
     return free_port() if port_in_use(port) else port
 
 
-def _module_argv(package: str) -> list[str]:
-    """How to run `package`'s `main(argv)` in a child interpreter (`python -m` when it has a
-    `__main__`)."""
-    if importlib.util.find_spec(f"{package}.__main__") is not None:
-        return [sys.executable, "-m", package]
-    code = f"import sys; from {package}.main import main; sys.exit(main(sys.argv[1:]))"
-    return [sys.executable, "-c", code]
-
-
-def _module_available(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except ImportError:
-        return False
-
-
 def _child_env() -> dict[str, str]:
     # Unbuffered, so a child's last words are in its log when it dies.
     return {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -133,15 +125,6 @@ class _ChildDiedError(Exception):
     def __init__(self, child: ManagedProcess) -> None:
         super().__init__(f"{child.name} exited with code {child.process.returncode}")
         self.child = child
-
-
-def _health_serving(stub: health_pb2_grpc.HealthStub) -> bool:
-    try:
-        reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
-    except grpc.RpcError:
-        return False
-    serving: bool = reply.status == health_pb2.HealthCheckResponse.SERVING
-    return serving
 
 
 def _executor_attached(channel: grpc.Channel) -> bool:
@@ -206,9 +189,6 @@ def _stop_all(running: list[_Child]) -> None:
 def main(argv: list[str]) -> int:
     args = _parse_args(argv)
     log_dir: Path = args.log_dir.resolve()
-    if not _module_available("sluiceway_server.main"):
-        print("sluiceway dev: the control plane (sluiceway_server.main) is not installed", file=sys.stderr)
-        return 1
     if port_in_use(args.port):
         print(
             f"sluiceway dev: port {args.port} is already in use; choose another with --port", file=sys.stderr
@@ -254,48 +234,32 @@ def _run(args: argparse.Namespace, log_dir: Path, running: list[_Child]) -> int:
 
         _say("sluiceway dev: starting the control plane")
         address = f"127.0.0.1:{port}"
-        plane_argv = [
-            *_module_argv("sluiceway_server"),
-            "--bootstrap-servers",
-            broker.bootstrap_servers,
-            "--listeners",
-            f"0.0.0.0:{port}",
-        ]
-        for setting in _SINGLE_BROKER_SETTINGS:
-            plane_argv += ["--set", setting]
+        plane_argv = control_plane_argv(
+            broker.bootstrap_servers, f"0.0.0.0:{port}", None, _SINGLE_BROKER_SETTINGS
+        )
         plane = spawn("control-plane", plane_argv, log_dir, env=_child_env())
         running.append((plane, plane.stop))
         with grpc.insecure_channel(address) as channel:
             health = health_pb2_grpc.HealthStub(channel)
-            if not _wait_until(lambda: _health_serving(health), CONTROL_PLANE_TIMEOUT_S, plane):
+            if not _wait_until(lambda: is_serving(health), CONTROL_PLANE_TIMEOUT_S, plane):
                 raise TimeoutError(
                     f"the control plane is not SERVING after {CONTROL_PLANE_TIMEOUT_S:.0f}s; "
                     f"see {plane.log_path}"
                 )
             rows.append(("control plane (gRPC)", f"{address}  (listening on 0.0.0.0:{port})"))
 
-            if _module_available("sluiceway_executor.main"):
-                _say("sluiceway dev: starting an executor")
-                executor_argv = [
-                    *_module_argv("sluiceway_executor"),
-                    "--server",
-                    address,
-                    "--spark-remote",
-                    spark.remote,
-                ]
-                executor = spawn("executor", executor_argv, log_dir, env=_child_env())
-                running.append((executor, executor.stop))
-                attached = _wait_until(
-                    lambda: _executor_attached(channel), EXECUTOR_ATTACH_TIMEOUT_S, executor, interval=0.5
+            _say("sluiceway dev: starting an executor")
+            executor = spawn("executor", executor_argv(address, spark.remote), log_dir, env=_child_env())
+            running.append((executor, executor.stop))
+            attached = _wait_until(
+                lambda: _executor_attached(channel), EXECUTOR_ATTACH_TIMEOUT_S, executor, interval=0.5
+            )
+            rows.append(("executor", f"pid {executor.process.pid}, Spark Connect {spark.remote}"))
+            if not attached:
+                notes.append(
+                    f"the executor has not attached after {EXECUTOR_ATTACH_TIMEOUT_S:.0f}s; "
+                    f"see {executor.log_path}"
                 )
-                rows.append(("executor", f"pid {executor.process.pid}, Spark Connect {spark.remote}"))
-                if not attached:
-                    notes.append(
-                        f"the executor has not attached after {EXECUTOR_ATTACH_TIMEOUT_S:.0f}s; "
-                        f"see {executor.log_path}"
-                    )
-            else:
-                rows.append(("executor", "not started: sluiceway_executor.main is not installed yet"))
         rows.append(("logs", str(log_dir)))
     except _ChildDiedError as died:
         _report_death(died.child)

@@ -17,7 +17,10 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from grpc_health.v1.health_pb2_grpc import HealthStub
 
 log = logging.getLogger(__name__)
 
@@ -235,20 +238,13 @@ def start_spark_connect(
 
 
 def control_plane_argv(
-    bootstrap_servers: str, listen: str, group_id: str, settings: Mapping[str, str]
+    bootstrap_servers: str, listen: str, group_id: str | None, settings: Mapping[str, str]
 ) -> list[str]:
-    """`sluiceway server` as a child of this interpreter."""
-    argv = [
-        sys.executable,
-        "-m",
-        "sluiceway_server",
-        "--bootstrap-servers",
-        bootstrap_servers,
-        "--listeners",
-        listen,
-        "--group-id",
-        group_id,
-    ]
+    """`sluiceway server` as a child of this interpreter (group_id None: the worker default)."""
+    argv = [sys.executable, "-m", "sluiceway_server", "--bootstrap-servers", bootstrap_servers]
+    argv += ["--listeners", listen]
+    if group_id is not None:
+        argv += ["--group-id", group_id]
     for key, value in settings.items():
         argv += ["--set", f"{key}={value}"]
     return argv
@@ -268,10 +264,23 @@ def executor_argv(server: str, spark_remote: str, *extra: str) -> list[str]:
     ]
 
 
+def is_serving(stub: HealthStub) -> bool:
+    """One health check of a control plane: SERVING, or not (yet)."""
+    import grpc
+    from grpc_health.v1 import health_pb2
+
+    try:
+        reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
+    except grpc.RpcError:
+        return False
+    serving: bool = reply.status == health_pb2.HealthCheckResponse.SERVING
+    return serving
+
+
 def wait_serving(address: str, timeout: float, process: ManagedProcess | None = None) -> None:
     """Block until the control plane's gRPC health service reports SERVING."""
     import grpc
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    from grpc_health.v1 import health_pb2_grpc
 
     deadline = time.monotonic() + timeout
     with grpc.insecure_channel(address) as channel:
@@ -279,11 +288,7 @@ def wait_serving(address: str, timeout: float, process: ManagedProcess | None = 
         while time.monotonic() < deadline:
             if process is not None and process.process.poll() is not None:
                 raise RuntimeError(f"{process.name} exited early:\n{process.tail()}")
-            try:
-                reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
-                if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            except grpc.RpcError:
-                pass
+            if is_serving(stub):
+                return
             time.sleep(0.2)
     raise TimeoutError(f"control plane at {address} not serving after {timeout:.0f}s")

@@ -112,8 +112,8 @@ class SparkFileSinkConnector(SinkConnector):
         return SparkFileSinkTask
 
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
-        # Every task writes its own share of the partitions into the same directory; Spark's file
-        # names are unique per job, so concurrent appends do not collide.
+        # Every task writes its own share of the partitions; each batch goes to a directory of its
+        # own (see write_batch), since concurrent jobs appending to one directory lose files.
         return [dict(self._props) for _ in range(max_tasks)]
 
     def alter_offsets(
