@@ -120,8 +120,11 @@ class ControlPlane:
     async def stop(self, grace: float = 10.0) -> None:
         log.info("shutting down")
         await self.health.enter_graceful_shutdown()
-        await self.server.stop(grace)
+        # The coordinator goes first: it detaches the executors and records their tasks as
+        # UNASSIGNED while the stores still run. Stopping the gRPC server first would end the
+        # executors' streams, and the releases they start would race the stores' shutdown.
         await self.coordinator.stop()
+        await self.server.stop(grace)
         await self.herder.stop()
         for store in self.stores:
             await asyncio.to_thread(store.stop)

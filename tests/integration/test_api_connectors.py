@@ -330,6 +330,10 @@ def test_failed_connector_shows_failed_then_stopped(stubs: Stubs, unique: str) -
     assert stopped.connector.trace == ""
     # the history of errors survives the transition
     assert stopped.connector.recent_errors
+    # update_time is when the state changed: the failure first, the stop after it
+    failed_at = failed.connector.update_time.ToMilliseconds()
+    assert 0 < failed_at <= stopped.connector.update_time.ToMilliseconds()
+    assert abs(failed_at - failed.connector.recent_errors[0].time.ToMilliseconds()) < 10_000
 
     # resume starts it again — and it fails again
     transition(stubs, name, "resume")

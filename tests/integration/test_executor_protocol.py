@@ -287,3 +287,44 @@ def test_sink_offsets_go_to_the_overridden_consumer_group(
     request = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])]
     committed = next(iter(admin.list_consumer_group_offsets(request).values())).result(timeout=10)
     assert [(tp.topic, tp.offset) for tp in committed.topic_partitions] == [(topic, 9)]
+
+
+@pytest.mark.parametrize("executors_leave", [False, True], ids=["executors-stay", "executors-leave"])
+def test_shutdown_records_unassigned_and_logs_no_errors(
+    plane: Any,
+    stubs: Stubs,
+    peers: Callable[..., ExecutorPeer],
+    broker: Any,
+    unique: str,
+    executors_leave: bool,
+) -> None:
+    first, second = peers(f"s1-{unique}"), peers(f"s2-{unique}")
+    name = f"dg-{unique}"
+    create(stubs, name, datagen(unique, 4))
+    wait_until(lambda: len(first.tasks()) == 2 and len(second.tasks()) == 2, what="2 + 2 tasks")
+    for peer in (first, second):
+        for task in peer.tasks():
+            peer.report(task, common_pb2.STATE_RUNNING)
+
+    def reported_running() -> bool:
+        status = stubs.connectors.GetConnectorStatus(
+            connectors_pb2.GetConnectorStatusRequest(name=f"connectors/{name}"), timeout=5
+        )
+        return [t.status.state for t in status.tasks] == [common_pb2.STATE_RUNNING] * 4
+
+    wait_until(reported_running, what="4 tasks RUNNING")
+
+    if executors_leave:
+        # As under `sluiceway dev` on Ctrl-C: the executors detach as the control plane stops, so
+        # the releases of their tasks are still being written when the shutdown begins.
+        first.close()
+        second.close()
+    assert plane.stop() == 0
+    wait_for(lambda: first.closed.is_set() and second.closed.is_set(), what="streams closed")
+    # Every release reached Kafka before the stores stopped.
+    latest = dict(read_topic(broker.bootstrap_servers, plane.topics["status"]))
+    for task in range(4):
+        assert latest[f"status-task-{name}-{task}"]["state"] == "UNASSIGNED"
+    log_text = plane.managed.log_path.read_text()
+    for stray in ("Task exception was never retrieved", "LogStoppedError", "Traceback"):
+        assert stray not in log_text

@@ -19,10 +19,11 @@ from sluiceway.cli.common import (
     read_config_inputs,
 )
 from sluiceway.client import connector_id
+from sluiceway.traces import summarize_trace
 
 _VIEWS = ("names", "status", "info", "full")
 _STATES = ("running", "paused", "stopped")
-_TRACE_WIDTH = 60
+_ERROR_WIDTH = 100
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -88,7 +89,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = add_command(group, "status", "show the state of a connector and its tasks", _status)
     p.add_argument("name", metavar="NAME")
-    p.add_argument("--trace", action="store_true", help="print full traces and recent errors")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        "--trace",
+        dest="verbose",
+        action="store_true",
+        help="add whole traces and recent errors",
+    )
 
     p = add_command(group, "tasks", "show a connector's task configs", _tasks)
     p.add_argument("name", metavar="NAME")
@@ -178,19 +186,19 @@ def _status_rows(status: connectors_pb2.ConnectorStatus) -> list[list[object]]:
                 label,
                 output.state_label(instance.state),
                 instance.worker_id or "-",
-                instance.generation or "-",
+                output.generation_label(instance.generation),
                 output.timestamp_label(instance.update_time),
-                output.truncate(instance.trace, _TRACE_WIDTH) if instance.trace else "",
+                output.truncate(summarize_trace(instance.trace), _ERROR_WIDTH) if instance.trace else "",
             ]
         )
     return rows
 
 
-def _print_status(ctx: Context, status: connectors_pb2.ConnectorStatus, *, trace: bool = False) -> None:
+def _print_status(ctx: Context, status: connectors_pb2.ConnectorStatus, *, verbose: bool = False) -> None:
     output.print_table(
         ["INSTANCE", "STATE", "WORKER", "GENERATION", "UPDATED", "ERROR"], _status_rows(status), ctx.out
     )
-    if not trace:
+    if not verbose:
         return
     instances = [("Connector", status.connector)] + [(f"Task {t.id}", t.status) for t in status.tasks]
     for label, instance in instances:
@@ -368,7 +376,7 @@ def _status(ctx: Context, args: argparse.Namespace) -> int:
         kind = output.connector_type_label(status.type)
         heading = output.short_name(status.name) or connector_id(args.name)
         ctx.write(f"Connector {heading}" + (f" ({kind})" if kind != "-" else "") + "\n\n")
-        _print_status(ctx, status, trace=args.trace)
+        _print_status(ctx, status, verbose=args.verbose)
 
     ctx.emit(status, table)
     return 0

@@ -82,6 +82,15 @@ def render_fields(fields: Sequence[tuple[str, object]]) -> str:
     return "".join(f"{(label + ':').ljust(width)}  {_cell(value)}\n" for label, value in fields)
 
 
+def generation_label(generation: int) -> str:
+    """`epoch.assignment` for a task's generation (the leader epoch in the high 32 bits, the leader's
+    assignment counter in the low ones); a connector's generation is the epoch alone; 0 is "-"."""
+    if generation <= 0:
+        return "-"
+    epoch, assignment = generation >> 32, generation & 0xFFFFFFFF
+    return f"{epoch}.{assignment}" if epoch else str(assignment)
+
+
 def truncate(text: str, width: int) -> str:
     first = text.strip().splitlines()[0] if text.strip() else ""
     return first if len(first) <= width else first[: width - 1] + "…"

@@ -285,18 +285,8 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
                 if change.status is None:
                     yield connectors_pb2.StatusEvent(name=name, removed=True)
                     continue
-                record = change.status
                 yield connectors_pb2.StatusEvent(
-                    name=name,
-                    status=convert.instance_status(
-                        InstanceStatusView(
-                            record.state,
-                            record.worker_id,
-                            record.trace,
-                            record.generation,
-                            record.recent_errors,
-                        )
-                    ),
+                    name=name, status=convert.instance_status(InstanceStatusView.of(change.status))
                 )
         except asyncio.CancelledError:
             raise

@@ -61,13 +61,16 @@ def error_event(entry: ErrorEntry) -> common_pb2.ErrorEvent:
 
 
 def instance_status(view: InstanceStatusView) -> connectors_pb2.InstanceStatus:
-    return connectors_pb2.InstanceStatus(
+    message = connectors_pb2.InstanceStatus(
         state=STATES[view.state],
         worker_id=view.worker_id,
         trace=view.trace or "",
         generation=view.generation,
         recent_errors=[error_event(e) for e in view.recent_errors],
     )
+    if view.update_time_ms > 0:
+        message.update_time.CopyFrom(timestamp(view.update_time_ms))
+    return message
 
 
 def task_status(view: TaskStatusView) -> connectors_pb2.TaskStatus:

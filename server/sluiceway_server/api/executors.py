@@ -13,6 +13,7 @@ import grpc
 from sluiceway.api.v1 import executor_pb2, executor_pb2_grpc
 from sluiceway_server.api.errors import abort, invalid_request
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
+from sluiceway_server.herder.errors import HerderError
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,10 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             await abort(
                 context, invalid_request("hello", "the first message must be a Hello with an executor_id")
             )
-        member = await self.coordinator.attach(first.hello)
+        try:
+            member = await self.coordinator.attach(first.hello)
+        except HerderError as exc:
+            await abort(context, exc)
 
         async def read() -> None:
             try:

@@ -20,6 +20,7 @@ from google.protobuf import duration_pb2
 from sluiceway.api.v1 import common_pb2, executor_pb2
 from sluiceway.offsets import dict_to_struct, offsets_from_proto
 from sluiceway_server.cluster.assignor import Plan, TaskId, plan
+from sluiceway_server.herder.errors import UnavailableError
 from sluiceway_server.model import ConnectorType, State, TargetState
 from sluiceway_server.storage import (
     ErrorEntry,
@@ -131,6 +132,8 @@ class ExecutorCoordinator:
         self._expiry_task: asyncio.Task[None] | None = None
         self._seen_topics: set[tuple[str, str]] = set()
         self._stopping = False
+        # Status writes for released tasks; stop() waits for them so none outlives the stores.
+        self._releases: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ life cycle
 
@@ -140,12 +143,16 @@ class ExecutorCoordinator:
         )
 
     async def stop(self) -> None:
+        """Detach every executor, recording its tasks as UNASSIGNED, and return only once every
+        status write has finished, so the stores can be stopped right after."""
         self._stopping = True
-        for task in (self._expiry_task, self._rebalance_task):
-            if task is not None:
-                task.cancel()
+        loops = [task for task in (self._expiry_task, self._rebalance_task) if task is not None]
+        for task in loops:
+            task.cancel()
+        await asyncio.gather(*loops, return_exceptions=True)
         for member in list(self.members.values()):
-            self._close(member)
+            await self.detach(member, "the control plane is shutting down")
+        await asyncio.gather(*self._releases, return_exceptions=True)  # _release_done logs failures
         for store in self._own_offset_stores.values():
             await asyncio.to_thread(store.stop)
 
@@ -159,6 +166,11 @@ class ExecutorCoordinator:
     # ------------------------------------------------------------------ membership
 
     async def attach(self, hello: executor_pb2.Hello) -> Member:
+        if self._stopping:
+            raise UnavailableError(
+                "This control plane is shutting down; attach again to a running one",
+                reason="NOT_LEADER",
+            )
         now = time.monotonic()
         previous = self.members.get(hello.executor_id)
         if previous is not None:
@@ -220,7 +232,15 @@ class ExecutorCoordinator:
                 self.request_rebalance()
 
         # The stream's teardown may cancel the caller; the release must still complete.
-        await asyncio.shield(asyncio.get_running_loop().create_task(release(), name=f"release-{member.id}"))
+        task = asyncio.get_running_loop().create_task(release(), name=f"release-{member.id}")
+        self._releases.add(task)
+        task.add_done_callback(self._release_done)
+        await asyncio.shield(task)
+
+    def _release_done(self, task: asyncio.Task[None]) -> None:
+        self._releases.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("recording the released tasks as UNASSIGNED failed: %s", task.exception())
 
     async def _expire_loop(self) -> None:
         while not self._stopping:

@@ -299,13 +299,7 @@ class Herder:
         if config is None:
             raise connector_not_found(name)
         record = self.status_store.get_connector(name)
-        connector = (
-            InstanceStatusView(State.UNASSIGNED)
-            if record is None
-            else InstanceStatusView(
-                record.state, record.worker_id, record.trace, record.generation, record.recent_errors
-            )
-        )
+        connector = InstanceStatusView(State.UNASSIGNED) if record is None else InstanceStatusView.of(record)
         tasks = tuple(self._task_view(name, n) for n in range(len(snap.tasks(name))))
         return ConnectorStatusView(name, self.connector_type(config), connector, tasks)
 
@@ -326,13 +320,7 @@ class Herder:
         record = self.status_store.get_task(name, task)
         if record is None:
             return TaskStatusView(name, task, InstanceStatusView(State.UNASSIGNED))
-        return TaskStatusView(
-            name,
-            task,
-            InstanceStatusView(
-                record.state, record.worker_id, record.trace, record.generation, record.recent_errors
-            ),
-        )
+        return TaskStatusView(name, task, InstanceStatusView.of(record))
 
     def validate(self, config: Mapping[str, str], plugin: str | None = None) -> ConfigInfos:
         return validate_connector_config(self.plugins, config, plugin)
@@ -502,7 +490,9 @@ class Herder:
             # The config listener registers the plan when it reads the record back; the reconcile
             # below (or the one the listener scheduled) carries it out exactly once.
         current = self.connector_status(name)
-        restarting = InstanceStatusView(State.RESTARTING, self.worker_id, None, self.generation)
+        restarting = InstanceStatusView(
+            State.RESTARTING, self.worker_id, None, self.generation, update_time_ms=int(time.time() * 1000)
+        )
         planned = ConnectorStatusView(
             name,
             current.type,

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sluiceway_server.model import ConnectorType, State, TargetState
-from sluiceway_server.storage import ErrorEntry
+from sluiceway_server.storage import ConnectorStatusRecord, ErrorEntry, TaskStatusRecord
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,18 @@ class InstanceStatusView:
     trace: str | None = None
     generation: int = 0
     recent_errors: tuple[ErrorEntry, ...] = ()
+    update_time_ms: int = 0  # when the state last changed; 0 = not known
+
+    @classmethod
+    def of(cls, record: ConnectorStatusRecord | TaskStatusRecord) -> InstanceStatusView:
+        return cls(
+            record.state,
+            record.worker_id,
+            record.trace,
+            record.generation,
+            record.recent_errors,
+            record.update_time_ms,
+        )
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sluiceway_server.model import State
@@ -58,6 +58,9 @@ class ConnectorStatusRecord:
     worker_id: str
     generation: int
     recent_errors: tuple[ErrorEntry, ...] = ()
+    # When the state last changed: the timestamp of the record that changed it. Set by the reader,
+    # never written, and left out of comparisons so an unchanged status compares equal.
+    update_time_ms: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class TaskStatusRecord:
     worker_id: str
     generation: int
     recent_errors: tuple[ErrorEntry, ...] = ()
+    update_time_ms: int = field(default=0, compare=False)  # as in ConnectorStatusRecord
 
 
 @dataclass(frozen=True)
@@ -326,16 +330,17 @@ class StatusStore:
             )
             return None
         if key.startswith(CONNECTOR_STATUS_PREFIX):
-            return self._apply_connector(key, key[len(CONNECTOR_STATUS_PREFIX) :], record.value)
+            return self._apply_connector(key, key[len(CONNECTOR_STATUS_PREFIX) :], record)
         if key.startswith(TASK_STATUS_PREFIX):
-            return self._apply_task(key, record.value)
+            return self._apply_task(key, record)
         if key.startswith(TOPIC_STATUS_PREFIX):
             self._apply_topic(key, record.value)
             return None
         log.warning("status topic: skipping record with unknown key %r", key)
         return None
 
-    def _apply_connector(self, key: str, connector: str, data: bytes | None) -> StatusChange | None:
+    def _apply_connector(self, key: str, connector: str, record: LogRecord) -> StatusChange | None:
+        data = record.value
         if not connector:
             log.warning("status topic: skipping %r: empty connector name", key)
             return None
@@ -347,12 +352,19 @@ class StatusStore:
         if fields is None:
             return None
         status = ConnectorStatusRecord(
-            connector, fields.state, fields.trace, fields.worker_id, fields.generation, fields.recent_errors
+            connector,
+            fields.state,
+            fields.trace,
+            fields.worker_id,
+            fields.generation,
+            fields.recent_errors,
+            _update_time(self._connectors.get(connector), fields, record.timestamp_ms),
         )
         self._connectors[connector] = status
         return StatusChange(connector, None, status)
 
-    def _apply_task(self, key: str, data: bytes | None) -> StatusChange | None:
+    def _apply_task(self, key: str, record: LogRecord) -> StatusChange | None:
+        data = record.value
         # The connector name may contain '-': the task number is after the last one.
         connector, sep, number = key[len(TASK_STATUS_PREFIX) :].rpartition("-")
         if not sep or not connector or not number.isascii() or not number.isdigit():
@@ -377,6 +389,7 @@ class StatusStore:
             fields.worker_id,
             fields.generation,
             fields.recent_errors,
+            _update_time(self._tasks.get(connector, {}).get(task), fields, record.timestamp_ms),
         )
         self._tasks.setdefault(connector, {})[task] = status
         return StatusChange(connector, task, status)
@@ -396,6 +409,15 @@ class StatusStore:
         record = _parse_topic_status(key, topic, connector, data)
         if record is not None:
             self._topics.setdefault(connector, {})[topic] = record
+
+
+def _update_time(
+    previous: ConnectorStatusRecord | TaskStatusRecord | None, fields: _StatusFields, timestamp_ms: int
+) -> int:
+    """A record that repeats the state under the same generation is no change: keep the earlier time."""
+    if previous is not None and (previous.state, previous.generation) == (fields.state, fields.generation):
+        return previous.update_time_ms
+    return max(timestamp_ms, 0)  # Kafka gives -1 when a record has no timestamp
 
 
 def _check_name(connector: str) -> None:

@@ -36,6 +36,19 @@ from sluiceway.api.v1 import (
 
 DATAGEN = "io.sluiceway.connectors.DataGenSourceConnector"
 FILESINK = "io.sluiceway.connectors.FileStreamSinkConnector"
+LEADER_EPOCH = 2
+# What an executor reports for a task whose Spark job failed in a Python worker: the worker's own
+# traceback is embedded in the Spark error, after the executor's frames.
+FAILED_TASK_TRACE = """Traceback (most recent call last):
+  File "/opt/sluiceway/executor/runner.py", line 177, in _run
+    self._loop(pipeline)
+pyspark.errors.exceptions.connect.PythonException:
+  An exception was thrown from the Python worker. Please see the stack trace below.
+Traceback (most recent call last):
+  File "/opt/sluiceway/executor/datasources/kafka.py", line 301, in write
+    raise KafkaDeliveryError(topic, error)
+KafkaDeliveryError: delivery to topic orders failed: Broker: Leader not available
+"""
 
 
 def rich_status(
@@ -184,7 +197,7 @@ class FakeControlPlane:
             name=f"connectors/{connector}",
             type=_type_of(stored.config),
             connector=connectors_pb2.InstanceStatus(
-                state=state, worker_id="replica-1", generation=3, update_time=updated
+                state=state, worker_id="replica-1", generation=LEADER_EPOCH, update_time=updated
             ),
         )
         for index in range(len(stored.tasks)):
@@ -192,14 +205,14 @@ class FakeControlPlane:
             trace = ""
             if stored.failed_task == index:
                 task_state = common_pb2.FAILED
-                trace = "RuntimeError: boom\n  at line 1\n  at line 2"
+                trace = FAILED_TASK_TRACE
             status.tasks.add(
                 name=f"connectors/{connector}/tasks/{index}",
                 id=index,
                 status=connectors_pb2.InstanceStatus(
                     state=task_state,
                     worker_id="executor-1",
-                    generation=3,
+                    generation=(LEADER_EPOCH << 32) | (index + 1),
                     trace=trace,
                     update_time=updated,
                 ),

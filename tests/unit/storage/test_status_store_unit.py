@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -109,6 +110,39 @@ def test_task_status_with_errors_round_trip(env: Env, store: StatusStore) -> Non
         ],
     }
     assert env.changes == [StatusChange("c", 0, status)]
+
+
+def test_update_time_is_when_the_state_last_changed(
+    env: Env, store: StatusStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # MemoryLog stamps records with time.time(), as a broker stamps them on arrival.
+    clock = [1_700_000_000.0]
+    monkeypatch.setattr(time, "time", lambda: clock[0])
+
+    def times() -> tuple[int, int]:
+        connector, task_status = store.get_connector("c"), store.get_task("c", 0)
+        assert connector is not None and task_status is not None
+        return connector.update_time_ms, task_status.update_time_ms
+
+    store.put_connector(running("c"))
+    store.put_task(task("c", 0))
+    assert times() == (1_700_000_000_000, 1_700_000_000_000)
+    clock[0] += 5
+    # The same state under the same generation again is no change.
+    store.put_connector(running("c"))
+    store.put_task(task("c", 0))
+    assert times() == (1_700_000_000_000, 1_700_000_000_000)
+    clock[0] += 5
+    store.put_connector(running("c", generation=2))
+    store.put_task(task("c", 0, State.FAILED))
+    assert times() == (1_700_000_010_000, 1_700_000_010_000)
+    # The time comes from the log; the record's JSON stays Kafka Connect's four fields.
+    assert env.latest("status-connector-c") == {
+        "state": "RUNNING",
+        "trace": None,
+        "worker_id": "w1",
+        "generation": 2,
+    }
 
 
 def test_connector_names_with_dashes(store: StatusStore) -> None:
