@@ -621,9 +621,16 @@ class InstanceStatus(_message.Message):
     trace: _builtins.str
     """Stack trace of the failure when FAILED."""
     generation: _builtins.int
-    """Generation of the assignment that reported this status."""
+    """For a task, the generation of the assignment that reported this status: the leader epoch
+    in the high 32 bits and the leader's assignment counter in the low 32 (the CLI shows
+    `epoch.assignment`). For a connector, the leader epoch of the replica running it.
+    """
     @_builtins.property
-    def update_time(self) -> _timestamp_pb2.Timestamp: ...
+    def update_time(self) -> _timestamp_pb2.Timestamp:
+        """When the state last changed (the time of the status record that changed it); unset when
+        no status has been recorded yet.
+        """
+
     @_builtins.property
     def recent_errors(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ErrorEvent]:
         """Most recent failures, newest first (bounded)."""
