@@ -1,4 +1,4 @@
-"""The executor's side of the attach stream (``ExecutorService.Attach``, DESIGN §5, §6).
+"""The executor's side of the attach stream (``ExecutorService.Attach``, docs/ARCHITECTURE.md §6).
 
 One :class:`ExecutorAgent` per process. It opens the bidi stream, says Hello, waits for Welcome,
 then sends a Heartbeat every interval and carries out what the leader says:

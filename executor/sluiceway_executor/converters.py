@@ -3,7 +3,7 @@ for record keys and values, in two forms:
 
 - Spark column expressions for DataFrame pipelines: `to_connect(col)` turns the Kafka bytes of a read
   into the value a sink sees, `from_connect(col)` turns what a source produced into Kafka bytes.
-  Invalid data fails the Spark job with a message naming the converter (errors.tolerance comes later).
+  Invalid data fails the Spark job with a message naming the converter (errors.tolerance is not applied).
 - Record-level functions for record-level tasks, `to_connect_value` / `from_connect_value`, which follow
   Kafka's JsonConverter byte for byte where Python values allow (compact JSON, UTF-8, byte arrays as
   base64, maps with non-string keys as arrays of [key, value] pairs, the schema/payload envelope).
@@ -73,9 +73,8 @@ TIMESTAMP_LOGICAL: Final = "org.apache.kafka.connect.data.Timestamp"
 _SNIPPET = 200
 
 _ENVELOPE_ERROR = (
-    'JsonConverter with schemas.enable requires "schema" and "payload" fields and may not contain '
-    "additional fields. If you are trying to deserialize plain JSON data, set schemas.enable=false in "
-    "your converter configuration."
+    'not an envelope: with schemas.enable=true every record must be a JSON object with exactly "schema" '
+    'and "payload" fields; for plain JSON records set this converter\'s schemas.enable=false.'
 )
 
 _INT_RANGES: Final[Mapping[str, tuple[int, int]]] = {
@@ -164,8 +163,7 @@ class ByteArrayConverter(Converter):
     def from_connect(self, col: Column, data_type: DataType | None = None) -> Column:
         if data_type is not None and not isinstance(data_type, (BinaryType, StringType, NullType)):
             raise ConverterError(
-                f"{self.label} is not compatible with columns of type {data_type.simpleString()} "
-                "(binary or string needed)"
+                f"{self.label} takes binary or string columns, not {data_type.simpleString()}"
             )
         # A string becomes its UTF-8 bytes; binary is unchanged.
         return col.cast("binary")
@@ -176,15 +174,13 @@ class ByteArrayConverter(Converter):
     def from_connect_value(self, value: Any, schema: Mapping[str, Any] | None = None) -> bytes | None:
         if schema is not None and schema.get("type") != "bytes":
             raise ConverterError(
-                f"{self.label}: invalid schema type for ByteArrayConverter: {schema.get('type')}"
+                f"{self.label} writes only values whose schema type is bytes, not {schema.get('type')}"
             )
         if value is None:
             return None
         if isinstance(value, (bytes, bytearray, memoryview)):
             return bytes(value)
-        raise ConverterError(
-            f"ByteArrayConverter is not compatible with objects of type {type(value).__name__}"
-        )
+        raise ConverterError(f"{self.label} takes bytes, not a {type(value).__name__}")
 
 
 # -- String ---------------------------------------------------------------------------------------
@@ -320,9 +316,7 @@ def _to_json(schema: Mapping[str, Any] | None, value: Any, path: str) -> Any:
             return schema["default"]
         if schema.get("optional", False):
             return None
-        raise ConverterError(
-            f"Conversion error: null value for field that is required and has no default value{where}"
-        )
+        raise ConverterError(f"got null{where}, but the schema requires a value and defines no default")
     if schema is None:
         return _schemaless_to_json(value, path)
     kind = _schema_type(schema)
@@ -431,7 +425,7 @@ def _to_connect(schema: Mapping[str, Any] | None, value: Any, path: str) -> Any:
             return _to_connect(schema, schema["default"], path)
         if schema.get("optional", False):
             return None
-        raise ConverterError(f"Invalid null value for required {schema.get('type')} field{where}")
+        raise ConverterError(f"got null{where}, but the schema's {schema.get('type')} is not optional")
     if schema is None:
         return value
     kind = _schema_type(schema)
@@ -485,11 +479,11 @@ def _to_connect(schema: Mapping[str, Any] | None, value: Any, path: str) -> Any:
         keys, values = schema.get("keys"), schema.get("values")
         if keys is not None and keys.get("type") == "string":
             if not isinstance(value, dict):
-                raise ConverterError(f"maps with string fields should be encoded as JSON objects{where}")
+                raise ConverterError(f"a map with string keys must be a JSON object{where}")
             return {k: _to_connect(values, v, f"{path}.{k}") for k, v in value.items()}
         if not isinstance(value, list) or not all(isinstance(e, list) and len(e) == 2 for e in value):
             raise ConverterError(
-                f"maps with non-string fields should be encoded as JSON arrays of [key, value]{where}"
+                f"a map with non-string keys must be a JSON array of [key, value] pairs{where}"
             )
         result: dict[Any, Any] = {}
         for k, v in value:
@@ -501,7 +495,7 @@ def _to_connect(schema: Mapping[str, Any] | None, value: Any, path: str) -> Any:
         return result
     if kind == "struct":
         if not isinstance(value, dict):
-            raise ConverterError(f"structs should be encoded as JSON objects{where}")
+            raise ConverterError(f"a struct must be a JSON object{where}")
         fields = schema.get("fields") or []
         return {f["field"]: _to_connect(f, value.get(f["field"]), f"{path}.{f['field']}") for f in fields}
     raise ConverterError(f"unknown Connect schema type {kind!r}{where}")
@@ -611,10 +605,7 @@ class JsonConverter(Converter):
             return json.loads(bytes(data), parse_constant=_reject_constant)
         except (ValueError, UnicodeDecodeError) as exc:
             snippet = bytes(data[:_SNIPPET]).decode("utf-8", errors="replace")
-            raise ConverterError(
-                f"{self.label}: Converting byte[] to Kafka Connect data failed due to serialization error: "
-                f"{exc}: {snippet!r}"
-            ) from None
+            raise ConverterError(f"{self.label}: the record is not valid JSON ({exc}): {snippet!r}") from None
 
     def to_connect_value(self, data: bytes | None) -> Any:
         if data is None:

@@ -6,9 +6,10 @@ consumer group's committed offset (or the earliest offset when there is none, Ka
 the batch size. The read inside Spark (datasources/kafka.py) then returns exactly those records.
 
 "True end" needs care: Tansu's ListOffsets(latest) answers the last *batch's* base offset + 1, so it
-lags the real end whenever producers batch (DESIGN §11). `exact_end_offsets` takes ListOffsets as a
-lower bound and fetches from just below it to the partition-EOF event, whose offset is the high
-watermark of a real fetch: exact on Apache Kafka and on Tansu."""
+lags the real end whenever producers batch (a Tansu quirk, docs/ARCHITECTURE.md §9).
+`exact_end_offsets` takes ListOffsets as a lower bound and fetches from just below it to the
+partition-EOF event, whose offset is the high watermark of a real fetch: exact on Apache Kafka and
+on Tansu."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""One thread per task: the loop of micro-batches, each followed by its offset commit (DESIGN §6).
+"""One thread per task: the loop of micro-batches, each followed by its offset commit
+(docs/ARCHITECTURE.md §3).
 
 A runner reports RUNNING once its task started (PAUSED, and no batches, when the assignment says
 so), runs one batch after another, and commits each batch's offsets through the control plane,

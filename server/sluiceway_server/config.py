@@ -23,17 +23,21 @@ DEFAULTS: dict[str, str] = {
     "status.storage.partitions": "5",
     "listeners": "0.0.0.0:8083",
     "advertised.listeners": "",
+    # Whether executors' reports of the topics each connector uses are recorded (KIP-558).
     "topic.tracking.enable": "true",
+    # Read and validated only, until these features exist: resetting active topics (TopicService
+    # answers UNIMPLEMENTED), topic creation by connectors, and source heartbeat records.
     "topic.tracking.allow.reset": "true",
     "topic.creation.enable": "true",
     "heartbeat.interval.ms": "0",
     "heartbeat.records.topic": "connect-heartbeats",
-    # How long a connector plugin callback (start, stop, task_configs, validate…) may take.
+    # How long the control plane lets a connector's start, task_configs or stop run.
     "plugin.callback.timeout.ms": "30000",
-    # Upper bound for API calls that arrive without a deadline (Kafka Connect's REST timeout).
+    # The deadline of API calls that arrive without one (90 s, as Kafka Connect's REST timeout).
     "request.timeout.ms": "90000",
     # How long start-up waits for Kafka before giving up.
     "startup.timeout.ms": "60000",
+    # Not read by executors yet: they take their endpoint from `sluiceway executor --spark-remote`.
     "spark.remote": "sc://localhost:15002",
     # Executors send a heartbeat this often; one silent for the session timeout is declared dead.
     "executor.heartbeat.interval.ms": "3000",

@@ -39,8 +39,8 @@ DEFAULT_SPARK_CONNECT_PORT = 15002
 DEFAULT_CONTROL_PLANE_PORT = 8083
 DEFAULT_LOG_DIR = Path("var/dev-logs")
 
-# The control plane creates its internal topics and joins its coordination group first; on the
-# embedded broker a group join alone can take several seconds.
+# Before it reports SERVING the control plane creates its internal topics and reads them to the
+# end, which can take a while on a freshly started broker.
 CONTROL_PLANE_TIMEOUT_S = 120.0
 # How long to wait for the executor to show up in the control plane's executor list; past it the
 # stack keeps running (the executor may still be attaching) and says so.

@@ -213,8 +213,8 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
         server,
     )
     executor_pb2_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(coordinator), server)
-    # Implemented by later issues; until then they answer UNIMPLEMENTED (the generated default,
-    # which the stubs mark abstract).
+    # Not built yet: every method answers UNIMPLEMENTED (the generated default, which the stubs
+    # mark abstract).
     unimplemented = (
         offsets_pb2_grpc.OffsetServiceServicer(),  # type: ignore[abstract]
         topics_pb2_grpc.TopicServiceServicer(),  # type: ignore[abstract]

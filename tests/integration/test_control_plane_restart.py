@@ -1,5 +1,5 @@
 """State lives in Kafka: a restarted control plane brings every connector back, and the raw
-internal topics hold exactly Kafka Connect's keys and JSON values (DESIGN §4)."""
+internal topics hold exactly Kafka Connect's keys and JSON values (docs/ARCHITECTURE.md §5)."""
 
 from __future__ import annotations
 

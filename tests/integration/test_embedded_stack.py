@@ -1,6 +1,6 @@
-"""`sluiceway dev` for real: the all-in-one stack starts (broker, Spark Connect, control plane and,
-once it exists, an executor), serves gRPC health, and a Ctrl-C stops every process it started,
-grandchildren included, with exit code 0."""
+"""`sluiceway dev` for real: the all-in-one stack starts (broker, Spark Connect, control plane and
+one executor), serves gRPC health, and a Ctrl-C stops every process it started, grandchildren
+included, with exit code 0."""
 
 from __future__ import annotations
 

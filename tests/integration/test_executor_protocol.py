@@ -323,8 +323,8 @@ def test_shutdown_records_unassigned_and_logs_no_errors(
     wait_for(lambda: first.closed.is_set() and second.closed.is_set(), what="streams closed")
     # Every release reached Kafka before the stores stopped.
     latest = dict(read_topic(broker.bootstrap_servers, plane.topics["status"]))
-    for task in range(4):
-        assert latest[f"status-task-{name}-{task}"]["state"] == "UNASSIGNED"
+    for index in range(4):
+        assert latest[f"status-task-{name}-{index}"]["state"] == "UNASSIGNED"
     log_text = plane.managed.log_path.read_text()
     for stray in ("Task exception was never retrieved", "LogStoppedError", "Traceback"):
         assert stray not in log_text

@@ -447,7 +447,7 @@ def test_converters_as_spark_expressions(
         convert(df.where("offset = 5"), plain.to_connect(F.col("value")))
     with pytest.raises(PySparkException, match="invalid UTF-8 in JSON"):
         convert(df.where("offset = 6"), plain.to_connect(F.col("value")))
-    with pytest.raises(PySparkException, match=r"requires \"schema\" and \"payload\""):
+    with pytest.raises(PySparkException, match=r"exactly \"schema\" and \"payload\""):
         convert(df.where("offset = 0"), envelope.to_connect(F.col("value")))
 
     # The envelope: what Kafka's JsonConverter writes, read as the JSON text of the payload.

@@ -26,7 +26,7 @@ TimeoutArg: TypeAlias = float | _Unset | None
 
 
 def resolve_target(target: str | None) -> str:
-    """The explicit target, else $SLUICEWAY_SERVER, else localhost:8083 (DESIGN §10)."""
+    """The explicit target, else $SLUICEWAY_SERVER, else localhost:8083."""
     if target:
         return target
     return os.environ.get(TARGET_ENV) or DEFAULT_TARGET

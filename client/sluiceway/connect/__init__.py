@@ -1,4 +1,4 @@
-"""The Sluiceway connector SDK: Kafka Connect's connector API in Python (DESIGN §7).
+"""The Sluiceway connector SDK: Kafka Connect's connector API in Python.
 
 Plugins subclass :class:`SourceConnector` or :class:`SinkConnector`, define their keys with a
 :class:`ConfigDef`, and register the class under the ``sluiceway.connectors`` entry-point group.

@@ -95,7 +95,7 @@ NO_DEFAULT: Final = _NoDefault()
 
 
 def _display(value: Any) -> str:
-    """Renders a value the way Kafka's messages do (Java toString)."""
+    """A value as Java's toString would print it (null, true/false, [a, b])."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -106,10 +106,11 @@ def _display(value: Any) -> str:
 
 
 class ConfigException(Exception):  # noqa: N818 - Kafka's name, kept for familiarity
-    """An invalid or missing configuration value.
+    """A config value that is missing or cannot be accepted.
 
-    ``ConfigException(name, value, reason)`` words its message as Kafka does
-    ("Invalid value V for configuration N: reason"); ``message=`` gives the exact text instead.
+    ``ConfigException(name, value, reason)`` reads "NAME: REASON (got VALUE)", the value left out
+    when it is None; ``message=`` sets the whole text instead. ``detail`` is the text without the
+    "NAME: " in front, for places that already show which key it is about.
     """
 
     def __init__(
@@ -122,15 +123,17 @@ class ConfigException(Exception):  # noqa: N818 - Kafka's name, kept for familia
     ) -> None:
         if message is None:
             if name is None:
-                message = reason if reason is not None else "Invalid configuration"
+                message = reason if reason is not None else "configuration not accepted"
             else:
-                message = f"Invalid value {_display(value)} for configuration {name}"
-                if reason is not None:
-                    message += f": {reason}"
+                detail = reason if reason is not None else "value not accepted"
+                if value is not None:
+                    detail += f" (got {_display(value) if value != '' else 'an empty string'})"
+                message = f"{name}: {detail}"
         super().__init__(message)
         self.name = name
         self.value = value
         self.reason = reason
+        self.detail = message.removeprefix(f"{name}: ") if name else message
 
     @property
     def message(self) -> str:
@@ -187,7 +190,7 @@ def _describe(validator: Validator | None) -> str:
 
 
 class Range(ConfigValidator):
-    """A numeric range, bounds inclusive; a missing value is invalid (as in Kafka)."""
+    """A number between two optional bounds, both inclusive; None never passes (as in Kafka)."""
 
     def __init__(self, minimum: int | float | None, maximum: int | float | None) -> None:
         self.minimum = minimum
@@ -203,13 +206,13 @@ class Range(ConfigValidator):
 
     def __call__(self, name: str, value: Any) -> None:
         if value is None:
-            raise ConfigException(name, None, "Value must be non-null")
+            raise ConfigException(name, None, "a number is required here")
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigException(name, value, "Value must be a number")
+            raise ConfigException(name, value, "expected a number")
         if self.minimum is not None and value < self.minimum:
-            raise ConfigException(name, value, f"Value must be at least {self.minimum}")
+            raise ConfigException(name, value, f"the lowest accepted value is {self.minimum}")
         if self.maximum is not None and value > self.maximum:
-            raise ConfigException(name, value, f"Value must be no more than {self.maximum}")
+            raise ConfigException(name, value, f"the highest accepted value is {self.maximum}")
 
     def describe(self) -> str:
         if self.minimum is None and self.maximum is None:
@@ -242,20 +245,20 @@ class ValidString(ConfigValidator):
 
     def __call__(self, name: str, value: Any) -> None:
         if not self.accepts(value):
-            qualifier = " (case insensitive)" if self.case_insensitive else ""
-            raise ConfigException(name, value, f"String must be one of{qualifier}: {', '.join(self.values)}")
+            qualifier = ", in any case" if self.case_insensitive else ""
+            raise ConfigException(name, value, f"expected one of {', '.join(self.values)}{qualifier}")
 
     def describe(self) -> str:
         listed = "[" + ", ".join(self.values) + "]"
-        return f"(case insensitive) {listed}" if self.case_insensitive else listed
+        return f"{listed}, any case" if self.case_insensitive else listed
 
 
 class NonEmptyString(ConfigValidator):
-    """Kafka's NonEmptyString: a missing value passes, an empty one does not."""
+    """Rejects the empty string; None (an unset optional key) passes, as with Kafka's NonEmptyString."""
 
     def __call__(self, name: str, value: Any) -> None:
         if value is not None and value == "":
-            raise ConfigException(name, value, "String must be non-empty")
+            raise ConfigException(name, value, "an empty string is not accepted")
 
     def describe(self) -> str:
         return "non-empty string"
@@ -268,25 +271,24 @@ def _is_iso_control(ch: str) -> bool:
 
 
 class NonEmptyStringWithoutControlChars(ConfigValidator):
-    """Kafka's validator for connector names: non-empty and free of ISO control characters."""
+    """For connector names (Kafka's rule): not empty, and no ISO control characters."""
 
     def __call__(self, name: str, value: Any) -> None:
         if value is None:
             # A missing required value is reported by the required-key check, not here (as in Kafka).
             return
         if value == "":
-            raise ConfigException(name, value, "String may not be empty")
+            raise ConfigException(name, value, "an empty string is not accepted")
         illegal = [str(ord(ch)) for ch in str(value) if _is_iso_control(ch)]
         if illegal:
             raise ConfigException(
                 name,
                 value,
-                "String may not contain control sequences but had the following ASCII chars: "
-                + ", ".join(illegal),
+                "control characters are not accepted; found character codes " + ", ".join(illegal),
             )
 
     def describe(self) -> str:
-        return "non-empty string without ISO control characters"
+        return "non-empty, no control characters"
 
 
 class RegexValidator(ConfigValidator):
@@ -300,7 +302,7 @@ class RegexValidator(ConfigValidator):
             try:
                 re.compile(pattern)
             except (re.error, TypeError) as e:
-                raise ConfigException(name, value, f"Invalid regex: {e}") from e
+                raise ConfigException(name, value, f"not a valid Python regular expression: {e}") from e
 
     def describe(self) -> str:
         return "valid regex"
@@ -324,9 +326,9 @@ class ListOf(ConfigValidator):
 
 
 class UniqueItems(ConfigValidator):
-    """A LIST value without duplicates (Kafka's alias validators for transforms, predicates, groups)."""
+    """A LIST value in which no item repeats (aliases of transforms and predicates, group names)."""
 
-    def __init__(self, description: str, message: str = "Duplicate alias provided.") -> None:
+    def __init__(self, description: str, message: str = "an alias appears more than once") -> None:
         self.description = description
         self.message = message
 
@@ -339,12 +341,14 @@ class UniqueItems(ConfigValidator):
 
 
 class NonNull(ConfigValidator):
+    """Rejects None (a key whose value must always be present)."""
+
     def __call__(self, name: str, value: Any) -> None:
         if value is None:
-            raise ConfigException(name, "null", "entry must be non null")
+            raise ConfigException(name, "null", "a value is required here")
 
     def describe(self) -> str:
-        return "non-null string"
+        return "not null"
 
 
 class Nullable(ConfigValidator):
@@ -380,7 +384,7 @@ class Composite(ConfigValidator):
 
 
 class Lambda(ConfigValidator):
-    """A validator from a function and a description (Kafka's LambdaValidator)."""
+    """Wraps a check function and the text that describes what it accepts (Kafka's LambdaValidator)."""
 
     def __init__(self, check: Validator, description: str) -> None:
         self.check = check
@@ -411,22 +415,22 @@ _INT_BOUNDS: Final = {
 def _parse_integer(name: str, raw: str, trimmed: str, type_: ConfigType) -> int:
     low, high = _INT_BOUNDS[type_]
     if not _INTEGER.fullmatch(trimmed):
-        raise ConfigException(name, raw, f"Not a number of type {type_.value}")
+        raise ConfigException(name, raw, "not a decimal integer")
     number = int(trimmed)
     if not low <= number <= high:
-        raise ConfigException(name, raw, f"Not a number of type {type_.value}")
+        raise ConfigException(name, raw, f"does not fit in {type_.value}, which holds {low} to {high}")
     return number
 
 
 def _parse_double(name: str, raw: str, trimmed: str) -> float:
     if not _DOUBLE.fullmatch(trimmed):
-        raise ConfigException(name, raw, f"Not a number of type {ConfigType.DOUBLE.value}")
+        raise ConfigException(name, raw, "not a decimal number")
     text = trimmed.rstrip("fFdD") if not trimmed.endswith("Infinity") else trimmed
     return float(text.replace("Infinity", "inf"))
 
 
 def parse_type(name: str, raw: str, type_: ConfigType) -> Any:
-    """Parses a raw string value into the Python value of ``type_`` (Kafka's ConfigDef.parseType)."""
+    """The Python value of a raw string for a key of type ``type_``, by Kafka's ConfigDef.parseType rules."""
     trimmed = raw.strip(_JAVA_TRIM)
     if type_ is ConfigType.BOOLEAN:
         lowered = trimmed.lower()
@@ -434,7 +438,7 @@ def parse_type(name: str, raw: str, type_: ConfigType) -> Any:
             return True
         if lowered == "false":
             return False
-        raise ConfigException(name, raw, "Expected value to be either true or false")
+        raise ConfigException(name, raw, "expected true or false")
     if type_ is ConfigType.PASSWORD:
         return Password(trimmed)
     if type_ is ConfigType.STRING:
@@ -451,13 +455,15 @@ def parse_type(name: str, raw: str, type_: ConfigType) -> Any:
         # Class names are checked for form only: importing user-named modules in the control plane
         # would run their code, and converters/transforms are resolved by the executors.
         if not _CLASS_NAME.fullmatch(trimmed):
-            raise ConfigException(name, raw, "Expected a class name")
+            raise ConfigException(
+                name, raw, "expected a class name: a dotted Python path or a Java class name"
+            )
         return trimmed
-    raise ConfigException(name, raw, f"Unknown type {type_}")
+    raise ConfigException(name, raw, f"no parser for type {type_}")
 
 
 def parse_value(key: ConfigKey, raw: str) -> Any:
-    """Parses a raw string for ``key`` by Kafka's rules; raises ConfigException naming the key."""
+    """``raw`` parsed for ``key`` (see ``parse_type``); a bad value raises ConfigException naming the key."""
     return parse_type(key.name, raw, key.type)
 
 
@@ -493,7 +499,7 @@ def _coerce_default(name: str, type_: ConfigType, default: Any) -> Any:
 
 
 def convert_to_string(value: Any, type_: ConfigType | None) -> str | None:
-    """Renders a parsed value as Kafka's ConfigDef.convertToString does; passwords stay hidden."""
+    """A parsed value back as config text (Kafka's ConfigDef.convertToString); passwords stay hidden."""
     if value is None:
         return None
     if isinstance(value, bool):
@@ -554,6 +560,13 @@ class ConfigValue:
         self.errors.append(message)
 
 
+_MISSING = "no value given, and this key has no default"
+
+
+def _missing_message(name: str) -> str:
+    return f"{name}: {_MISSING}"
+
+
 class ConfigDef:
     """An ordered set of key definitions (Kafka's ConfigDef)."""
 
@@ -604,7 +617,7 @@ class ConfigDef:
     def define_key(self, key: ConfigKey) -> ConfigDef:
         """Adds a ready-made key; duplicate names are a ValueError."""
         if key.name in self._keys:
-            raise ValueError(f"Configuration {key.name} is defined twice.")
+            raise ValueError(f"key {key.name} already has a definition")
         self._keys[key.name] = key
         if key.group is not None and key.group not in self._groups:
             self._groups.append(key.group)
@@ -640,18 +653,14 @@ class ConfigDef:
         if undefined:
             raise ConfigException(
                 None,
-                message="Some configurations in are referred in the dependents, but not defined: "
-                + ",".join(undefined),
+                message="keys named as dependents have no definition: " + ",".join(undefined),
             )
         values: dict[str, Any] = {}
         for key in self._keys.values():
             if key.name in props:
                 value = parse_value(key, props[key.name])
             elif key.required:
-                raise ConfigException(
-                    key.name,
-                    message=f'Missing required configuration "{key.name}" which has no default value.',
-                )
+                raise ConfigException(key.name, message=_missing_message(key.name))
             else:
                 value = key.default_copy()
             if key.validator is not None:
@@ -670,16 +679,16 @@ class ConfigDef:
                 try:
                     value = parse_value(key, props[key.name])
                 except ConfigException as e:
-                    result.add_error(str(e))
+                    result.add_error(e.detail)
             elif key.required:
-                result.add_error(f'Missing required configuration "{key.name}" which has no default value.')
+                result.add_error(_MISSING)
             else:
                 value = key.default_copy()
             if key.validator is not None and not result.errors:
                 try:
                     key.validator(key.name, value)
                 except ConfigException as e:
-                    result.add_error(str(e))
+                    result.add_error(e.detail)
             result.value = value
             parsed[key.name] = value
         # Recommenders see every parsed value, as in Kafka where they run after parsing.
@@ -691,11 +700,11 @@ class ConfigDef:
                 result.recommended_values = list(key.recommender.valid_values(key.name, parsed))
                 result.visible = key.recommender.visible(key.name, parsed)
             except ConfigException as e:
-                result.add_error(str(e))
+                result.add_error(e.detail)
         for undefined in self._undefined_dependents():
             results[undefined] = ConfigValue(
                 undefined,
-                errors=[f"{undefined} is referred in the dependents, but not defined."],
+                errors=[f"{undefined}: named as a dependent but has no definition"],
                 visible=False,
             )
         return list(results.values())
@@ -726,13 +735,13 @@ class AbstractConfig:
 
     def get(self, name: str) -> Any:
         if name not in self._values:
-            raise ConfigException(None, message=f"Unknown configuration '{name}'")
+            raise ConfigException(None, message=f"{name}: not a defined key")
         return self._values[name]
 
     def _typed(self, name: str, *types: ConfigType) -> Any:
         key = self._definition.keys().get(name)
         if key is None:
-            raise ConfigException(None, message=f"Unknown configuration '{name}'")
+            raise ConfigException(None, message=f"{name}: not a defined key")
         if key.type not in types:
             expected = " or ".join(t.value for t in types)
             raise ConfigException(

@@ -1,4 +1,5 @@
-"""Connectors: Kafka Connect's Connector, SourceConnector and SinkConnector, in Python."""
+"""The connector classes plugins subclass: Python counterparts of Kafka Connect's Connector,
+SourceConnector and SinkConnector. The control plane runs connectors; executors run their tasks."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ __all__ = [
 
 
 class ConnectException(Exception):  # noqa: N818 - Kafka's name
-    """A connector or task failure (Kafka's ConnectException); its message is shown to users."""
+    """Raised by a connector or task that cannot go on (Kafka's ConnectException); users see its message."""
 
 
 class RetriableException(ConnectException):
@@ -32,10 +33,10 @@ class RetriableException(ConnectException):
 
 
 class ConnectorContext(Protocol):
-    """What the framework gives a connector (Kafka's ConnectorContext)."""
+    """The control plane's handle for a running connector (Kafka's ConnectorContext)."""
 
     def request_task_reconfiguration(self) -> None:
-        """Asks the framework to call ``task_configs`` again (e.g. the source's tables changed)."""
+        """Asks the control plane to call ``task_configs`` again (e.g. the source's tables changed)."""
 
     def raise_error(self, error: BaseException) -> None:
         """Fails the connector with ``error`` from a background thread of the connector."""
@@ -47,7 +48,8 @@ class ExactlyOnceSupport(enum.Enum):
 
 
 class Connector(abc.ABC):
-    """Configures and divides the work of copying data between Kafka and another system.
+    """Runs in the control plane: turns its config into task configs that split the copying between
+    Kafka and another system; executors run the tasks.
 
     Instances are created with no arguments; ``validate``, ``config`` and ``alter_offsets`` may be
     called on an instance that was never started.
@@ -82,14 +84,17 @@ class Connector(abc.ABC):
 
     @abc.abstractmethod
     def config(self) -> ConfigDef:
-        """The definition of the connector's own keys (the framework's are added by the runtime)."""
+        """The definition of the connector's own keys; Sluiceway adds the keys every connector has."""
 
     def validate(self, props: Mapping[str, str]) -> list[ConfigValue]:
         """Validates the connector's own keys; override to add checks across keys."""
         return self.config().validate(props)
 
     def deleted(self) -> None:  # noqa: B027 - an optional hook, no-op by default (KIP-883)
-        """KIP-883: called after ``stop`` only when the connector is deleted; keep it idempotent."""
+        """KIP-883 hook for cleanup when the connector is deleted (after ``stop``); keep it idempotent.
+
+        Not called yet: deleting a connector does not run this hook so far.
+        """
 
 
 class SourceConnector(Connector):
@@ -98,15 +103,19 @@ class SourceConnector(Connector):
         connector_config: Mapping[str, str],
         offsets: Sequence[tuple[Mapping[str, Any], Mapping[str, Any] | None]],
     ) -> bool:
-        """KIP-875: called before offsets are altered or reset (a None offset is a reset).
+        """KIP-875 hook, meant to run before this connector's offsets are altered or reset (a None
+        offset is a reset): return True once the change is checked or applied, raise to refuse it.
+        The default, False, says the connector takes no part in offset changes.
 
-        Return True when the connector has checked or applied the change; raise to refuse it.
-        The default returns False: the connector does not know about offset changes.
+        Not called yet: the OffsetService answers UNIMPLEMENTED for now.
         """
         return False
 
     def exactly_once_support(self, connector_config: Mapping[str, str]) -> ExactlyOnceSupport | None:
-        """Whether the connector can provide exactly-once delivery with this config; None = unknown."""
+        """Whether this config allows exactly-once delivery; None when the connector cannot tell.
+
+        Not called yet: Sluiceway delivers source records at least once whatever this returns.
+        """
         return None
 
 
@@ -119,8 +128,9 @@ class SinkConnector(Connector):
         connector_config: Mapping[str, str],
         offsets: Mapping[TopicPartition, int | None],
     ) -> bool:
-        """KIP-875: called before the consumer-group offsets are altered or reset (None = reset).
+        """KIP-875 hook, meant to run before this sink's consumer-group offsets are altered or reset
+        (None = reset): return True once the change is checked or applied, raise to refuse it.
 
-        Return True when the connector has checked or applied the change; raise to refuse it.
+        Not called yet: the OffsetService answers UNIMPLEMENTED for now.
         """
         return False

@@ -1,5 +1,8 @@
-"""The framework's own connector keys, with Kafka Connect's names, defaults and documentation
-(ConnectorConfig, SourceConnectorConfig, SinkConnectorConfig, TopicCreationConfig)."""
+"""The connector keys Sluiceway itself defines, for every plugin: Kafka Connect's key names, types,
+defaults and valid values (ConnectorConfig, SourceConnectorConfig, SinkConnectorConfig,
+TopicCreationConfig), documented for what they do in Sluiceway. Keys that are accepted and validated
+but not yet read by the control plane or the executors say so in their documentation ("Not acted on
+yet")."""
 
 from __future__ import annotations
 
@@ -97,77 +100,86 @@ EXACTLY_ONCE_REQUIRED: Final = "required"
 
 
 def _check_connector_name(name: str, value: Any) -> None:
-    # Kafka's REST layer refuses '/' in names: it would break resource paths (connectors/{name}).
+    # The API addresses a connector as connectors/{name}; a '/' in the name would make that ambiguous.
     if isinstance(value, str) and "/" in value:
-        raise ConfigException(name, value, "Connector name may not contain '/'")
+        raise ConfigException(name, value, "'/' is not allowed in a connector name")
 
 
 _NAME_VALIDATOR: Final = Composite.of(
     NonEmptyStringWithoutControlChars(), Lambda(_check_connector_name, "without '/'")
 )
 
-_NAME_DOC = "Globally unique name to use for this connector."
-_CONNECTOR_CLASS_DOC = (
-    "Name or alias of the class for this connector. Must be a subclass of "
-    "sluiceway.connect.SourceConnector or sluiceway.connect.SinkConnector. If the connector is "
-    "sluiceway_executor.connectors.filestream.FileStreamSinkConnector, you can either specify this full "
-    'name, or use "FileStreamSink" or "FileStreamSinkConnector" to make the configuration a bit shorter'
+_NAME_DOC = (
+    "The connector's name. It must be unique in the control-plane cluster (one group.id); the API "
+    "addresses the connector as connectors/{name}."
 )
-_TASKS_MAX_DOC = "Maximum number of tasks to use for this connector."
+_CONNECTOR_CLASS_DOC = (
+    "The connector plugin to run, a subclass of sluiceway.connect.SourceConnector or SinkConnector. "
+    "Give its full Python class path or one of its aliases, the class name with or without a "
+    "trailing 'Connector': sluiceway_executor.connectors.datagen.DataGenSourceConnector, "
+    "DataGenSourceConnector and DataGenSource all name the same plugin."
+)
+_TASKS_MAX_DOC = (
+    "Upper limit on the tasks this connector may split its work into. The control plane spreads the "
+    "tasks over the attached executors; each runs as its own series of Spark jobs."
+)
 _KEY_CONVERTER_DOC = (
-    "Converter class used to convert between Kafka Connect format and the serialized form that is "
-    "written to Kafka. This controls the format of the keys in messages written to or read from Kafka, "
-    "and since this is independent of connectors it allows any connector to work with any serialization "
-    "format. When unset, the worker's converter is used."
+    "How record keys are turned into Kafka bytes and back, inside the executors' Spark jobs: "
+    "JsonConverter, StringConverter or ByteArrayConverter (full Kafka class name or short alias), "
+    "set up with key.converter.* keys. Unset: the worker's key.converter applies (StringConverter by "
+    "default)."
 )
 _VALUE_CONVERTER_DOC = (
-    "Converter class used to convert between Kafka Connect format and the serialized form that is "
-    "written to Kafka. This controls the format of the values in messages written to or read from "
-    "Kafka, and since this is independent of connectors it allows any connector to work with any "
-    "serialization format. When unset, the worker's converter is used."
+    "How record values are turned into Kafka bytes and back, inside the executors' Spark jobs: "
+    "JsonConverter, StringConverter or ByteArrayConverter (full Kafka class name or short alias), "
+    "set up with value.converter.* keys. Unset: the worker's value.converter applies (JsonConverter "
+    "without the schema envelope by default)."
 )
 _HEADER_CONVERTER_DOC = (
-    "HeaderConverter class used to convert between Kafka Connect format and the serialized form that "
-    "is written to Kafka. This controls the format of the header values in messages written to or read "
-    "from Kafka. When unset, the worker's header converter is used."
+    "Converter for record header values. Not acted on yet: Sluiceway applies no header converter, "
+    "whatever this names."
 )
-_TRANSFORMS_DOC = "Aliases for the transformations to be applied to records."
-_PREDICATES_DOC = "Aliases for the predicates used by transformations."
+_TRANSFORMS_DOC = (
+    "Aliases of single-message transforms to run on every record, in list order, each set up under "
+    "transforms.<alias>.*. Not acted on yet: Sluiceway runs no transforms."
+)
+_PREDICATES_DOC = (
+    "Aliases of predicates that transforms may test to decide whether they apply, each set up under "
+    "predicates.<alias>.*. Not acted on yet: Sluiceway evaluates no predicates."
+)
 _CONFIG_RELOAD_ACTION_DOC = (
-    "The action that Connect should take on the connector when changes in external configuration "
-    "providers result in a change in the connector's configuration properties. A value of 'none' "
-    "indicates that Connect will do nothing. A value of 'restart' indicates that Connect should "
-    "restart/reload the connector with the updated configuration properties."
+    "What to do when a value that came from an external config provider changes: 'restart' restarts "
+    "the connector with the new values, 'none' leaves it running as it is. Not acted on yet: Sluiceway "
+    "has no config providers, so nothing triggers it."
 )
 _ERRORS_RETRY_TIMEOUT_DOC = (
-    "The maximum duration in milliseconds that a failed operation will be reattempted. The default is "
-    "0, which means no retries will be attempted. Use -1 for infinite retries."
+    "How long, in milliseconds, an operation that failed on a record (converting it, for example) "
+    "may be retried before the failure counts; 0 means never retry, -1 means no limit. Not acted on "
+    "yet: Sluiceway does not retry such failures."
 )
 _ERRORS_RETRY_MAX_DELAY_DOC = (
-    "The maximum duration in milliseconds between consecutive retry attempts. Jitter will be added to "
-    "the delay once this limit is reached to prevent thundering herd issues."
+    "Longest wait, in milliseconds, between two of those retries: waits grow up to this value and "
+    "are randomised once they reach it. Not acted on yet: Sluiceway does not retry such failures."
 )
 _ERRORS_TOLERANCE_DOC = (
-    "Behavior for tolerating errors during connector operation. 'none' is the default value and "
-    "signals that any error will result in an immediate connector task failure; 'all' changes the "
-    "behavior to skip over problematic records."
+    "What a record that cannot be processed does to the task: 'none' fails it, 'all' skips the "
+    "record and carries on. Not acted on yet: such a record always stops processing, as with 'none'."
 )
 _ERRORS_LOG_ENABLE_DOC = (
-    "If true, write each error and the details of the failed operation and problematic record to the "
-    "Connect application log. This is 'false' by default, so that only errors that are not tolerated "
-    "are reported."
+    "When true, every failed operation on a record would be logged with its details, including "
+    "failures that errors.tolerance=all skips; when false only failures that stop the task are "
+    "reported. Not acted on yet: Sluiceway writes no such log."
 )
 _ERRORS_LOG_INCLUDE_MESSAGES_DOC = (
-    "Whether to include in the log the Connect record that resulted in a failure. For sink records, the "
-    "topic, partition, offset, and timestamp will be logged. For source records, the key and value (and "
-    "their schemas), all headers, and the timestamp, Kafka topic, Kafka partition, source partition, and "
-    "source offset will be logged. This is 'false' by default, which will prevent record keys, values, "
-    "and headers from being written to log files."
+    "With errors.log.enable, also put the failing record itself in that log: for a sink record "
+    "where it was read from (topic, partition, offset, timestamp), for a source record its key, "
+    "value, headers and schemas and where it came from and was going. False by default, which keeps "
+    "record contents out of the logs. Not acted on yet: Sluiceway writes no such log."
 )
 
 
 def common_config_def() -> ConfigDef:
-    """Keys every connector has (Kafka's ConnectorConfig)."""
+    """The keys of every connector, source or sink (Kafka's ConnectorConfig)."""
     order = 0
     error_order = 0
 
@@ -259,7 +271,7 @@ def common_config_def() -> ConfigDef:
             TRANSFORMS_CONFIG,
             ConfigType.LIST,
             [],
-            Composite.of(NonNull(), UniqueItems("unique transformation aliases")),
+            Composite.of(NonNull(), UniqueItems("each alias at most once")),
             Importance.LOW,
             _TRANSFORMS_DOC,
             TRANSFORMS_GROUP,
@@ -271,7 +283,7 @@ def common_config_def() -> ConfigDef:
             PREDICATES_CONFIG,
             ConfigType.LIST,
             [],
-            Composite.of(NonNull(), UniqueItems("unique predicate aliases")),
+            Composite.of(NonNull(), UniqueItems("each alias at most once")),
             Importance.LOW,
             _PREDICATES_DOC,
             PREDICATES_GROUP,
@@ -354,48 +366,46 @@ def common_config_def() -> ConfigDef:
     )
 
 
-_TOPIC_CREATION_GROUPS_DOC = "Groups of configurations for topics created by source connectors"
+_TOPIC_CREATION_GROUPS_DOC = (
+    "Names of topic creation groups besides 'default', each set up under topic.creation.<group>.*. "
+    "Not acted on yet: Sluiceway creates no topics for source connectors; the topic.creation.* keys "
+    "are only validated."
+)
 _EXACTLY_ONCE_SUPPORT_DOC = (
-    'Permitted values are requested, required. If set to "required", forces a preflight check for the '
-    "connector to ensure that it can provide exactly-once semantics with the given configuration. Some "
-    "connectors may be capable of providing exactly-once semantics but not signal to Connect that they "
-    "support this; in that case, documentation for the connector should be consulted carefully before "
-    'creating it, and the value for this property should be set to "requested". Sluiceway delivers '
-    'source records at least once, so "required" is refused.'
+    "Whether this source connector must deliver exactly once. 'requested' (the default) accepts "
+    "whatever guarantee it can give; 'required' would have its exactly-once support checked before "
+    "it is created. Sluiceway's source pipelines deliver at least once, so 'required' is refused."
 )
 _TRANSACTION_BOUNDARY_DOC = (
-    "Permitted values are: poll, interval, connector. If set to 'poll', a new producer transaction will "
-    "be started and committed for every batch of records that each task from this connector provides to "
-    "Connect. If set to 'connector', relies on connector-defined transaction boundaries; note that not "
-    "all connectors are capable of defining their own transaction boundaries, and in that case, attempts "
-    "to instantiate a connector with this value will fail. Finally, if set to 'interval', commits "
-    "transactions only after a user-defined time interval has passed. Only used with exactly-once "
-    "source support."
+    "Where exactly-once source delivery would start and commit Kafka transactions: 'poll' after each "
+    "batch a task returns, 'interval' every transaction.boundary.interval.ms, 'connector' where the "
+    "connector marks boundaries (if it can). Not acted on yet: Sluiceway writes source records "
+    "without transactions."
 )
 _TRANSACTION_BOUNDARY_INTERVAL_DOC = (
-    "If 'transaction.boundary' is set to 'interval', determines the interval for producer transaction "
-    "commits by connector tasks. If unset, defaults to the value of the worker-level "
-    "'offset.flush.interval.ms' property. It has no effect if a different transaction.boundary is "
-    "specified."
+    "With transaction.boundary=interval, the time in milliseconds between transaction commits. "
+    "Not acted on yet: Sluiceway writes source records without transactions."
 )
 _OFFSETS_TOPIC_DOC = (
-    "The name of a separate offsets topic to use for this connector. If empty or not specified, the "
-    "worker's global offsets topic name will be used. If specified, the offsets topic will be created "
-    "if it does not already exist on the Kafka cluster targeted by this connector."
+    "An offsets topic for this source connector alone: its tasks commit offsets there instead of to "
+    "the worker's offset.storage.topic, and when both hold an offset for a source partition this "
+    "topic's wins. The control plane creates it on the worker's Kafka cluster when missing, "
+    "like the worker's offsets topic. Unset: only the worker's topic is used."
 )
 _HEARTBEAT_INTERVAL_DOC = (
-    "The interval in milliseconds after which heartbeat records are produced for this connector's tasks "
-    "(KIP-910). 0 disables heartbeats. When unset, the worker's heartbeat.interval.ms applies. When set, "
-    "it should be in the order of minutes to hours to avoid a lot of records being sent."
+    "How often, in milliseconds, this connector's tasks would send heartbeat records (KIP-910); 0 "
+    "turns them off, unset takes the worker's heartbeat.interval.ms. Not acted on yet: Sluiceway "
+    "sends no heartbeat records."
 )
 _HEARTBEAT_TOPIC_DOC = (
-    "The topic heartbeat records of this connector are sent to (KIP-910). When unset, the worker's "
-    "heartbeat.records.topic is used. The topic is created if it does not exist."
+    "The topic for this connector's heartbeat records (KIP-910); unset takes the worker's "
+    "heartbeat.records.topic. Not acted on yet: Sluiceway sends no heartbeat records."
 )
 
 
 def source_config_def() -> ConfigDef:
-    """Keys of every source connector (Kafka's SourceConnectorConfig, plus KIP-910's heartbeat keys)."""
+    """The keys of a source connector: the common ones, Kafka's SourceConnectorConfig and KIP-910's
+    heartbeat keys."""
     order = 0
 
     def nxt() -> int:
@@ -409,7 +419,9 @@ def source_config_def() -> ConfigDef:
             TOPIC_CREATION_GROUPS_CONFIG,
             ConfigType.LIST,
             [],
-            Composite.of(NonNull(), UniqueItems("unique topic creation groups")),
+            Composite.of(
+                NonNull(), UniqueItems("each group at most once", "a group is listed more than once")
+            ),
             Importance.LOW,
             _TOPIC_CREATION_GROUPS_DOC,
             TOPIC_CREATION_GROUP,
@@ -493,24 +505,23 @@ def source_config_def() -> ConfigDef:
     return common_config_def().merge(source)
 
 
-_TOPICS_DOC = "List of topics to consume, separated by commas"
+_TOPICS_DOC = "The topics this sink connector reads, comma-separated. Set this or topics.regex, not both."
 _TOPICS_REGEX_DOC = (
-    "Regular expression giving topics to consume. Under the hood, the regex is compiled to a Python "
-    "re pattern and must match the whole topic name. Only one of topics or topics.regex should be "
-    "specified."
+    "A Python regular expression; this sink connector reads every topic whose whole name it "
+    "matches. Set this or topics, not both."
 )
 _DLQ_TOPIC_NAME_DOC = (
-    "The name of the topic to be used as the dead letter queue (DLQ) for messages that result in an "
-    "error when processed by this sink connector, or its transformations or converters. The topic name "
-    "is blank by default, which means that no messages are to be recorded in the DLQ."
+    "Dead letter queue: the topic that would receive the records this sink connector fails to "
+    "convert, transform or write. Empty (the default) means none. Not acted on yet: nothing is sent "
+    "there; Sluiceway only checks that the connector does not also read this topic."
 )
 _DLQ_REPLICATION_FACTOR_DOC = (
-    "Replication factor used to create the dead letter queue topic when it doesn't already exist."
+    "Replication factor for the dead letter queue topic if it had to be created (-1: the broker's "
+    "default). Not acted on yet: Sluiceway never creates that topic."
 )
 _DLQ_CONTEXT_HEADERS_DOC = (
-    "If true, add headers containing error context to the messages written to the dead letter queue. "
-    "To avoid clashing with headers from the original record, all error context header keys will start "
-    "with __connect.errors."
+    "When true, records sent to the dead letter queue would carry headers describing the failure, "
+    "all named __connect.errors.*. Not acted on yet: nothing is sent to a dead letter queue."
 )
 
 
@@ -519,28 +530,24 @@ def _check_replication_factor(name: str, value: Any) -> None:
         raise ConfigException(
             name,
             value,
-            "Replication factor must be positive and not larger than the number of brokers in the Kafka "
-            "cluster, or -1 to use the broker's default",
+            "expected -1 (the broker's default) or a count of 1 or more, no higher than the number of "
+            "brokers",
         )
 
 
 def _check_partitions(name: str, value: Any) -> None:
     if value != -1 and value < 1:
-        raise ConfigException(
-            name, value, "Number of partitions must be positive, or -1 to use the broker's default"
-        )
+        raise ConfigException(name, value, "expected -1 (the broker's default) or a count of 1 or more")
 
 
 _REPLICATION_FACTOR_VALIDATOR: Final = Lambda(
-    _check_replication_factor,
-    "Positive number not larger than the number of brokers in the Kafka cluster, or -1 to use the "
-    "broker's default",
+    _check_replication_factor, "-1 (broker default), or 1 up to the number of brokers"
 )
-_PARTITIONS_VALIDATOR: Final = Lambda(_check_partitions, "Positive number, or -1 to use the broker's default")
+_PARTITIONS_VALIDATOR: Final = Lambda(_check_partitions, "-1 (broker default), or 1 and up")
 
 
 def sink_config_def() -> ConfigDef:
-    """Keys of every sink connector (Kafka's SinkConnectorConfig)."""
+    """The keys of a sink connector: the common ones and Kafka's SinkConnectorConfig."""
     sink = (
         ConfigDef()
         .define(
@@ -608,33 +615,31 @@ def sink_config_def() -> ConfigDef:
 
 
 _INCLUDE_DOC = (
-    "A list of regular expression literals used to match the topic names used by the source connector. "
-    "This list is used to include topics that should be created using the topic settings defined by this "
-    "group."
+    "Regular expressions, comma-separated: topics of this source connector whose name matches one "
+    "would be created with this group's settings. Not acted on yet: Sluiceway creates no topics for "
+    "source connectors."
 )
 _EXCLUDE_DOC = (
-    "A list of regular expression literals used to match the topic names used by the source connector. "
-    "This list is used to exclude topics from being created with the topic settings defined by this "
-    "group. Note that exclusion rules have precedent and override any inclusion rules for the topics."
+    "Regular expressions, comma-separated: a topic whose name matches one is left out of this group "
+    "even when an include pattern matches it too. Not acted on yet: Sluiceway creates no topics for "
+    "source connectors."
 )
 _REPLICATION_FACTOR_DOC = (
-    "The replication factor for new topics created for this connector using this group. This value may "
-    "be -1 to use the broker's default replication factor, or may be a positive number not larger than "
-    "the number of brokers in the Kafka cluster. For the default group this configuration is required. "
-    "For any other group defined in topic.creation.groups this config is optional and if it's missing it "
-    "gets the value of the default group"
+    "Replication factor of the topics this group would create: -1 for the broker's default, else "
+    "from 1 up to the number of brokers. Required for the default group; another group that leaves "
+    "it unset takes the default group's. Not acted on yet: Sluiceway creates no topics for source "
+    "connectors."
 )
 _PARTITIONS_DOC = (
-    "The number of partitions new topics created for this connector. This value may be -1 to use the "
-    "broker's default number of partitions, or a positive number representing the desired number of "
-    "partitions. For the default group this configuration is required. For any other group defined in "
-    "topic.creation.groups this config is optional and if it's missing it gets the value of the default "
-    "group"
+    "Partition count of the topics this group would create: -1 for the broker's default, else 1 or "
+    "more. Required for the default group; another group that leaves it unset takes the default "
+    "group's. Not acted on yet: Sluiceway creates no topics for source connectors."
 )
 
 
 def uses_topic_creation(props: Mapping[str, str]) -> bool:
-    """KIP-158: a source connector opts in to topic creation by setting any ``topic.creation.*`` key."""
+    """Whether a source config sets any ``topic.creation.*`` key (KIP-158's opt-in); only then are
+    the topic creation keys validated."""
     return any(key.startswith(TOPIC_CREATION_PREFIX) for key in props)
 
 
@@ -655,8 +660,9 @@ def _parsed_or_none(name: str, props: Mapping[str, str], type_: ConfigType, chec
 def topic_creation_config_def(props: Mapping[str, str]) -> ConfigDef:
     """KIP-158 keys of the default group and of each group listed in ``topic.creation.groups``.
 
-    The default group's replication factor and partitions are required; another group's inherit them
-    when unset (so they are optional here, and the runtime fills them from the default group).
+    The default group must set its replication factor and partitions. Another group may leave them
+    unset and take the default group's, so here they are optional with the default group's valid
+    values as their defaults.
     """
     prefix = f"{TOPIC_CREATION_PREFIX}{DEFAULT_TOPIC_CREATION_GROUP}."
     default_group = f"{TOPIC_CREATION_GROUP}: {DEFAULT_TOPIC_CREATION_GROUP}"
@@ -697,7 +703,7 @@ def topic_creation_config_def(props: Mapping[str, str]) -> ConfigDef:
     groups = _parsed_or_none(TOPIC_CREATION_GROUPS_CONFIG, props, ConfigType.LIST, None) or []
     for group in dict.fromkeys(groups):
         if not group or group == DEFAULT_TOPIC_CREATION_GROUP:
-            # As Kafka: the default group always exists and need not be listed.
+            # 'default' is always a group (as in Kafka); listing it adds nothing.
             continue
         group_prefix = f"{TOPIC_CREATION_PREFIX}{group}."
         display_group = f"{TOPIC_CREATION_GROUP}: {group}"

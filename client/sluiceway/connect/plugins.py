@@ -1,8 +1,10 @@
-"""Connector plugin discovery and lookup by class name or alias (Kafka's Plugins/PluginUtils).
+"""Finding connector plugins, and resolving a ``connector.class`` value to one (the job of Kafka's
+Plugins/PluginUtils).
 
-Plugins are found through the ``sluiceway.connectors`` entry-point group. ``connector.class`` may
-name a plugin by its full dotted class path, by its simple class name, or by the simple name without
-a trailing ``Connector``; an alias shared by several plugins names none of them (as in Kafka).
+Installed plugins are the classes registered under the ``sluiceway.connectors`` entry-point group.
+``connector.class`` may give a plugin's full dotted class path, its class name, or its class name
+less a trailing ``Connector``. When two plugins would share such an alias, the alias resolves to
+neither (Kafka's rule).
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ def _check_connector_class(obj: object) -> str | None:
 
 
 def _version_of(cls: type[Connector]) -> str:
-    # Kafka also instantiates a plugin to ask for its version, and reports "undefined" when it fails.
+    # The version comes from an instance; a plugin that fails to give one shows "undefined" (as in Kafka).
     try:
         return str(cls().version())
     except Exception:
@@ -106,7 +108,7 @@ def _pruned_name(simple: str) -> str:
 
 
 class PluginRegistry:
-    """An immutable set of connector plugins with Kafka's alias rules."""
+    """The connector plugins known to this process, looked up by class path or alias; immutable."""
 
     def __init__(self, classes: Iterable[type[Connector]]) -> None:
         unique: dict[str, type[Connector]] = {}
@@ -201,12 +203,11 @@ class PluginRegistry:
         available = ", ".join(sorted(self._by_class)) or "none"
         return PluginNotFoundError(
             name,
-            f"Failed to find any class that implements Connector and which name matches {key}{detail}, "
-            f"available connectors are: {available}",
+            f"No connector plugin is named {key}{detail}. Installed connector plugins: {available}",
         )
 
     def _import(self, name: str, dotted: str) -> PluginDesc:
-        """Loads a class by its dotted path when it is not registered (Kafka loads by name too)."""
+        """Imports a connector class that is not registered, by its dotted path."""
         parts = dotted.split(".")
         obj: object = None
         for split in range(len(parts) - 1, 0, -1):

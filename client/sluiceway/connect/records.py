@@ -1,4 +1,5 @@
-"""Records exchanged between the framework and record-level tasks (Kafka's SourceRecord, SinkRecord)."""
+"""The records record-level tasks produce and receive (counterparts of Kafka's SourceRecord and
+SinkRecord)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ class TopicPartition(NamedTuple):
 
 
 class RecordMetadata(NamedTuple):
-    """Where a source record landed once Kafka acknowledged it (given to ``SourceTask.commit_record``)."""
+    """Where Kafka stored a source record (meant for ``SourceTask.commit_record``)."""
 
     topic: str
     partition: int

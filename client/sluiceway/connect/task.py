@@ -1,5 +1,5 @@
 """Tasks: record-level ones that mirror Kafka Connect's SourceTask/SinkTask, and DataFrame-level ones
-that read or write a whole Spark batch (DESIGN §7).
+that read or write a whole Spark batch.
 
 Spark is imported only for type checking: the control plane imports this module without Spark.
 """
@@ -48,7 +48,7 @@ class Task(abc.ABC):
 
 
 class OffsetStorageReader(abc.ABC):
-    """Committed source offsets of the task's connector (Kafka's OffsetStorageReader)."""
+    """Read access to the source offsets committed for the task's connector (Kafka's OffsetStorageReader)."""
 
     @abc.abstractmethod
     def offsets(self, partitions: Iterable[Mapping[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -91,7 +91,7 @@ class MemoryOffsetStorageReader(OffsetStorageReader):
 
 
 class SourceTaskContext(abc.ABC):
-    """What the framework gives a source task (Kafka's SourceTaskContext)."""
+    """What a running source task can ask the executor for (Kafka's SourceTaskContext)."""
 
     @abc.abstractmethod
     def config(self) -> Mapping[str, str]:
@@ -116,7 +116,7 @@ class SimpleSourceTaskContext(SourceTaskContext):
 
 
 class SourceTask(Task):
-    """Reads records from a source system (Kafka's SourceTask)."""
+    """Record-level source task: the executor polls it inside a Spark job (Kafka's SourceTask)."""
 
     _context: SourceTaskContext | None = None
 
@@ -134,29 +134,41 @@ class SourceTask(Task):
         """The next records, or None/[] when there are none yet; may block briefly."""
 
     def commit(self) -> None:
-        """Offsets up to the last polled records have been committed; nothing to do by default."""
+        """Hook for after the offsets of the polled records are committed; does nothing by default.
+
+        Not called yet by Sluiceway's executors.
+        """
 
     def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:
-        """``record`` was written to Kafka (``metadata`` is None when a transform dropped it)."""
+        """Hook for after ``record`` is in Kafka (``metadata`` None: a transform dropped it).
+
+        Not called yet by Sluiceway's executors.
+        """
 
     def produce_heartbeat_records(self) -> list[SourceRecord]:
-        """KIP-910: records sent to the heartbeat topic when the heartbeat timer expires; none by default."""
+        """KIP-910 hook: the records to send to the heartbeat topic at each heartbeat; none by default.
+
+        Not called yet: Sluiceway sends no heartbeat records.
+        """
         return []
 
 
 class SinkTaskContext(abc.ABC):
-    """What the framework gives a sink task (Kafka's SinkTaskContext)."""
+    """What a running sink task can ask the executor for (Kafka's SinkTaskContext).
+
+    Inside Spark the executor ignores ``offset``, ``timeout``, ``pause`` and ``resume`` for now.
+    """
 
     @abc.abstractmethod
     def config(self) -> Mapping[str, str]: ...
 
     @abc.abstractmethod
     def offset(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Rewinds (or skips) consumption of these partitions to the given offsets."""
+        """Asks to continue reading these partitions from the given offsets (a rewind or a skip)."""
 
     @abc.abstractmethod
     def timeout(self, timeout_ms: int) -> None:
-        """Asks for ``put`` to be retried after ``timeout_ms`` when it raises a RetriableException."""
+        """How long to wait before retrying a ``put`` that raised RetriableException."""
 
     @abc.abstractmethod
     def assignment(self) -> set[TopicPartition]: ...
@@ -169,11 +181,12 @@ class SinkTaskContext(abc.ABC):
 
     @abc.abstractmethod
     def request_commit(self) -> None:
-        """Asks for offsets to be committed as soon as possible."""
+        """Asks for an offset commit soon; every batch already ends with one."""
 
 
 class SinkTask(Task):
-    """Writes records to a sink system (Kafka's SinkTask)."""
+    """Record-level sink task: the executor hands it each batch's records inside a Spark job (Kafka's
+    SinkTask)."""
 
     TOPICS_CONFIG = "topics"
     TOPICS_REGEX_CONFIG = "topics.regex"
@@ -193,18 +206,21 @@ class SinkTask(Task):
     def put(self, records: Sequence[SinkRecord]) -> None: ...
 
     def flush(self, current_offsets: Mapping[TopicPartition, int]) -> None:
-        """Makes everything given to ``put`` so far durable; nothing to do by default."""
+        """Must make everything passed to ``put`` so far durable; does nothing by default."""
 
     def pre_commit(self, current_offsets: Mapping[TopicPartition, int]) -> Mapping[TopicPartition, int]:
-        """The offsets safe to commit; by default flushes and returns ``current_offsets``."""
+        """Called at the end of each batch; the default flushes and returns ``current_offsets``.
+
+        The returned offsets are not used yet: the batch's offsets are committed once its job succeeds.
+        """
         self.flush(current_offsets)
         return current_offsets
 
     def open(self, partitions: Sequence[TopicPartition]) -> None:
-        """These partitions were assigned to the task."""
+        """The task starts receiving records of these partitions."""
 
     def close(self, partitions: Sequence[TopicPartition]) -> None:
-        """These partitions were revoked; write out what is buffered for them."""
+        """The task gets no more records of these partitions; write out what it buffers for them."""
 
 
 @dataclass(frozen=True)

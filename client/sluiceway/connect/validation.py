@@ -1,8 +1,10 @@
-"""Validation of a whole connector config: Kafka's ``AbstractHerder.validateConnectorConfig`` as plain data.
+"""Checking a whole connector config, with the rules of Kafka's
+``AbstractHerder.validateConnectorConfig``, returning plain data.
 
-Framework keys (common, then source or sink) are validated first, then the plugin's own ``validate``.
-Problems are reported per field; nothing here raises for a bad config, and a plugin whose
-``config``/``validate`` raises is reported as an error on ``connector.class``.
+Sluiceway's own keys (the common ones, then the source or sink ones) are checked first, then the
+plugin's ``validate`` runs. Every problem is attached to the key it concerns and nothing is raised
+for a bad config; if the plugin's ``config`` or ``validate`` itself raises, that becomes an error on
+``connector.class``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from sluiceway.connect.config import ConfigDef, ConfigKey, ConfigType, ConfigVal
 from sluiceway.connect.framework_config import (
     CONNECTOR_CLASS_CONFIG,
     DLQ_TOPIC_NAME_CONFIG,
+    EXACTLY_ONCE_REQUESTED,
     EXACTLY_ONCE_REQUIRED,
     EXACTLY_ONCE_SUPPORT_CONFIG,
     TOPICS_CONFIG,
@@ -37,10 +40,10 @@ __all__ = [
     "validate_connector_config",
 ]
 
-NULL_VALUE_MESSAGE: Final = "Null value can not be supplied as the configuration value."
+NULL_VALUE_MESSAGE: Final = "a config value may not be null"
 
-# Kafka client settings typed PASSWORD (Java client names and librdkafka names), which a connector
-# may pass through its client override prefixes.
+# Secret Kafka client settings (Java client and librdkafka names) that a connector config may carry
+# behind a client override prefix.
 _CLIENT_OVERRIDE_PREFIXES: Final = ("producer.override.", "consumer.override.", "admin.override.")
 _CLIENT_PASSWORD_KEYS: Final = frozenset(
     {
@@ -71,7 +74,7 @@ class ConfigInfo:
 
 @dataclass(frozen=True)
 class ConfigInfos:
-    """The result of validating a connector config (Kafka's ConfigInfos)."""
+    """What checking a connector config found, key by key (Kafka's ConfigInfos)."""
 
     plugin_class_name: str
     error_count: int
@@ -125,7 +128,8 @@ def _java_list(items: Iterable[str]) -> str:
 
 
 def _validate_sink(props: Mapping[str, str], values: dict[str, ConfigValue]) -> None:
-    """Kafka's SinkConnectorConfig.validate: exactly one of topics / topics.regex, DLQ not consumed."""
+    """Sink rules (Kafka's SinkConnectorConfig.validate): topics or topics.regex, exactly one of them,
+    and no reading of the dead letter queue topic."""
     topics_raw = props.get(TOPICS_CONFIG)
     regex_raw = props.get(TOPICS_REGEX_CONFIG)
     dlq_topic = props.get(DLQ_TOPIC_NAME_CONFIG, "").strip()
@@ -133,13 +137,11 @@ def _validate_sink(props: Mapping[str, str], values: dict[str, ConfigValue]) -> 
     has_regex = not _is_blank(regex_raw)
 
     if has_topics and has_regex:
-        message = (
-            f"{TOPICS_CONFIG} and {TOPICS_REGEX_CONFIG} are mutually exclusive options, but both are set."
-        )
+        message = f"set {TOPICS_CONFIG} or {TOPICS_REGEX_CONFIG}, not both"
         _add_error(values, TOPICS_CONFIG, topics_raw, message)
         _add_error(values, TOPICS_REGEX_CONFIG, regex_raw, message)
     if not has_topics and not has_regex:
-        message = f"Must configure one of {TOPICS_CONFIG} or {TOPICS_REGEX_CONFIG}"
+        message = f"a sink connector needs {TOPICS_CONFIG} or {TOPICS_REGEX_CONFIG} to say what it reads"
         _add_error(values, TOPICS_CONFIG, topics_raw, message)
         _add_error(values, TOPICS_REGEX_CONFIG, regex_raw, message)
 
@@ -152,8 +154,8 @@ def _validate_sink(props: Mapping[str, str], values: dict[str, ConfigValue]) -> 
                 values,
                 TOPICS_CONFIG,
                 topics_raw,
-                f"The DLQ topic '{dlq_topic}' may not be included in the list of topics "
-                f"('{TOPICS_CONFIG}={_java_list(topics)}') consumed by the connector",
+                f"{TOPICS_CONFIG}={_java_list(topics)} names '{dlq_topic}', the connector's dead letter "
+                f"queue topic ({DLQ_TOPIC_NAME_CONFIG}); a connector may not read its own dead letter queue",
             )
     if has_regex and regex_raw is not None:
         try:
@@ -165,8 +167,8 @@ def _validate_sink(props: Mapping[str, str], values: dict[str, ConfigValue]) -> 
                 values,
                 TOPICS_REGEX_CONFIG,
                 regex_raw,
-                f"The DLQ topic '{dlq_topic}' may not be matched by the regex for the topics "
-                f"('{TOPICS_REGEX_CONFIG}={regex_raw}') consumed by the connector",
+                f"{TOPICS_REGEX_CONFIG}={regex_raw} matches '{dlq_topic}', the connector's dead letter "
+                f"queue topic ({DLQ_TOPIC_NAME_CONFIG}); a connector may not read its own dead letter queue",
             )
 
 
@@ -178,11 +180,12 @@ def _validate_source(values: dict[str, ConfigValue]) -> None:
         and isinstance(support.value, str)
         and support.value.lower() == EXACTLY_ONCE_REQUIRED
     ):
-        # Sluiceway's source pipeline is at-least-once (idempotent producer, offsets committed after
-        # the data); like a Kafka worker without exactly-once support, it refuses "required".
+        # Source pipelines deliver at least once (idempotent producer, offsets committed after the
+        # data), so "required" cannot be met; Kafka refuses it the same way on a worker without
+        # exactly-once source support.
         support.add_error(
-            "This worker does not have exactly-once source support enabled: Sluiceway delivers source "
-            'records at least once. Set exactly.once.support to "requested".'
+            "Sluiceway delivers source records at least once and cannot promise exactly-once delivery; "
+            f"set {EXACTLY_ONCE_SUPPORT_CONFIG} to {EXACTLY_ONCE_REQUESTED}"
         )
 
 
@@ -247,7 +250,7 @@ def validate_connector_config(
                 values,
                 CONNECTOR_CLASS_CONFIG,
                 included,
-                f"Included connector type {included.strip()} does not match request type {requested}",
+                f"the config names plugin {included.strip()}, but the request is for {requested}",
             )
 
     if desc.type is PluginType.SINK:
@@ -295,7 +298,7 @@ def _result(
     for name, key in definition.keys().items():
         value = values.pop(name, None)
         configs.append(ConfigInfo(key, value if value is not None else ConfigValue(name)))
-    # Values for names the definition lacks (e.g. errors on undefined keys) come last.
+    # Values of keys outside the definition (e.g. a null given for an unknown key) come last.
     configs.extend(ConfigInfo(None, value) for value in values.values())
     return ConfigInfos(
         plugin_class_name=plugin_class_name,

@@ -1,4 +1,4 @@
-"""Built-in connector plugins (DESIGN §10), registered under the ``sluiceway.connectors`` entry points.
+"""Built-in connector plugins, registered under the ``sluiceway.connectors`` entry points.
 
 None of these modules imports Spark at import time: the control plane loads them to validate configs.
 """

@@ -1,9 +1,13 @@
-"""FileStreamSource / FileStreamSink: lines of text, with Kafka's FileStream semantics and config names.
+"""FileStreamSource / FileStreamSink: one text file as a stream of lines, in both directions.
 
-The source reads lines from a file (``\\n``, ``\\r\\n`` or ``\\r`` end a line) starting at the byte
-position of its committed offset: partition ``{"filename": path}``, offset ``{"position": bytes}``
-(the position just after the record's line). The sink appends one line per record value.
-Unlike Kafka, ``file`` is required: an executor has no console to read from or print to.
+Both are record-level connectors, so their tasks run inside Spark (``pipelines/record_tasks.py``):
+``file`` is a path on the machines where Spark runs the task, not on the executor.
+
+The source turns every complete line (ended by ``\\n``, ``\\r\\n`` or ``\\r``) into a string record.
+Each batch opens the file again at the committed byte position: the source partition is
+``{"filename": path}`` and the offset ``{"position": bytes}``, the position just after a record's line.
+The sink appends every record value as one line and syncs the file before its offsets are
+committed. Kafka Connect falls back to stdin and stdout without ``file``; here ``file`` is required.
 """
 
 from __future__ import annotations
@@ -54,7 +58,8 @@ POSITION_FIELD: Final = "position"
 
 STRING_SCHEMA: Final[Mapping[str, Any]] = {"type": "string", "optional": False}
 _READ_CHUNK: Final = 64 * 1024
-# Kafka's FileStreamSourceTask waits one second when the file is missing or has no new line.
+# How long poll() waits before returning nothing when the file is missing or has no new complete
+# line (the same second as Kafka's task).
 IDLE_WAIT_S: Final = 1.0
 
 
@@ -66,14 +71,17 @@ def source_config_def() -> ConfigDef:
             ConfigType.STRING,
             validator=NonEmptyString(),
             importance=Importance.HIGH,
-            documentation="Source filename.",
+            documentation=(
+                "Path of the text file to read, as the Spark workers running the task see it. A file "
+                "that does not exist yet is waited for."
+            ),
         )
         .define(
             TOPIC_CONFIG,
             ConfigType.STRING,
             validator=NonEmptyString(),
             importance=Importance.HIGH,
-            documentation="The topic to publish data to",
+            documentation="Kafka topic every line is written to.",
         )
         .define(
             TASK_BATCH_SIZE_CONFIG,
@@ -81,7 +89,8 @@ def source_config_def() -> ConfigDef:
             DEFAULT_TASK_BATCH_SIZE,
             Range.at_least(1),
             Importance.LOW,
-            "The maximum number of records the source task can read from the file each time it is polled",
+            "Most lines one poll() returns. A batch polls until the file has no new line, "
+            "batch.max.records is reached or a second has passed.",
         )
     )
 
@@ -92,7 +101,10 @@ def sink_config_def() -> ConfigDef:
         ConfigType.STRING,
         validator=NonEmptyString(),
         importance=Importance.HIGH,
-        documentation="Destination filename; one line is appended per record value.",
+        documentation=(
+            "Path of the text file that every record value is appended to as one line, on the Spark "
+            "workers running the task; created when missing."
+        ),
     )
 
 
@@ -113,7 +125,7 @@ class FileStreamSourceConnector(SourceConnector):
     def start(self, props: Mapping[str, str]) -> None:
         config = AbstractConfig(source_config_def(), props)
         self._props = dict(props)
-        _log.info("Starting file source connector reading from %s", config.get_string(FILE_CONFIG))
+        _log.info("FileStreamSource will read lines of %s", config.get_string(FILE_CONFIG))
 
     def stop(self) -> None:
         """Nothing runs in the background."""
@@ -122,7 +134,7 @@ class FileStreamSourceConnector(SourceConnector):
         return FileStreamSourceTask
 
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
-        # Only one reader of one file makes sense (Kafka's rule).
+        # One file, one task: a second task would emit every line again.
         return [dict(self._props)]
 
     def alter_offsets(
@@ -132,28 +144,33 @@ class FileStreamSourceConnector(SourceConnector):
     ) -> bool:
         if not (connector_config.get(FILE_CONFIG) or "").strip():
             raise ConnectException(
-                f"Offsets cannot be modified if the '{FILE_CONFIG}' configuration is unspecified."
+                f"'{FILE_CONFIG}' is not set, so this connector has no file whose offsets could be altered"
             )
         for partition, offset in offsets:
             if offset is None:
-                # Tombstones are allowed for anything, so that garbage offsets can be cleaned up.
+                # A reset (null offset) is accepted for any partition, however malformed.
                 continue
             if POSITION_FIELD not in offset:
                 raise ConnectException(
-                    f"Offset objects should either be null or contain the key '{POSITION_FIELD}'"
+                    f"Offset {dict(offset)} must be null (a reset) or hold the byte position under "
+                    f"'{POSITION_FIELD}'"
                 )
             position = offset[POSITION_FIELD]
             if not _is_int(position):
                 raise ConnectException(
-                    f"The value for the '{POSITION_FIELD}' key in the offset is expected to be a Long value"
+                    f"'{POSITION_FIELD}' must be a whole number of bytes (Kafka Connect stores a "
+                    f"Long value), got {position!r}"
                 )
             if position < 0:
                 raise ConnectException(
-                    f"The value for the '{POSITION_FIELD}' key in the offset should be a non-negative value"
+                    f"'{POSITION_FIELD}' is a byte position and must be non-negative, got {position}"
                 )
             if FILENAME_FIELD not in partition:
-                raise ConnectException(f"Partition objects should contain the key '{FILENAME_FIELD}'")
-        # The task checks the position against the actual file when it starts.
+                raise ConnectException(
+                    f"Source partitions of this connector are {{'{FILENAME_FIELD}': <path>}}; "
+                    f"{dict(partition)} does not contain the key '{FILENAME_FIELD}'"
+                )
+        # A position past the end of the file is no error: a task reads from there once the file grows.
         return True
 
 
@@ -190,25 +207,29 @@ class FileStreamSourceTask(SourceTask):
         if offset is not None:
             recorded = offset.get(POSITION_FIELD)
             if recorded is not None and not _is_int(recorded):
-                raise ConnectException("Offset position is the incorrect type")
+                raise ConnectException(
+                    f"The committed '{POSITION_FIELD}' of {self._filename} has the incorrect type "
+                    f"{type(recorded).__name__}; it must be an integer byte position"
+                )
             if recorded is not None:
                 if recorded < 0:
-                    raise ConnectException(f"Offset position {recorded} is negative")
+                    raise ConnectException(
+                        f"The committed '{POSITION_FIELD}' of {self._filename} is {recorded}; "
+                        "a byte position cannot be negative"
+                    )
                 position = int(recorded)
         try:
             stream = open(self._filename, "rb", buffering=0)  # noqa: SIM115 - held open across polls
         except FileNotFoundError:
-            _log.warning(
-                "Couldn't find file %s for FileStreamSourceTask, waiting for it to be created", self._filename
-            )
+            _log.warning("source file %s does not exist yet; nothing to read", self._filename)
             return False
         except OSError as e:
-            raise ConnectException(f"Error while trying to open file {self._filename}: {e}") from e
+            raise ConnectException(f"cannot open {self._filename} for reading: {e}") from e
         stream.seek(position)
         self._stream = stream
         self._position = position
         self._buffer.clear()
-        _log.debug("Opened %s for reading at position %d", self._filename, position)
+        _log.debug("reading %s from byte %d", self._filename, position)
         return True
 
     def _extract_lines(self, limit: int) -> list[tuple[str, int]]:
@@ -267,7 +288,7 @@ class FileStreamSourceTask(SourceTask):
             try:
                 chunk = self._stream.read(_READ_CHUNK)
             except OSError as e:
-                raise ConnectException(f"Error while reading file {self._filename}: {e}") from e
+                raise ConnectException(f"reading {self._filename} failed: {e}") from e
             if not chunk:
                 break
             self._buffer += chunk
@@ -295,7 +316,7 @@ class FileStreamSinkConnector(SinkConnector):
     def start(self, props: Mapping[str, str]) -> None:
         config = AbstractConfig(sink_config_def(), props)
         self._props = dict(props)
-        _log.info("Starting file sink connector writing to %s", config.get_string(FILE_CONFIG))
+        _log.info("FileStreamSink will append lines to %s", config.get_string(FILE_CONFIG))
 
     def stop(self) -> None:
         """Nothing runs in the background."""
@@ -343,9 +364,7 @@ class FileStreamSinkTask(SinkTask):
             # newline="" writes "\n" as is on every platform.
             self._file = open(self._filename, "a", encoding="utf-8", newline="")  # noqa: SIM115 - held open until stop()
         except OSError as e:
-            raise ConnectException(
-                f"Couldn't find or create file '{self._filename}' for FileStreamSinkTask: {e}"
-            ) from e
+            raise ConnectException(f"cannot open {self._filename!r} for appending: {e}") from e
 
     def put(self, records: Sequence[SinkRecord]) -> None:
         if self._file is None:

@@ -110,7 +110,11 @@ def _connection_config_def() -> ConfigDef:
             ConfigType.STRING,
             validator=Lambda(_check_jdbc_url, "JDBC URL (jdbc:...)"),
             importance=Importance.HIGH,
-            documentation="JDBC connection URL, e.g. jdbc:postgresql://localhost:5432/db.",
+            documentation=(
+                "Database that Spark's JDBC reader and writer connect to, e.g. "
+                "jdbc:postgresql://localhost:5432/db. The database's driver JAR must be on Spark's "
+                "classpath; for jdbc:postgresql: URLs the connector names the driver class itself."
+            ),
             group=_CONNECTION_GROUP,
             order_in_group=1,
             width=Width.LONG,
@@ -122,7 +126,7 @@ def _connection_config_def() -> ConfigDef:
             None,
             None,
             Importance.HIGH,
-            "JDBC connection user.",
+            "Database user Spark logs in as; leave it unset when the URL includes the user.",
             _CONNECTION_GROUP,
             2,
             Width.MEDIUM,
@@ -134,7 +138,7 @@ def _connection_config_def() -> ConfigDef:
             None,
             None,
             Importance.HIGH,
-            "JDBC connection password.",
+            "Password of connection.user; API answers show it masked.",
             _CONNECTION_GROUP,
             3,
             Width.MEDIUM,
@@ -178,8 +182,8 @@ def source_config_def() -> ConfigDef:
             None,
             Nullable(_IDENTIFIER_VALIDATOR),
             Importance.MEDIUM,
-            "The name of a strictly incrementing integer column used to detect new rows; required in "
-            "'incrementing' mode.",
+            "Integer column whose value grows with every inserted row: each batch copies the rows above "
+            "the committed value. Required in 'incrementing' mode.",
             _SOURCE_GROUP,
             3,
             Width.MEDIUM,
@@ -191,7 +195,7 @@ def source_config_def() -> ConfigDef:
             "",
             None,
             Importance.HIGH,
-            "Prefix prepended to the table name to make the name of the topic the rows are written to.",
+            "The rows go to the Kafka topic named by this prefix followed by the table name.",
             _SOURCE_GROUP,
             4,
             Width.MEDIUM,
@@ -203,7 +207,7 @@ def source_config_def() -> ConfigDef:
             100000,
             Range.at_least(1),
             Importance.LOW,
-            "Maximum number of rows to read in one batch.",
+            "Most rows one batch (one Spark job) copies.",
             _SOURCE_GROUP,
             5,
             Width.SHORT,

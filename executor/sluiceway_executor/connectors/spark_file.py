@@ -79,7 +79,7 @@ def config_def() -> ConfigDef:
             [],
             Composite.of(
                 ListOf(NonEmptyString()),
-                UniqueItems("unique column names", "Duplicate column name provided."),
+                UniqueItems("unique column names", "a column is listed more than once"),
             ),
             Importance.MEDIUM,
             "Columns of the batch to partition the output directories by (e.g. topic); none by default.",

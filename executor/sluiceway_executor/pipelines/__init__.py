@@ -1,4 +1,4 @@
-"""Task pipelines: what one micro-batch of a source or sink task does (DESIGN §6).
+"""Task pipelines: what one micro-batch of a source or sink task does (docs/ARCHITECTURE.md §3).
 
 The runner (``sluiceway_executor.runner``) drives a :class:`Pipeline` batch after batch and commits
 each batch's offsets through the control plane; the pipelines themselves only read, convert and

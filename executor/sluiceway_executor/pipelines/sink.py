@@ -1,4 +1,5 @@
-"""The sink pipeline: Kafka → converters → the sink task, one bounded batch at a time (DESIGN §6).
+"""The sink pipeline: Kafka → converters → the sink task, one bounded batch at a time
+(docs/ARCHITECTURE.md §3).
 
 Each batch lists the partitions of ``topics`` / ``topics.regex`` again (a topic created later that
 matches the regex is picked up), takes this task's share of them, reads each partition from the

@@ -1,5 +1,5 @@
 """The source pipeline: the source task reads a bounded batch inside Spark → converters → Kafka
-(DESIGN §6). The batch's source offsets are committed once the Kafka writer has had every record
+(docs/ARCHITECTURE.md §3). The batch's source offsets are committed once the Kafka writer has had every record
 acknowledged (idempotent producer, acks=all).
 
 - A :class:`~sluiceway.connect.DataFrameSourceTask` returns the batch as a DataFrame plus the

@@ -35,7 +35,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
     async def GetServerInfo(
         self, request: cluster_pb2.GetServerInfoRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> cluster_pb2.ServerInfo:
-        # One replica for now: it leads its own cluster (the cluster issue adds election and members).
+        # Leader election is not built: the replica answering is the leader and the only member.
         me = cluster_pb2.Member(
             id=self.herder.worker_id,
             advertised_address=self.advertised_address,

@@ -158,7 +158,7 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
         if request.delete_offsets:
             await context.abort(
                 grpc.StatusCode.UNIMPLEMENTED,
-                "delete_offsets arrives with offsets management (KIP-875); reset offsets separately for now",
+                "delete_offsets is not supported: offsets management (KIP-875) is not built yet",
             )
 
         async def call() -> empty_pb2.Empty:

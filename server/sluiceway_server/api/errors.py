@@ -1,5 +1,5 @@
 """Herder errors → gRPC statuses with google.rpc.ErrorInfo (domain "sluiceway"), BadRequest
-field violations and RetryInfo (DESIGN §3). Bad input never becomes INTERNAL or UNKNOWN."""
+field violations and RetryInfo. Bad input never becomes INTERNAL or UNKNOWN."""
 
 from __future__ import annotations
 

@@ -28,7 +28,8 @@ class PluginServicer(plugins_pb2_grpc.PluginServiceServicer):
     async def ListPlugins(
         self, request: plugins_pb2.ListPluginsRequest, context: Context
     ) -> plugins_pb2.ListPluginsResponse:
-        # Converters, transforms and predicates are listed once they are plugins (transforms issue).
+        # Connector plugins only, whatever include_all_types says: converters are built in, and
+        # transforms and predicates are not implemented.
         return plugins_pb2.ListPluginsResponse(
             plugins=[convert.plugin(d) for d in self.herder.plugins.connectors()]
         )

@@ -1,1 +1,1 @@
-"""The control-plane cluster: executor membership and task assignment (and, later, leader election)."""
+"""The control-plane cluster: executor membership and task assignment (no leader election yet)."""

@@ -1,5 +1,5 @@
 """Task assignment as a pure function: balanced by task count, sticky, and never placing a
-task on a second executor before the first has released it (DESIGN §5).
+task on a second executor before the first has released it (docs/ARCHITECTURE.md §6).
 
 The coordinator calls `plan()` whenever tasks, executors or releases change and carries out
 the result: revocations first; a task moving between executors is assigned to its new owner

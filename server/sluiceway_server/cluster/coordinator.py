@@ -446,7 +446,7 @@ class ExecutorCoordinator:
     def _source_offsets(
         self, connector: str, config: Mapping[str, str]
     ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-        """Read from the global topic and the connector's own one; its own wins (DESIGN §4)."""
+        """Read from the global topic and the connector's own one; its own wins."""
         merged = {json.dumps(p, sort_keys=True): (p, o) for p, o in self.offset_store.offsets(connector)}
         own = self._own_offset_store(config)
         if own is not None:
@@ -510,5 +510,5 @@ class ExecutorCoordinator:
             await asyncio.to_thread(self.status_store.put_topic, record, self.store_timeout)
 
     def forget_connector(self, connector: str) -> None:
-        """KIP-558 reset or deletion: topics are recorded again on their next use."""
+        """The connector was deleted: a new connector of that name records its topics afresh."""
         self._seen_topics = {(c, t) for c, t in self._seen_topics if c != connector}

@@ -1,6 +1,6 @@
 """One running `Connector` plugin instance on the leader. Every plugin callback runs on the
 instance's own thread under a time limit, so a slow or hung plugin fails its own connector
-and never stalls the API or other connectors (DESIGN §5, isolation)."""
+and never stalls the API or other connectors (docs/ARCHITECTURE.md §8)."""
 
 from __future__ import annotations
 

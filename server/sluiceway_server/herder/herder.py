@@ -1,8 +1,8 @@
-"""The herder: connector lifecycle on top of the Kafka-backed stores (Kafka Connect's
-DistributedHerder, for one leader replica).
+"""The herder: connector lifecycle on top of the Kafka-backed stores (the job of Kafka Connect's
+DistributedHerder). Leader election is not built: the replica acts as the leader of its group.
 
 Mutations write records to the config topic and wait until they are read back; the
-leader then *reconciles* each connector — the plugin instance, its task configs and its
+replica then *reconciles* each connector — the plugin instance, its task configs and its
 status — towards what the config topic says. Reconciliation is idempotent and is also
 driven by config-topic updates, so whoever wrote a record, the outcome is the same.
 Per-connector locks keep one connector's slow plugin from blocking the others.
@@ -343,7 +343,7 @@ class Herder:
             ]
             summary = "; ".join(f"{v.field}: {v.description}" for v in violations)
             raise InvalidArgumentError(
-                f"Connector configuration is invalid and contains {infos.error_count} error(s): {summary}",
+                f"Config of connector {name} has {infos.error_count} error(s): {summary}",
                 reason="INVALID_CONFIG",
                 violations=violations,
                 metadata={"connector": name, "error_count": str(infos.error_count)},
@@ -353,9 +353,8 @@ class Herder:
     def _with_name(name: str, config: Mapping[str, str], field: str) -> dict[str, str]:
         if "name" in config and config["name"] != name:
             raise InvalidArgumentError(
-                f"Connector name configuration ({config['name']}) doesn't match connector name "
-                "in the request "
-                f"({name})",
+                f"The config's name {config['name']!r} differs from the connector name {name!r} "
+                "of the request",
                 reason="INVALID_CONFIG",
                 violations=[FieldViolation("name", f"must equal the connector name {name!r} ({field})")],
             )
@@ -414,7 +413,7 @@ class Herder:
                 raise connector_not_found(name)
             if "name" in remove or ("name" in set_values and set_values["name"] != name):
                 raise InvalidArgumentError(
-                    "Connector name configuration cannot be changed or removed",
+                    f"A patch cannot change or remove the 'name' of connector {name}",
                     reason="INVALID_CONFIG",
                     violations=[FieldViolation("name", "cannot be changed or removed by a patch")],
                 )

@@ -1,5 +1,6 @@
-"""Cluster state in Kafka (DESIGN §4): the config, status and offsets topics, in Kafka Connect's own
-keys and JSON values, each materialised by a store over a RecordLog (KafkaLog, or MemoryLog in tests)."""
+"""Cluster state in Kafka (docs/ARCHITECTURE.md §5): the config, status and offsets topics, in
+Kafka Connect's own keys and JSON values, each materialised by a store over a RecordLog (KafkaLog,
+or MemoryLog in tests)."""
 
 from sluiceway_server.storage.config_store import (
     ClusterConfigState,

@@ -1,4 +1,5 @@
-"""The config topic, with Kafka Connect's keys and JSON values (DESIGN §4; KafkaConfigBackingStore).
+"""The config topic, with Kafka Connect's keys and JSON values (docs/ARCHITECTURE.md §5; Kafka's
+KafkaConfigBackingStore).
 
 - `connector-{c}`: `{"properties": {...}}`; tombstone = deleted
 - `task-{c}-{n}`: `{"properties": {...}}`, deferred until the connector's commit record

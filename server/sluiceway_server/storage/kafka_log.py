@@ -1,7 +1,8 @@
 """A compacted topic read from the beginning by a background thread (Kafka Connect's KafkaBasedLog).
 
 Reading "to the end" must be exact on Apache Kafka and on Tansu, whose ListOffsets(latest) answers
-the last *batch's* base offset + 1 (DESIGN §11). See KafkaLog.read_to_end for the scheme."""
+the last *batch's* base offset + 1 (a Tansu quirk, docs/ARCHITECTURE.md §9). See
+KafkaLog.read_to_end for the scheme."""
 
 from __future__ import annotations
 
@@ -112,7 +113,8 @@ class KafkaLog:
             "logger": log,
         }
         self._consumer_config: dict[str, Any] = {
-            # Aborted transactional writes (a fenced leader's) must never be applied.
+            # Kafka Connect writes internal topics in transactions when exactly-once source support
+            # is on; a write it aborted must never be applied here.
             "isolation.level": "read_committed",
             # Writers wait until their record is read back. Brokers that do not wake a waiting fetch
             # when data arrives (Tansu) would add up to this much to every write.

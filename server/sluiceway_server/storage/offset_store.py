@@ -1,4 +1,5 @@
-"""The source-offsets topic, in Kafka Connect's format (DESIGN §4; KafkaOffsetBackingStore, KIP-875).
+"""The source-offsets topic, in Kafka Connect's format (docs/ARCHITECTURE.md §5; Kafka's
+KafkaOffsetBackingStore, KIP-875).
 
 Key: JSON `["{connector}", {source partition}]`; value: JSON offset map; tombstone = reset.
 

@@ -1,4 +1,5 @@
-"""The status topic, with Kafka Connect's keys and JSON values (DESIGN §4; KafkaStatusBackingStore, KIP-558).
+"""The status topic, with Kafka Connect's keys and JSON values (docs/ARCHITECTURE.md §5; Kafka's
+KafkaStatusBackingStore, KIP-558).
 
 - `status-connector-{c}`, `status-task-{c}-{n}`:
   `{"state", "trace", "worker_id", "generation"}`, plus our own optional `"recent_errors"`
@@ -266,7 +267,7 @@ class StatusStore:
         )
 
     def remove_topics(self, connector: str, timeout: float = 30.0) -> None:
-        """Tombstones every active-topic record of the connector (KIP-558 reset)."""
+        """Tombstones every active-topic record of the connector (the herder does so on deletion)."""
         _check_name(connector)
         with self._lock:
             topics = sorted(self._topics.get(connector, {}))

@@ -119,8 +119,8 @@ def test_create_rejects_nulls_and_reports_field_violations(cli: Cli, tmp_path: P
 
     cli("connectors", "create", "gen", "connector.class=DataGenSource", code=1)
     assert cli.err.splitlines() == [
-        "error: INVALID_ARGUMENT INVALID_CONFIG: Connector configuration is invalid and contains 1 error(s)",
-        '  topic: Missing required configuration "topic"',
+        "error: INVALID_ARGUMENT INVALID_CONFIG: Config of connector gen has 1 error(s): "
+        "topic: no value given, and this key has no default",
     ]
 
 
@@ -290,7 +290,7 @@ def test_offsets_round_trip_through_json(cli: Cli, tmp_path: Path) -> None:
         )
     )
     assert cli("offsets", "alter", "alpha", "--file", str(path)) == (
-        "The offsets for this connector have been altered successfully\n"
+        "Offsets of connector alpha altered; the connector acknowledged the change\n"
     )
     assert _lines(cli("offsets", "get", "alpha")) == [
         ["PARTITION", "OFFSET"],
@@ -311,7 +311,7 @@ def test_offsets_need_a_stopped_connector(cli: Cli, tmp_path: Path) -> None:
     path.write_text('[{"partition": {"task": 0}, "offset": null}]')
     cli("offsets", "alter", "alpha", "-f", str(path), code=1)
     assert cli.err.startswith(
-        "error: FAILED_PRECONDITION CONNECTOR_NOT_STOPPED: Connectors must be in the STOPPED"
+        "error: FAILED_PRECONDITION CONNECTOR_NOT_STOPPED: Connector alpha is RUNNING; offsets change only"
     )
 
 

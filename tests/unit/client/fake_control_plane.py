@@ -234,18 +234,20 @@ class FakeControlPlane:
             result.status.CopyFrom(self.status_of(connector, stored))
         return result
 
-    def validate(self, config: dict[str, str], context: grpc.ServicerContext) -> None:
+    def validate(self, name: str, config: dict[str, str], context: grpc.ServicerContext) -> None:
+        missing = "no value given, and this key has no default"
         problems = []
         if "connector.class" not in config:
-            problems.append(("connector.class", 'Missing required configuration "connector.class"'))
+            problems.append(("connector.class", missing))
         elif config["connector.class"] in (DATAGEN, "DataGenSource") and "topic" not in config:
-            problems.append(("topic", 'Missing required configuration "topic"'))
+            problems.append(("topic", missing))
         if problems:
+            summary = "; ".join(f"{key}: {problem}" for key, problem in problems)
             self.abort(
                 context,
                 rich_status(
                     grpc.StatusCode.INVALID_ARGUMENT,
-                    f"Connector configuration is invalid and contains {len(problems)} error(s)",
+                    f"Config of connector {name} has {len(problems)} error(s): {summary}",
                     "INVALID_CONFIG",
                     violations=problems,
                 ),
@@ -268,7 +270,7 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
         fake = self.fake
         fake.enter("CreateConnector", request, context)
         config = dict(request.connector.config)
-        fake.validate(config, context)
+        fake.validate(request.connector_id, config, context)
 
         def produce() -> connectors_pb2.Connector:
             if request.connector_id in fake.connectors:
@@ -320,7 +322,7 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
         fake.enter("ReplaceConnectorConfig", request, context)
         connector = request.name.removeprefix("connectors/")
         config = dict(request.config)
-        fake.validate(config, context)
+        fake.validate(connector, config, context)
         created = connector not in fake.connectors
         if created:
             fake.add_connector(connector, config)
@@ -509,7 +511,7 @@ class PluginServicer(plugins_pb2_grpc.PluginServiceServicer):
         if "topic" in request.config:
             topic.value.value = request.config["topic"]
         else:
-            topic.value.errors.append('Missing required configuration "topic" which has no default value.')
+            topic.value.errors.append("topic: no value given, and this key has no default")
         response.error_count = sum(len(c.value.errors) for c in response.configs)
         return response
 
@@ -524,9 +526,8 @@ class OffsetServicer(offsets_pb2_grpc.OffsetServiceServicer):
                 context,
                 rich_status(
                     grpc.StatusCode.FAILED_PRECONDITION,
-                    "Connectors must be in the STOPPED state before their offsets can be modified. "
-                    f"This can be done for the specified connector by issuing a 'PUT' request to the "
-                    f"'/connectors/{connector}/stop' endpoint",
+                    f"Connector {connector} is {common_pb2.TargetState.Name(stored.target)}; offsets "
+                    f"change only while it is stopped: run `sluiceway connectors stop {connector}` first",
                     "CONNECTOR_NOT_STOPPED",
                 ),
             )
@@ -545,7 +546,7 @@ class OffsetServicer(offsets_pb2_grpc.OffsetServiceServicer):
             if item.HasField("offset"):
                 stored.offsets.append(item)
         return offsets_pb2.AlterConnectorOffsetsResponse(
-            message="The offsets for this connector have been altered successfully",
+            message=f"Offsets of connector {connector} altered; the connector acknowledged the change",
             connector_acknowledged=True,
         )
 
@@ -554,9 +555,7 @@ class OffsetServicer(offsets_pb2_grpc.OffsetServiceServicer):
         connector, stored = self.fake.lookup(request.name, context)
         self._stopped(connector, stored, context)
         stored.offsets = []
-        return offsets_pb2.ResetConnectorOffsetsResponse(
-            message="The offsets for this connector have been reset successfully", connector_acknowledged=True
-        )
+        return offsets_pb2.ResetConnectorOffsetsResponse(message="offsets reset", connector_acknowledged=True)
 
 
 class TopicServicer(topics_pb2_grpc.TopicServiceServicer):

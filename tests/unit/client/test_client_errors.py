@@ -85,10 +85,13 @@ def test_each_code_maps_to_its_class(code: grpc.StatusCode, cls: type[SluicewayE
 def test_rich_status_details_are_parsed() -> None:
     status = rich_status(
         grpc.StatusCode.INVALID_ARGUMENT,
-        "Connector configuration is invalid",
+        "Config of connector gen has 2 error(s)",
         "INVALID_CONFIG",
         metadata={"connector": "gen"},
-        violations=[("topic", "Missing required configuration"), ("tasks.max", "Must be at least 1")],
+        violations=[
+            ("topic", "topic: no value given"),
+            ("tasks.max", "tasks.max: the lowest accepted value is 1"),
+        ],
         retry_delay=1.5,
     )
     error = from_rpc_error(_error_from(status))
@@ -97,11 +100,11 @@ def test_rich_status_details_are_parsed() -> None:
     assert error.reason == "INVALID_CONFIG"
     assert error.metadata == {"connector": "gen"}
     assert error.field_violations == [
-        FieldViolation("topic", "Missing required configuration"),
-        FieldViolation("tasks.max", "Must be at least 1"),
+        FieldViolation("topic", "topic: no value given"),
+        FieldViolation("tasks.max", "tasks.max: the lowest accepted value is 1"),
     ]
     assert error.retry_delay == pytest.approx(1.5)
-    assert str(error) == "INVALID_ARGUMENT INVALID_CONFIG: Connector configuration is invalid"
+    assert str(error) == "INVALID_ARGUMENT INVALID_CONFIG: Config of connector gen has 2 error(s)"
     assert error.status is not None
     assert len(error.status.details) == 3
 

@@ -134,7 +134,7 @@ def test_byte_array_round_trip(data: bytes | None) -> None:
 
 
 def test_byte_array_refuses_other_types() -> None:
-    with pytest.raises(ConverterError, match="not compatible with objects of type str"):
+    with pytest.raises(ConverterError, match="takes bytes, not a str"):
         ByteArrayConverter("value").from_connect_value("text")
 
 
@@ -189,7 +189,7 @@ def test_plain_json_reads_json_null_as_null() -> None:
 
 @pytest.mark.parametrize("data", [b"not json", b"", b"{", b'{"a":1} x', b"NaN", b"\xff\xfe\xfa"])
 def test_invalid_json_is_a_converter_error(data: bytes) -> None:
-    with pytest.raises(ConverterError, match=r"value.converter JsonConverter .*serialization error"):
+    with pytest.raises(ConverterError, match=r"value.converter JsonConverter .*not valid JSON"):
         PLAIN.to_connect_value(data)
 
 
@@ -337,7 +337,7 @@ def test_envelope_reads_what_kafka_writes() -> None:
     "data", [b'{"a":1}', b'{"schema":null}', b'{"schema":null,"payload":1,"extra":2}', b"null", b"[1]"]
 )
 def test_envelope_required(data: bytes) -> None:
-    with pytest.raises(ConverterError, match='requires "schema" and "payload"'):
+    with pytest.raises(ConverterError, match='exactly "schema" and "payload"'):
         ENVELOPE.to_connect_value(data)
 
 
@@ -358,7 +358,7 @@ def test_envelope_payload_must_fit_its_schema(data: bytes) -> None:
 def test_explicit_schema_is_checked_on_write() -> None:
     with pytest.raises(ConverterError, match="out of range for int8"):
         ENVELOPE.from_connect_value(300, {"type": "int8", "optional": False})
-    with pytest.raises(ConverterError, match="required"):
+    with pytest.raises(ConverterError, match="requires a value"):
         ENVELOPE.from_connect_value(None, {"type": "string", "optional": False})
     assert ENVELOPE.from_connect_value(None, {"type": "string", "optional": True}) == (
         b'{"schema":{"type":"string","optional":true},"payload":null}'

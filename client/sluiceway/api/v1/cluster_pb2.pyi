@@ -45,9 +45,9 @@ class Member(_message.Message):
     LEADER_EPOCH_FIELD_NUMBER: _builtins.int
     LEADER_FIELD_NUMBER: _builtins.int
     id: _builtins.str
-    """Stable id of the replica (its advertised address unless configured)."""
+    """Id of the replica: its advertised address."""
     advertised_address: _builtins.str
-    """host:port other replicas and clients reach its gRPC API on."""
+    """host:port of its gRPC API from `advertised.listeners` (default: host name and bound port)."""
     leader_epoch: _builtins.int
     """Leadership epoch; set on the leader."""
     leader: _builtins.bool
@@ -140,7 +140,7 @@ class ServerInfo(_message.Message):
 
     @_builtins.property
     def leader(self) -> Global___Member:
-        """Unset while no leader is known."""
+        """The replica that leads. Leader election is not built, so this is always this_replica."""
 
     @_builtins.property
     def members(self) -> _containers.RepeatedCompositeFieldContainer[Global___Member]: ...

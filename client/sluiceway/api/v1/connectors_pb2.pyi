@@ -397,9 +397,14 @@ class DeleteConnectorRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     delete_offsets: _builtins.bool
-    """Also reset the connector's offsets (KIP-875 future work)."""
+    """Also reset the connector's offsets. Not supported yet (KIP-875 offsets management is not
+    built): a request that sets it fails with UNIMPLEMENTED.
+    """
     wait: _builtins.bool
-    """Return only once the connector and its tasks are fully shut down."""
+    """Wait until the connector and its tasks are shut down. Not implemented yet: ignored; the call
+    returns once the deletion is in the config topic and the connector instance has stopped, and
+    the tasks stop on their executors right after.
+    """
     request_id: _builtins.str
     def __init__(
         self,

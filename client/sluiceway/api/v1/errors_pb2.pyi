@@ -36,41 +36,54 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     INVALID_REQUEST: _ErrorReason.ValueType  # 6
     """INVALID_ARGUMENT: a request field is malformed; see BadRequest field violations."""
     INVALID_OFFSETS: _ErrorReason.ValueType  # 7
-    """INVALID_ARGUMENT: offsets in an alter request are malformed."""
+    """INVALID_ARGUMENT: offsets in an alter request are malformed. Not returned yet."""
     CONNECTOR_NOT_STOPPED: _ErrorReason.ValueType  # 8
-    """FAILED_PRECONDITION: offsets can change only while the connector is STOPPED with no tasks."""
+    """FAILED_PRECONDITION: offsets can change only while the connector is STOPPED with no tasks.
+    Not returned yet.
+    """
     CONSUMER_GROUP_ACTIVE: _ErrorReason.ValueType  # 9
-    """FAILED_PRECONDITION: a sink connector's consumer group still has active members."""
+    """FAILED_PRECONDITION: members are still active in the consumer group of a sink connector.
+    Not returned yet.
+    """
     CONNECTOR_REJECTED_OFFSETS: _ErrorReason.ValueType  # 10
-    """FAILED_PRECONDITION: the connector's alter_offsets refused the change."""
+    """FAILED_PRECONDITION: the connector's alter_offsets refused the change. Not returned yet."""
     NO_LEADER: _ErrorReason.ValueType  # 11
-    """UNAVAILABLE: no leader is known (election under way); retry after RetryInfo's delay."""
+    """UNAVAILABLE: no leader is known; retry after RetryInfo's delay. Not returned yet (there is
+    no leader election: every replica acts as the leader).
+    """
     NOT_LEADER: _ErrorReason.ValueType  # 12
-    """UNAVAILABLE: a forwarded mutation reached a replica that is not the leader."""
+    """UNAVAILABLE: this replica no longer takes the call. Today: an executor attaching while the
+    control plane shuts down; it should attach to a running one.
+    """
     STORAGE_UNAVAILABLE: _ErrorReason.ValueType  # 13
     """UNAVAILABLE: Kafka, holding the cluster state, could not be reached in time."""
     TOPIC_TRACKING_DISABLED: _ErrorReason.ValueType  # 14
-    """PERMISSION_DENIED: topic.tracking.enable is false (KIP-558)."""
+    """PERMISSION_DENIED: topic.tracking.enable is false (KIP-558). Not returned yet."""
     TOPIC_TRACKING_RESET_DISABLED: _ErrorReason.ValueType  # 15
-    """PERMISSION_DENIED: topic.tracking.allow.reset is false (KIP-558)."""
+    """PERMISSION_DENIED: topic.tracking.allow.reset is false (KIP-558). Not returned yet."""
     REQUEST_TIMED_OUT: _ErrorReason.ValueType  # 16
     """DEADLINE_EXCEEDED: the request's deadline passed; the message names the stage."""
     PLUGIN_TIMEOUT: _ErrorReason.ValueType  # 17
-    """DEADLINE_EXCEEDED / FAILED_PRECONDITION: a plugin callback exceeded its time limit."""
+    """DEADLINE_EXCEEDED / FAILED_PRECONDITION: a plugin callback exceeded its time limit.
+    Not returned yet. (a connector whose callback times out is FAILED in its status instead.)
+    """
     STALE_GENERATION: _ErrorReason.ValueType  # 18
-    """FAILED_PRECONDITION: an executor message carried a generation older than its assignment."""
+    """FAILED_PRECONDITION: an executor message carried a generation older than its assignment.
+    Not returned yet. (a stale offset commit is refused in its CommitResult instead.)
+    """
     REQUEST_ID_REUSED: _ErrorReason.ValueType  # 19
     """INVALID_ARGUMENT: a request_id was reused for a different request."""
     UNAUTHENTICATED: _ErrorReason.ValueType  # 20
-    """UNAUTHENTICATED: the caller presented no valid credentials."""
+    """UNAUTHENTICATED: the caller presented no valid credentials. Not returned yet."""
     NOT_AUTHORIZED: _ErrorReason.ValueType  # 21
-    """PERMISSION_DENIED: the caller may not perform this call."""
+    """PERMISSION_DENIED: the caller may not perform this call. Not returned yet."""
     CONNECTOR_ERROR: _ErrorReason.ValueType  # 22
-    """FAILED_PRECONDITION: the connector plugin itself failed while serving the request."""
+    """FAILED_PRECONDITION: the connector plugin itself failed while serving the request. Not returned yet."""
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """The `reason` of the google.rpc.ErrorInfo attached to every error Sluiceway returns.
-    ErrorInfo.domain is always "sluiceway"; the reason is the enum value's name.
+    ErrorInfo.domain is always "sluiceway"; the reason is the enum value's name. Reasons marked
+    "Not returned yet" belong to features that are not built.
     """
 
 ERROR_REASON_UNSPECIFIED: ErrorReason.ValueType  # 0
@@ -87,35 +100,47 @@ INVALID_CONFIG: ErrorReason.ValueType  # 5
 INVALID_REQUEST: ErrorReason.ValueType  # 6
 """INVALID_ARGUMENT: a request field is malformed; see BadRequest field violations."""
 INVALID_OFFSETS: ErrorReason.ValueType  # 7
-"""INVALID_ARGUMENT: offsets in an alter request are malformed."""
+"""INVALID_ARGUMENT: offsets in an alter request are malformed. Not returned yet."""
 CONNECTOR_NOT_STOPPED: ErrorReason.ValueType  # 8
-"""FAILED_PRECONDITION: offsets can change only while the connector is STOPPED with no tasks."""
+"""FAILED_PRECONDITION: offsets can change only while the connector is STOPPED with no tasks.
+Not returned yet.
+"""
 CONSUMER_GROUP_ACTIVE: ErrorReason.ValueType  # 9
-"""FAILED_PRECONDITION: a sink connector's consumer group still has active members."""
+"""FAILED_PRECONDITION: members are still active in the consumer group of a sink connector.
+Not returned yet.
+"""
 CONNECTOR_REJECTED_OFFSETS: ErrorReason.ValueType  # 10
-"""FAILED_PRECONDITION: the connector's alter_offsets refused the change."""
+"""FAILED_PRECONDITION: the connector's alter_offsets refused the change. Not returned yet."""
 NO_LEADER: ErrorReason.ValueType  # 11
-"""UNAVAILABLE: no leader is known (election under way); retry after RetryInfo's delay."""
+"""UNAVAILABLE: no leader is known; retry after RetryInfo's delay. Not returned yet (there is
+no leader election: every replica acts as the leader).
+"""
 NOT_LEADER: ErrorReason.ValueType  # 12
-"""UNAVAILABLE: a forwarded mutation reached a replica that is not the leader."""
+"""UNAVAILABLE: this replica no longer takes the call. Today: an executor attaching while the
+control plane shuts down; it should attach to a running one.
+"""
 STORAGE_UNAVAILABLE: ErrorReason.ValueType  # 13
 """UNAVAILABLE: Kafka, holding the cluster state, could not be reached in time."""
 TOPIC_TRACKING_DISABLED: ErrorReason.ValueType  # 14
-"""PERMISSION_DENIED: topic.tracking.enable is false (KIP-558)."""
+"""PERMISSION_DENIED: topic.tracking.enable is false (KIP-558). Not returned yet."""
 TOPIC_TRACKING_RESET_DISABLED: ErrorReason.ValueType  # 15
-"""PERMISSION_DENIED: topic.tracking.allow.reset is false (KIP-558)."""
+"""PERMISSION_DENIED: topic.tracking.allow.reset is false (KIP-558). Not returned yet."""
 REQUEST_TIMED_OUT: ErrorReason.ValueType  # 16
 """DEADLINE_EXCEEDED: the request's deadline passed; the message names the stage."""
 PLUGIN_TIMEOUT: ErrorReason.ValueType  # 17
-"""DEADLINE_EXCEEDED / FAILED_PRECONDITION: a plugin callback exceeded its time limit."""
+"""DEADLINE_EXCEEDED / FAILED_PRECONDITION: a plugin callback exceeded its time limit.
+Not returned yet. (a connector whose callback times out is FAILED in its status instead.)
+"""
 STALE_GENERATION: ErrorReason.ValueType  # 18
-"""FAILED_PRECONDITION: an executor message carried a generation older than its assignment."""
+"""FAILED_PRECONDITION: an executor message carried a generation older than its assignment.
+Not returned yet. (a stale offset commit is refused in its CommitResult instead.)
+"""
 REQUEST_ID_REUSED: ErrorReason.ValueType  # 19
 """INVALID_ARGUMENT: a request_id was reused for a different request."""
 UNAUTHENTICATED: ErrorReason.ValueType  # 20
-"""UNAUTHENTICATED: the caller presented no valid credentials."""
+"""UNAUTHENTICATED: the caller presented no valid credentials. Not returned yet."""
 NOT_AUTHORIZED: ErrorReason.ValueType  # 21
-"""PERMISSION_DENIED: the caller may not perform this call."""
+"""PERMISSION_DENIED: the caller may not perform this call. Not returned yet."""
 CONNECTOR_ERROR: ErrorReason.ValueType  # 22
-"""FAILED_PRECONDITION: the connector plugin itself failed while serving the request."""
+"""FAILED_PRECONDITION: the connector plugin itself failed while serving the request. Not returned yet."""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015

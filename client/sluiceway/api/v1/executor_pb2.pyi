@@ -477,7 +477,7 @@ Global___CommitResult: _TypeAlias = CommitResult  # noqa: Y015
 
 @_typing.final
 class Fenced(_message.Message):
-    """The leader no longer accepts this executor (declared dead, or a newer leader exists)."""
+    """The control plane dropped this executor: no heartbeat arrived within the session timeout."""
 
     DESCRIPTOR: _descriptor.Descriptor
 

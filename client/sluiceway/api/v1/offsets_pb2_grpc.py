@@ -27,6 +27,7 @@ if _version_not_supported:
 
 class OffsetServiceStub:
     """KIP-875: read, alter and reset the offsets of source and sink connectors.
+    Not built yet: every method answers UNIMPLEMENTED. The comments below describe the contract.
     """
 
     def __init__(self, channel):
@@ -54,6 +55,7 @@ class OffsetServiceStub:
 
 class OffsetServiceServicer:
     """KIP-875: read, alter and reset the offsets of source and sink connectors.
+    Not built yet: every method answers UNIMPLEMENTED. The comments below describe the contract.
     """
 
     def GetConnectorOffsets(self, request, context):
@@ -106,6 +108,7 @@ def add_OffsetServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class OffsetService:
     """KIP-875: read, alter and reset the offsets of source and sink connectors.
+    Not built yet: every method answers UNIMPLEMENTED. The comments below describe the contract.
     """
 
     @staticmethod

@@ -27,7 +27,9 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class OffsetServiceStub:
-    """KIP-875: read, alter and reset the offsets of source and sink connectors."""
+    """KIP-875: read, alter and reset the offsets of source and sink connectors.
+    Not built yet: every method answers UNIMPLEMENTED. The comments below describe the contract.
+    """
 
     @_typing.overload
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
@@ -44,7 +46,9 @@ class OffsetServiceStub:
 
 @_typing.type_check_only
 class OffsetServiceAsyncStub(OffsetServiceStub):
-    """KIP-875: read, alter and reset the offsets of source and sink connectors."""
+    """KIP-875: read, alter and reset the offsets of source and sink connectors.
+    Not built yet: every method answers UNIMPLEMENTED. The comments below describe the contract.
+    """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     GetConnectorOffsets: _aio.UnaryUnaryMultiCallable[_offsets_pb2.GetConnectorOffsetsRequest, _offsets_pb2.ConnectorOffsets]  # type: ignore[assignment]
@@ -57,7 +61,9 @@ class OffsetServiceAsyncStub(OffsetServiceStub):
     """Requires STOPPED with no tasks; idempotent. Kafka Connect: DELETE /connectors/{name}/offsets."""
 
 class OffsetServiceServicer(metaclass=_abc_1.ABCMeta):
-    """KIP-875: read, alter and reset the offsets of source and sink connectors."""
+    """KIP-875: read, alter and reset the offsets of source and sink connectors.
+    Not built yet: every method answers UNIMPLEMENTED. The comments below describe the contract.
+    """
 
     @_abc_1.abstractmethod
     def GetConnectorOffsets(

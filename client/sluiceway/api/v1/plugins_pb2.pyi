@@ -135,7 +135,10 @@ class ListPluginsRequest(_message.Message):
 
     INCLUDE_ALL_TYPES_FIELD_NUMBER: _builtins.int
     include_all_types: _builtins.bool
-    """List converters, transforms and predicates too (Kafka Connect's connectorsOnly=false)."""
+    """List converters, transforms and predicates too (Kafka Connect's connectorsOnly=false).
+    Ignored for now: only connector plugins are listed (converters are built in, and transforms
+    and predicates are not implemented).
+    """
     def __init__(
         self,
         *,

@@ -28,6 +28,8 @@ if _version_not_supported:
 
 class TopicServiceStub:
     """KIP-558: the topics each connector actively uses.
+    Not built yet: every method answers UNIMPLEMENTED (the topics are already recorded in the
+    status topic). The comments below describe the contract.
     """
 
     def __init__(self, channel):
@@ -50,6 +52,8 @@ class TopicServiceStub:
 
 class TopicServiceServicer:
     """KIP-558: the topics each connector actively uses.
+    Not built yet: every method answers UNIMPLEMENTED (the topics are already recorded in the
+    status topic). The comments below describe the contract.
     """
 
     def GetActiveTopics(self, request, context):
@@ -89,6 +93,8 @@ def add_TopicServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class TopicService:
     """KIP-558: the topics each connector actively uses.
+    Not built yet: every method answers UNIMPLEMENTED (the topics are already recorded in the
+    status topic). The comments below describe the contract.
     """
 
     @staticmethod

@@ -28,7 +28,10 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class TopicServiceStub:
-    """KIP-558: the topics each connector actively uses."""
+    """KIP-558: the topics each connector actively uses.
+    Not built yet: every method answers UNIMPLEMENTED (the topics are already recorded in the
+    status topic). The comments below describe the contract.
+    """
 
     @_typing.overload
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
@@ -41,7 +44,10 @@ class TopicServiceStub:
 
 @_typing.type_check_only
 class TopicServiceAsyncStub(TopicServiceStub):
-    """KIP-558: the topics each connector actively uses."""
+    """KIP-558: the topics each connector actively uses.
+    Not built yet: every method answers UNIMPLEMENTED (the topics are already recorded in the
+    status topic). The comments below describe the contract.
+    """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     GetActiveTopics: _aio.UnaryUnaryMultiCallable[_topics_pb2.GetActiveTopicsRequest, _topics_pb2.ActiveTopics]  # type: ignore[assignment]
@@ -50,7 +56,10 @@ class TopicServiceAsyncStub(TopicServiceStub):
     """Works for running and deleted connectors. Kafka Connect: PUT /connectors/{name}/topics/reset."""
 
 class TopicServiceServicer(metaclass=_abc_1.ABCMeta):
-    """KIP-558: the topics each connector actively uses."""
+    """KIP-558: the topics each connector actively uses.
+    Not built yet: every method answers UNIMPLEMENTED (the topics are already recorded in the
+    status topic). The comments below describe the contract.
+    """
 
     @_abc_1.abstractmethod
     def GetActiveTopics(
