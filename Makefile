@@ -2,6 +2,9 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
+# What `make test` runs (e.g. `make test TESTS=tests/unit`), and where its coverage data goes.
+TESTS ?= tests
+COVERAGE_DIR := var/coverage
 
 .PHONY: install run test lint proto unit integration clean
 
@@ -16,9 +19,21 @@ install: $(STAMP)
 run: install
 	$(VENV)/bin/sluiceway dev
 
-# Lint, then the whole suite: unit, integration (real broker + Spark Connect) and fault tests.
+# Lint, then the whole suite: unit, integration (real broker + Spark Connect) and fault tests, under
+# coverage (settings in pyproject.toml; the control planes and executors the tests start are measured
+# too). Prints the total and per-package line coverage and exits with pytest's status; afterwards
+# `$(PY) -m coverage report` (or `html`) shows every file.
 test: install lint
-	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) tests
+	@rm -rf $(COVERAGE_DIR) && mkdir -p $(COVERAGE_DIR)
+	@export COVERAGE_FILE=$(CURDIR)/$(COVERAGE_DIR)/.coverage; \
+	$(PY) -m coverage run -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) $(TESTS); status=$$?; \
+	$(PY) -m coverage combine -q && total=$$($(PY) -m coverage report --format=total) && { \
+		echo "line coverage: total $$total%"; \
+		for pkg in sluiceway sluiceway_server sluiceway_executor; do \
+			pct="$$($(PY) -m coverage report --include="*/$$pkg/*" --format=total)%" || pct="no data"; \
+			echo "  $$pkg $$pct"; \
+		done; } || echo "line coverage: no data"; \
+	exit $$status
 
 lint: install
 	$(VENV)/bin/ruff check client server executor tests protos deploy bench

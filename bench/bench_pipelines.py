@@ -33,8 +33,8 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from pyspark.sql import SparkSession
 
 from sluiceway.client import SluicewayClient
-from sluiceway_executor.connectors.datagen import datagen_record
-from sluiceway_executor.datasources.kafka import register
+from sluiceway_executor.datagen_records import datagen_record
+from sluiceway_executor.datasources.registry import register
 from sluiceway_executor.kafka_ranges import exact_end_offsets
 from sluiceway_server.embedded import (
     ManagedProcess,

@@ -33,7 +33,9 @@ import grpc
 
 import sluiceway
 from sluiceway.api.v1 import common_pb2, executor_pb2, executor_pb2_grpc
-from sluiceway_executor.pipelines import OffsetPair, PipelineFactory, TaskSpec, offsets_to_proto
+from sluiceway.offsets import OffsetPair, offsets_to_proto
+from sluiceway_executor.pipelines.pipeline import PipelineFactory
+from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_executor.runner import (
     DEFAULT_COMMIT_TIMEOUT_S,
     CommitOutcome,

@@ -3,7 +3,7 @@
 A sink batch reads, for each partition of the task's share, the records in [start, end): start is the
 consumer group's committed offset (or the earliest offset when there is none, Kafka Connect's default
 `auto.offset.reset=earliest`), end is the partition's true end when the batch was planned, capped by
-the batch size. The read inside Spark (datasources/kafka.py) then returns exactly those records.
+the batch size. The read inside Spark (datasources/kafka_reader.py) then returns exactly those records.
 
 "True end" needs care: Tansu's ListOffsets(latest) answers the last *batch's* base offset + 1, so it
 lags the real end whenever producers batch (a Tansu quirk, docs/ARCHITECTURE.md §9).

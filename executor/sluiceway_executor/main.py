@@ -17,6 +17,7 @@ import time
 from types import FrameType
 from typing import TYPE_CHECKING, NoReturn
 
+from sluiceway.logging_setup import configure_logging
 from sluiceway_executor.attach import AttachSettings, ExecutorAgent, default_executor_id
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ def connect_spark(remote: str, stop: threading.Event) -> SparkSession | None:
     ``stop`` is set (then None)."""
     from pyspark.sql import SparkSession
 
-    from sluiceway_executor.pipelines import register_data_sources
+    from sluiceway_executor.pipelines.factory import register_data_sources
 
     delay = 0.5
     while not stop.is_set():
@@ -85,8 +86,6 @@ def connect_spark(remote: str, stop: threading.Event) -> SparkSession | None:
 
 
 def main(argv: list[str]) -> int:
-    from sluiceway_server.main import configure_logging
-
     args = parse_args(argv)
     configure_logging(args.log_level, args.log_format)
     stop = threading.Event()
@@ -123,7 +122,7 @@ def main(argv: list[str]) -> int:
         _exit_now(0)
     log.info("Spark Connect session to %s ready in %.1fs", args.spark_remote, time.monotonic() - started)
 
-    from sluiceway_executor.pipelines import SparkPipelineFactory
+    from sluiceway_executor.pipelines.factory import SparkPipelineFactory
 
     settings = AttachSettings(
         server=args.server,

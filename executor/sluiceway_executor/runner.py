@@ -24,14 +24,9 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from sluiceway.api.v1 import common_pb2
-from sluiceway_executor.pipelines import (
-    BatchOutcome,
-    OffsetPair,
-    Pipeline,
-    PipelineFactory,
-    TaskSpec,
-    canonical,
-)
+from sluiceway.offsets import OffsetPair
+from sluiceway_executor.pipelines.pipeline import BatchOutcome, Pipeline, PipelineFactory, canonical
+from sluiceway_executor.pipelines.spec import TaskSpec
 
 __all__ = [
     "DEFAULT_COMMIT_TIMEOUT_S",

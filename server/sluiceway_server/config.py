@@ -92,6 +92,24 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class WorkerConfig:
+    """The control plane's settings, as Kafka Connect worker keys.
+
+    Owns `props`: every key it was given, known or not. `load` builds it from the built-in `DEFAULTS`,
+    then a properties file, then `SLUICEWAY_*` environment variables, then explicit overrides, later
+    sources winning; keys this module does not know are kept and passed on unchecked, and the
+    `producer.`, `consumer.` and `admin.` ones reach the Kafka clients through `prefixed`.
+
+    Threading: immutable once built (a frozen dataclass whose mapping nothing changes after `load`),
+    so any thread or coroutine may read it.
+
+    Guarantees: an instance returned by `load` has passed `validate`: the required keys are not empty,
+    the numeric keys are integers in their ranges, the boolean keys are `true` or `false`, the
+    executor session timeout exceeds the heartbeat interval, and `listeners` reads as host:port, so
+    the typed getters do not raise for those keys. A key missing from `props` reads as its default.
+    The pass-through client settings are not checked here; that is left to the Kafka clients that
+    receive them.
+    """
+
     props: Mapping[str, str]
 
     @classmethod

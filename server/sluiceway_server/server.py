@@ -36,6 +36,7 @@ from sluiceway_server.api.executors import ExecutorServicer
 from sluiceway_server.api.idempotency import RequestIdCache
 from sluiceway_server.api.plugins import PluginServicer
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
+from sluiceway_server.cluster.offset_committer import OffsetCommitter
 from sluiceway_server.config import WorkerConfig
 from sluiceway_server.herder.herder import Herder
 from sluiceway_server.storage import (
@@ -181,16 +182,17 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
     coordinator = ExecutorCoordinator(
         snapshot=herder.snapshot,
         connector_type=herder.connector_type,
-        status_store=status_store,
-        offset_store=offset_store,
-        offset_store_factory=functools.partial(connector_offset_store, config, startup_timeout),
-        admin=AdminClient(
-            {"bootstrap.servers": config.get("bootstrap.servers"), **config.prefixed("admin.")}
+        status=herder.status,
+        offsets=OffsetCommitter(
+            offset_store=offset_store,
+            offset_store_factory=functools.partial(connector_offset_store, config, startup_timeout),
+            admin=AdminClient(
+                {"bootstrap.servers": config.get("bootstrap.servers"), **config.prefixed("admin.")}
+            ),
         ),
         worker_config=config.props,
         heartbeat_interval=config.seconds("executor.heartbeat.interval.ms"),
         session_timeout=config.seconds("executor.session.timeout.ms"),
-        base_generation=herder.generation,
         topic_tracking=config.get_bool("topic.tracking.enable"),
     )
     herder.scheduler = coordinator

@@ -599,3 +599,20 @@ def test_watch_status_streams_changes(stubs: Stubs, unique: str) -> None:
     removed = next(e for e in stream if e.name == cname(name))
     assert removed.removed
     stream.cancel()
+
+
+def test_a_setting_sluiceway_cannot_honour_is_refused(stubs: Stubs, unique: str) -> None:
+    # errors.tolerance=all would promise that bad records are skipped; Sluiceway cannot skip them yet.
+    name = f"tolerant-{unique}"
+    result = failure(lambda: create(stubs, name, datagen(unique, **{"errors.tolerance": "all"})))
+    assert result.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert result.reason == "INVALID_CONFIG"
+    assert list(result.violations) == ["errors.tolerance"], result.violations
+    assert result.violations["errors.tolerance"][0].startswith("not supported yet: ")
+    assert "errors.tolerance: not supported yet" in result.message
+    missing = failure(
+        lambda: stubs.connectors.GetConnector(
+            connectors_pb2.GetConnectorRequest(name=cname(name)), timeout=10
+        )
+    )
+    assert missing.code == grpc.StatusCode.NOT_FOUND

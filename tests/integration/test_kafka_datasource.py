@@ -5,7 +5,6 @@ the session's Spark Connect server, and read back with a raw consumer."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -20,9 +19,11 @@ from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
-from sluiceway_executor.converters import ByteArrayConverter, JsonConverter, StringConverter, converter_for
+from sluiceway_executor.converters.json_converter import JsonConverter
+from sluiceway_executor.converters.registry import converter_for
+from sluiceway_executor.converters.simple import ByteArrayConverter, StringConverter
 from sluiceway_executor.datasources import register
-from sluiceway_executor.datasources.kafka import SHORT_NAME
+from sluiceway_executor.datasources.kafka_common import SHORT_NAME
 from sluiceway_executor.kafka_ranges import (
     PartitionRange,
     committed_offsets,
@@ -492,117 +493,3 @@ def test_from_connect_then_write_is_what_kafka_converters_read(
         spark.createDataFrame([("not json",)], "value string").select(
             envelope.from_connect(F.col("value")).alias("value")
         ).collect()
-
-
-# -- rough throughput (printed for the benchmark's owner, never asserted) ----------------------
-
-
-@pytest.mark.skipif(
-    not os.environ.get("SLUICEWAY_THROUGHPUT"),
-    reason="a rough measurement (~15 s); run with SLUICEWAY_THROUGHPUT=1 and -s to see the figures",
-)
-def test_throughput_report(
-    spark: SparkSession, broker: EmbeddedBroker, admin: AdminClient, unique: str
-) -> None:
-    """200k 100-byte records through Spark and through raw confluent-kafka clients, warm: the one-off
-    costs (Python workers starting, an idempotent producer getting its id) are paid before timing and
-    reported as the latency of a tiny job."""
-    count, size = 200_000, 100
-    results: dict[str, float] = {}
-
-    def timed(what: str, records: int, job: Any) -> None:
-        started = time.monotonic()
-        job()
-        results[what] = records / (time.monotonic() - started)
-
-    # Warm-up, also timed: one small write and one small read.
-    warm = create_topic(admin, f"kafka-ds-tp-warm-{unique}", PARTITIONS)
-    small = spark.range(0, 1_000, 1, 2).select(F.col("id").cast("string").alias("value"))
-    write(small, broker.bootstrap_servers, warm)
-    started = time.monotonic()
-    write(small, broker.bootstrap_servers, warm)
-    small_write = time.monotonic() - started
-    warm_ranges = whole_topic(broker, admin, warm)
-    read(spark, broker, warm_ranges).write.format("noop").mode("overwrite").save()
-    started = time.monotonic()
-    read(spark, broker, warm_ranges).write.format("noop").mode("overwrite").save()
-    small_read = time.monotonic() - started
-
-    raw_topic = create_topic(admin, f"kafka-ds-tp-raw-{unique}", PARTITIONS)
-    producer = Producer(
-        {
-            "bootstrap.servers": broker.bootstrap_servers,
-            "enable.idempotence": True,
-            "linger.ms": 10,
-            "compression.type": "lz4",
-            "batch.num.messages": 10_000,
-            "queue.buffering.max.messages": 500_000,
-        }
-    )
-    producer.produce(raw_topic, b"warm-up")  # the producer id and the topic's metadata
-    assert producer.flush(30) == 0
-    payload = b"x" * size
-
-    def raw_produce() -> None:
-        for i in range(count):
-            while True:
-                try:
-                    producer.produce(raw_topic, payload, str(i).encode())
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-            if i % 5_000 == 0:
-                producer.poll(0)
-        assert producer.flush(60) == 0
-
-    timed("raw produce", count, raw_produce)
-    producer.close()
-
-    spark_topic = create_topic(admin, f"kafka-ds-tp-spark-{unique}", PARTITIONS)
-    ranged = spark.range(0, count, 1, 2).select(
-        F.col("id").cast("string").cast("binary").alias("key"),
-        F.lpad(F.col("id").cast("string"), size, "x").cast("binary").alias("value"),
-    )
-    timed("spark write (range → kafka)", count, lambda: write(ranged, broker.bootstrap_servers, spark_topic))
-
-    datagen_topic = create_topic(admin, f"kafka-ds-tp-datagen-{unique}", PARTITIONS)
-    key, value = StringConverter("key"), JsonConverter("value", {"schemas.enable": "false"})
-    generated = (
-        spark.read.format("sluiceway-datagen")
-        .option("count", count)
-        .option("num.partitions", 2)
-        .option("record.size.bytes", size)
-        .load()
-        .select(
-            key.from_connect(F.col("key")).alias("key"), value.from_connect(F.col("value")).alias("value")
-        )
-    )
-    timed(
-        "spark datagen → noop (generation alone)",
-        count,
-        lambda: generated.write.format("noop").mode("overwrite").save(),
-    )
-    timed(
-        "spark write (datagen → json → kafka)",
-        count,
-        lambda: write(generated, broker.bootstrap_servers, datagen_topic),
-    )
-
-    ranges = whole_topic(broker, admin, raw_topic)
-    assert sum(r.count for r in ranges) == count + 1
-    consumed: list[Message] = []
-    timed("raw consume (1 consumer)", count, lambda: consumed.extend(consume_all(broker, admin, raw_topic)))
-    assert len(consumed) == count + 1
-    timed(
-        "spark read (kafka → noop)",
-        count,
-        lambda: read(spark, broker, ranges).write.format("noop").mode("overwrite").save(),
-    )
-    assert sum(r.count for r in whole_topic(broker, admin, spark_topic)) == count
-    assert sum(r.count for r in whole_topic(broker, admin, datagen_topic)) == count
-
-    print()
-    for what, rate in results.items():
-        print(f"  {what:42s} {rate:>10,.0f} records/s")
-    print(f"  {'small write job (1k records), warm':42s} {small_write:>10.2f} s")
-    print(f"  {'small read job (2k records), warm':42s} {small_read:>10.2f} s")

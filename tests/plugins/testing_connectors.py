@@ -10,6 +10,7 @@ from pathlib import Path
 from sluiceway.connect import (
     ConfigDef,
     ConfigType,
+    ConfigValue,
     Importance,
     SourceConnector,
     SourceRecord,
@@ -97,3 +98,31 @@ class ControllableSourceConnector(SourceConnector):
         self._mark("stop")
         if self.props.get("fail.stop", "false").lower() == "true":
             raise RuntimeError("stop failed on purpose")
+
+
+class SlowSourceConnector(ControllableSourceConnector):
+    """Every plugin callback is slow: `config()` sleeps CONFIG_DELAY seconds on each call,
+    `validate()` sleeps `validate.delay.ms` more, and `start()` honours `start.delay.ms`. The control
+    plane must keep answering other calls meanwhile."""
+
+    CONFIG_DELAY = 1.5
+
+    def config(self) -> ConfigDef:
+        time.sleep(self.CONFIG_DELAY)
+        return (
+            super()
+            .config()
+            .define(
+                "validate.delay.ms",
+                ConfigType.INT,
+                0,
+                importance=Importance.LOW,
+                documentation="validate() sleeps",
+            )
+        )
+
+    def validate(self, props: Mapping[str, str]) -> list[ConfigValue]:
+        delay = int(props.get("validate.delay.ms", "0"))
+        if delay:
+            time.sleep(delay / 1000)
+        return super().validate(props)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from sluiceway import names
 from sluiceway.errors import FieldViolation, InvalidArgumentError
 
 __all__ = [
@@ -13,8 +14,6 @@ __all__ = [
     "task_name",
 ]
 
-_CONNECTORS = "connectors/"
-_TASKS = "/tasks/"
 _PLUGINS = "plugins/"
 
 
@@ -28,34 +27,38 @@ def _invalid(field: str, description: str) -> InvalidArgumentError:
 
 def connector_name(name: str) -> str:
     """`"my-conn"` or `"connectors/my-conn"` -> `"connectors/my-conn"`."""
-    return _CONNECTORS + connector_id(name)
+    return names.format_connector_name(connector_id(name))
 
 
 def connector_id(name: str) -> str:
     """`"my-conn"` or `"connectors/my-conn"` -> `"my-conn"`."""
-    connector = name.removeprefix(_CONNECTORS)
+    connector = name.removeprefix(names.CONNECTORS_PREFIX)
     if not connector.strip():
         raise _invalid("name", f"a connector name is required, got {name!r}")
     # A slash would make the resource name ambiguous (e.g. a task name passed by mistake).
-    if "/" in connector:
-        raise _invalid("name", f"{name!r} is not a connector name (expected 'NAME' or 'connectors/NAME')")
-    return connector
+    try:
+        return names.check_connector_id(connector)
+    except names.InvalidNameError:
+        raise _invalid(
+            "name", f"{name!r} is not a connector name (expected 'NAME' or 'connectors/NAME')"
+        ) from None
 
 
 def task_name(connector: str, task: int) -> str:
     """`("my-conn", 0)` -> `"connectors/my-conn/tasks/0"`."""
-    # bool is an int subclass; True as a task number is always a mistake.
-    if isinstance(task, bool) or not isinstance(task, int) or task < 0:
-        raise _invalid("task", f"a task number is a non-negative integer, got {task!r}")
-    return f"{connector_name(connector)}{_TASKS}{task}"
+    try:
+        number = names.check_task_number(task)
+    except names.InvalidNameError as exc:
+        raise _invalid("task", exc.description) from None
+    return names.format_task_name(connector_id(connector), number)
 
 
-def parse_task_name(name: str) -> tuple[str, int]:
-    """`"connectors/my-conn/tasks/3"` -> `("my-conn", 3)`."""
-    head, sep, number = name.rpartition(_TASKS)
-    if not sep or not number.isdigit():
-        raise _invalid("name", f"{name!r} is not a task name (expected 'connectors/NAME/tasks/N')")
-    return connector_id(head), int(number)
+def parse_task_name(name: str) -> names.TaskName:
+    """`"connectors/my-conn/tasks/3"` -> `TaskName("my-conn", 3)` (a `(connector, task)` tuple)."""
+    try:
+        return names.parse_task_name(name)
+    except names.InvalidNameError as exc:
+        raise _invalid("name", exc.description) from None
 
 
 def plugin_name(plugin: str) -> str:

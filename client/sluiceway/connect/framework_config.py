@@ -1,12 +1,13 @@
 """The connector keys Sluiceway itself defines, for every plugin: Kafka Connect's key names, types,
 defaults and valid values (ConnectorConfig, SourceConnectorConfig, SinkConnectorConfig,
-TopicCreationConfig), documented for what they do in Sluiceway. Keys that are accepted and validated
-but not yet read by the control plane or the executors say so in their documentation ("Not acted on
-yet")."""
+TopicCreationConfig), documented for what they do in Sluiceway. Keys whose feature Sluiceway does
+not have yet are listed in ``validation.NOT_SUPPORTED_YET``: a value other than their default is
+refused. A few
+others are accepted and validated but not yet read by the control plane or the executors; their
+documentation says so ("Not acted on yet")."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Final
 
 from sluiceway.connect.config import (
@@ -17,7 +18,6 @@ from sluiceway.connect.config import (
     ConfigType,
     Importance,
     Lambda,
-    ListOf,
     NonEmptyString,
     NonEmptyStringWithoutControlChars,
     NonNull,
@@ -25,10 +25,16 @@ from sluiceway.connect.config import (
     Range,
     RegexValidator,
     UniqueItems,
-    Validator,
     ValidString,
     Width,
-    parse_type,
+)
+from sluiceway.connect.topic_creation_config import (
+    REPLICATION_FACTOR_VALIDATOR,
+    TOPIC_CREATION_GROUP,
+    TOPIC_CREATION_GROUPS_CONFIG,
+    TOPIC_CREATION_PREFIX,
+    topic_creation_config_def,
+    uses_topic_creation,
 )
 
 __all__ = [
@@ -53,7 +59,6 @@ COMMON_GROUP: Final = "Common"
 TRANSFORMS_GROUP: Final = "Transforms"
 PREDICATES_GROUP: Final = "Predicates"
 ERROR_GROUP: Final = "Error Handling"
-TOPIC_CREATION_GROUP: Final = "Topic Creation"
 EXACTLY_ONCE_SUPPORT_GROUP: Final = "Exactly Once Support"
 OFFSETS_TOPIC_GROUP: Final = "offsets.topic"
 HEARTBEAT_GROUP: Final = "Heartbeats"
@@ -73,9 +78,6 @@ ERRORS_TOLERANCE_CONFIG: Final = "errors.tolerance"
 ERRORS_LOG_ENABLE_CONFIG: Final = "errors.log.enable"
 ERRORS_LOG_INCLUDE_MESSAGES_CONFIG: Final = "errors.log.include.messages"
 
-TOPIC_CREATION_PREFIX: Final = "topic.creation."
-TOPIC_CREATION_GROUPS_CONFIG: Final = "topic.creation.groups"
-DEFAULT_TOPIC_CREATION_GROUP: Final = "default"
 EXACTLY_ONCE_SUPPORT_CONFIG: Final = "exactly.once.support"
 TRANSACTION_BOUNDARY_CONFIG: Final = "transaction.boundary"
 TRANSACTION_BOUNDARY_INTERVAL_CONFIG: Final = "transaction.boundary.interval.ms"
@@ -89,11 +91,6 @@ DLQ_TOPIC_NAME_CONFIG: Final = "errors.deadletterqueue.topic.name"
 DLQ_TOPIC_REPLICATION_FACTOR_CONFIG: Final = "errors.deadletterqueue.topic.replication.factor"
 DLQ_CONTEXT_HEADERS_ENABLE_CONFIG: Final = "errors.deadletterqueue.context.headers.enable"
 
-# Keys of a topic creation group (KIP-158): topic.creation.{group}.{key}.
-INCLUDE_REGEX_CONFIG: Final = "include"
-EXCLUDE_REGEX_CONFIG: Final = "exclude"
-REPLICATION_FACTOR_CONFIG: Final = "replication.factor"
-PARTITIONS_CONFIG: Final = "partitions"
 
 EXACTLY_ONCE_REQUESTED: Final = "requested"
 EXACTLY_ONCE_REQUIRED: Final = "required"
@@ -136,45 +133,51 @@ _VALUE_CONVERTER_DOC = (
     "without the schema envelope by default)."
 )
 _HEADER_CONVERTER_DOC = (
-    "Converter for record header values. Not acted on yet: Sluiceway applies no header converter, "
-    "whatever this names."
+    "Converter for record header values. Not supported yet: Sluiceway applies no header converter, so "
+    "setting this is refused until it does."
 )
 _TRANSFORMS_DOC = (
     "Aliases of single-message transforms to run on every record, in list order, each set up under "
-    "transforms.<alias>.*. Not acted on yet: Sluiceway runs no transforms."
+    "transforms.<alias>.*. Not supported yet: Sluiceway runs no transforms, so a non-empty list is "
+    "refused until it does."
 )
 _PREDICATES_DOC = (
     "Aliases of predicates that transforms may test to decide whether they apply, each set up under "
-    "predicates.<alias>.*. Not acted on yet: Sluiceway evaluates no predicates."
+    "predicates.<alias>.*. Not supported yet: Sluiceway evaluates no predicates, so a non-empty list is "
+    "refused until it does."
 )
 _CONFIG_RELOAD_ACTION_DOC = (
     "What to do when a value that came from an external config provider changes: 'restart' restarts "
-    "the connector with the new values, 'none' leaves it running as it is. Not acted on yet: Sluiceway "
-    "has no config providers, so nothing triggers it."
+    "the connector with the new values, 'none' leaves it running as it is. Not supported yet: Sluiceway "
+    "has no config providers, so 'none' is refused until it has."
 )
 _ERRORS_RETRY_TIMEOUT_DOC = (
     "How long, in milliseconds, an operation that failed on a record (converting it, for example) "
-    "may be retried before the failure counts; 0 means never retry, -1 means no limit. Not acted on "
-    "yet: Sluiceway does not retry such failures."
+    "may be retried before the failure counts; 0 means never retry, -1 means no limit. Not supported "
+    "yet: Sluiceway does not retry such failures, so a value other than the default is refused "
+    "until it does."
 )
 _ERRORS_RETRY_MAX_DELAY_DOC = (
     "Longest wait, in milliseconds, between two of those retries: waits grow up to this value and "
-    "are randomised once they reach it. Not acted on yet: Sluiceway does not retry such failures."
+    "are randomised once they reach it. Not supported yet: Sluiceway does not retry such failures, so "
+    "a value other than the default is refused until it does."
 )
 _ERRORS_TOLERANCE_DOC = (
     "What a record that cannot be processed does to the task: 'none' fails it, 'all' skips the "
-    "record and carries on. Not acted on yet: such a record always stops processing, as with 'none'."
+    "record and carries on. Not supported yet: such a record always fails its batch, as with 'none', "
+    "so 'all' is refused until Sluiceway can skip records."
 )
 _ERRORS_LOG_ENABLE_DOC = (
     "When true, every failed operation on a record would be logged with its details, including "
     "failures that errors.tolerance=all skips; when false only failures that stop the task are "
-    "reported. Not acted on yet: Sluiceway writes no such log."
+    "reported. Not supported yet: Sluiceway writes no such log, so true is refused until it does."
 )
 _ERRORS_LOG_INCLUDE_MESSAGES_DOC = (
     "With errors.log.enable, also put the failing record itself in that log: for a sink record "
     "where it was read from (topic, partition, offset, timestamp), for a source record its key, "
     "value, headers and schemas and where it came from and was going. False by default, which keeps "
-    "record contents out of the logs. Not acted on yet: Sluiceway writes no such log."
+    "record contents out of the logs. Not supported yet: Sluiceway writes no such log, so true is "
+    "refused until it does."
 )
 
 
@@ -379,12 +382,13 @@ _EXACTLY_ONCE_SUPPORT_DOC = (
 _TRANSACTION_BOUNDARY_DOC = (
     "Where exactly-once source delivery would start and commit Kafka transactions: 'poll' after each "
     "batch a task returns, 'interval' every transaction.boundary.interval.ms, 'connector' where the "
-    "connector marks boundaries (if it can). Not acted on yet: Sluiceway writes source records "
-    "without transactions."
+    "connector marks boundaries (if it can). Not supported yet: Sluiceway writes source records "
+    "without transactions, so a value other than the default, 'poll', is refused until it uses them."
 )
 _TRANSACTION_BOUNDARY_INTERVAL_DOC = (
     "With transaction.boundary=interval, the time in milliseconds between transaction commits. "
-    "Not acted on yet: Sluiceway writes source records without transactions."
+    "Not supported yet: Sluiceway writes source records without transactions, so setting this is "
+    "refused until it uses them."
 )
 _OFFSETS_TOPIC_DOC = (
     "An offsets topic for this source connector alone: its tasks commit offsets there instead of to "
@@ -512,38 +516,19 @@ _TOPICS_REGEX_DOC = (
 )
 _DLQ_TOPIC_NAME_DOC = (
     "Dead letter queue: the topic that would receive the records this sink connector fails to "
-    "convert, transform or write. Empty (the default) means none. Not acted on yet: nothing is sent "
-    "there; Sluiceway only checks that the connector does not also read this topic."
+    "convert, transform or write. Empty (the default) means none. Not supported yet: Sluiceway has no "
+    "dead letter queue, so a topic name is refused until it has one."
 )
 _DLQ_REPLICATION_FACTOR_DOC = (
     "Replication factor for the dead letter queue topic if it had to be created (-1: the broker's "
-    "default). Not acted on yet: Sluiceway never creates that topic."
+    "default). Not supported yet: Sluiceway has no dead letter queue, so a value other than the "
+    "default is refused until it has one."
 )
 _DLQ_CONTEXT_HEADERS_DOC = (
     "When true, records sent to the dead letter queue would carry headers describing the failure, "
-    "all named __connect.errors.*. Not acted on yet: nothing is sent to a dead letter queue."
+    "all named __connect.errors.*. Not supported yet: Sluiceway has no dead letter queue, so true is "
+    "refused until it has one."
 )
-
-
-def _check_replication_factor(name: str, value: Any) -> None:
-    if value != -1 and value < 1:
-        raise ConfigException(
-            name,
-            value,
-            "expected -1 (the broker's default) or a count of 1 or more, no higher than the number of "
-            "brokers",
-        )
-
-
-def _check_partitions(name: str, value: Any) -> None:
-    if value != -1 and value < 1:
-        raise ConfigException(name, value, "expected -1 (the broker's default) or a count of 1 or more")
-
-
-_REPLICATION_FACTOR_VALIDATOR: Final = Lambda(
-    _check_replication_factor, "-1 (broker default), or 1 up to the number of brokers"
-)
-_PARTITIONS_VALIDATOR: Final = Lambda(_check_partitions, "-1 (broker default), or 1 and up")
 
 
 def sink_config_def() -> ConfigDef:
@@ -590,7 +575,7 @@ def sink_config_def() -> ConfigDef:
             DLQ_TOPIC_REPLICATION_FACTOR_CONFIG,
             ConfigType.SHORT,
             3,
-            _REPLICATION_FACTOR_VALIDATOR,
+            REPLICATION_FACTOR_VALIDATOR,
             Importance.MEDIUM,
             _DLQ_REPLICATION_FACTOR_DOC,
             ERROR_GROUP,
@@ -612,149 +597,3 @@ def sink_config_def() -> ConfigDef:
         )
     )
     return common_config_def().merge(sink)
-
-
-_INCLUDE_DOC = (
-    "Regular expressions, comma-separated: topics of this source connector whose name matches one "
-    "would be created with this group's settings. Not acted on yet: Sluiceway creates no topics for "
-    "source connectors."
-)
-_EXCLUDE_DOC = (
-    "Regular expressions, comma-separated: a topic whose name matches one is left out of this group "
-    "even when an include pattern matches it too. Not acted on yet: Sluiceway creates no topics for "
-    "source connectors."
-)
-_REPLICATION_FACTOR_DOC = (
-    "Replication factor of the topics this group would create: -1 for the broker's default, else "
-    "from 1 up to the number of brokers. Required for the default group; another group that leaves "
-    "it unset takes the default group's. Not acted on yet: Sluiceway creates no topics for source "
-    "connectors."
-)
-_PARTITIONS_DOC = (
-    "Partition count of the topics this group would create: -1 for the broker's default, else 1 or "
-    "more. Required for the default group; another group that leaves it unset takes the default "
-    "group's. Not acted on yet: Sluiceway creates no topics for source connectors."
-)
-
-
-def uses_topic_creation(props: Mapping[str, str]) -> bool:
-    """Whether a source config sets any ``topic.creation.*`` key (KIP-158's opt-in); only then are
-    the topic creation keys validated."""
-    return any(key.startswith(TOPIC_CREATION_PREFIX) for key in props)
-
-
-def _parsed_or_none(name: str, props: Mapping[str, str], type_: ConfigType, check: Validator | None) -> Any:
-    """The valid parsed value of ``name``, or None when it is unset or invalid (reported elsewhere)."""
-    raw = props.get(name)
-    if raw is None:
-        return None
-    try:
-        value = parse_type(name, raw, type_)
-        if check is not None:
-            check(name, value)
-    except ConfigException:
-        return None
-    return value
-
-
-def topic_creation_config_def(props: Mapping[str, str]) -> ConfigDef:
-    """KIP-158 keys of the default group and of each group listed in ``topic.creation.groups``.
-
-    The default group must set its replication factor and partitions. Another group may leave them
-    unset and take the default group's, so here they are optional with the default group's valid
-    values as their defaults.
-    """
-    prefix = f"{TOPIC_CREATION_PREFIX}{DEFAULT_TOPIC_CREATION_GROUP}."
-    default_group = f"{TOPIC_CREATION_GROUP}: {DEFAULT_TOPIC_CREATION_GROUP}"
-    definition = (
-        ConfigDef()
-        .define(
-            prefix + REPLICATION_FACTOR_CONFIG,
-            ConfigType.SHORT,
-            NO_DEFAULT,
-            _REPLICATION_FACTOR_VALIDATOR,
-            Importance.LOW,
-            _REPLICATION_FACTOR_DOC,
-            default_group,
-            1,
-            Width.LONG,
-            f"Replication Factor for Topics in {DEFAULT_TOPIC_CREATION_GROUP}",
-        )
-        .define(
-            prefix + PARTITIONS_CONFIG,
-            ConfigType.INT,
-            NO_DEFAULT,
-            _PARTITIONS_VALIDATOR,
-            Importance.LOW,
-            _PARTITIONS_DOC,
-            default_group,
-            2,
-            Width.LONG,
-            f"Partition Count for Topics in {DEFAULT_TOPIC_CREATION_GROUP}",
-        )
-    )
-    # Other groups inherit the default group's values, when those are valid.
-    default_rf = _parsed_or_none(
-        prefix + REPLICATION_FACTOR_CONFIG, props, ConfigType.SHORT, _REPLICATION_FACTOR_VALIDATOR
-    )
-    default_partitions = _parsed_or_none(
-        prefix + PARTITIONS_CONFIG, props, ConfigType.INT, _PARTITIONS_VALIDATOR
-    )
-    groups = _parsed_or_none(TOPIC_CREATION_GROUPS_CONFIG, props, ConfigType.LIST, None) or []
-    for group in dict.fromkeys(groups):
-        if not group or group == DEFAULT_TOPIC_CREATION_GROUP:
-            # 'default' is always a group (as in Kafka); listing it adds nothing.
-            continue
-        group_prefix = f"{TOPIC_CREATION_PREFIX}{group}."
-        display_group = f"{TOPIC_CREATION_GROUP}: {group}"
-        definition = (
-            definition.define(
-                group_prefix + INCLUDE_REGEX_CONFIG,
-                ConfigType.LIST,
-                [],
-                ListOf(RegexValidator()),
-                Importance.LOW,
-                _INCLUDE_DOC,
-                display_group,
-                1,
-                Width.LONG,
-                f"Inclusion Topic Pattern for {group}",
-            )
-            .define(
-                group_prefix + EXCLUDE_REGEX_CONFIG,
-                ConfigType.LIST,
-                [],
-                ListOf(RegexValidator()),
-                Importance.LOW,
-                _EXCLUDE_DOC,
-                display_group,
-                2,
-                Width.LONG,
-                f"Exclusion Topic Pattern for {group}",
-            )
-            .define(
-                group_prefix + REPLICATION_FACTOR_CONFIG,
-                ConfigType.SHORT,
-                default_rf,
-                Nullable(_REPLICATION_FACTOR_VALIDATOR),
-                Importance.LOW,
-                _REPLICATION_FACTOR_DOC,
-                display_group,
-                3,
-                Width.LONG,
-                f"Replication Factor for Topics in {group}",
-            )
-            .define(
-                group_prefix + PARTITIONS_CONFIG,
-                ConfigType.INT,
-                default_partitions,
-                Nullable(_PARTITIONS_VALIDATOR),
-                Importance.LOW,
-                _PARTITIONS_DOC,
-                display_group,
-                4,
-                Width.LONG,
-                f"Partition Count for Topics in {group}",
-            )
-        )
-    return definition

@@ -10,19 +10,33 @@ for a bad config; if the plugin's ``config`` or ``validate`` itself raises, that
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Final
 
-from sluiceway.connect.config import ConfigDef, ConfigKey, ConfigType, ConfigValue, parse_type
+from sluiceway.connect.config import ConfigDef, ConfigKey, ConfigType, ConfigValue
 from sluiceway.connect.framework_config import (
+    CONFIG_RELOAD_ACTION_CONFIG,
     CONNECTOR_CLASS_CONFIG,
+    DLQ_CONTEXT_HEADERS_ENABLE_CONFIG,
     DLQ_TOPIC_NAME_CONFIG,
+    DLQ_TOPIC_REPLICATION_FACTOR_CONFIG,
+    ERRORS_LOG_ENABLE_CONFIG,
+    ERRORS_LOG_INCLUDE_MESSAGES_CONFIG,
+    ERRORS_RETRY_MAX_DELAY_CONFIG,
+    ERRORS_RETRY_TIMEOUT_CONFIG,
+    ERRORS_TOLERANCE_CONFIG,
     EXACTLY_ONCE_REQUESTED,
     EXACTLY_ONCE_REQUIRED,
     EXACTLY_ONCE_SUPPORT_CONFIG,
+    HEADER_CONVERTER_CLASS_CONFIG,
+    PREDICATES_CONFIG,
     TOPICS_CONFIG,
     TOPICS_REGEX_CONFIG,
+    TRANSACTION_BOUNDARY_CONFIG,
+    TRANSACTION_BOUNDARY_INTERVAL_CONFIG,
+    TRANSFORMS_CONFIG,
     common_config_def,
     sink_config_def,
     source_config_def,
@@ -32,13 +46,43 @@ from sluiceway.connect.framework_config import (
 from sluiceway.connect.plugins import PluginDesc, PluginNotFoundError, PluginRegistry, PluginType
 
 __all__ = [
+    "NOT_SUPPORTED_YET",
     "ConfigInfo",
     "ConfigInfos",
     "connector_config_def",
     "framework_config_def",
     "password_keys",
+    "secret_keys",
     "validate_connector_config",
 ]
+
+_NO_RETRIES: Final = "Sluiceway does not retry a failed operation on a record"
+_NO_ERROR_LOG: Final = "Sluiceway keeps no log of failed operations on records"
+_NO_DLQ: Final = "Sluiceway has no dead letter queue"
+_NO_TRANSACTIONS: Final = "Sluiceway writes source records without transactions"
+
+# Keys Sluiceway accepts with Kafka Connect's names, types and defaults but whose feature it does not
+# have yet, each with what is missing. validate_connector_config refuses a value other than the key's
+# default (the default of its definition in framework_config), so that no setting silently does nothing.
+NOT_SUPPORTED_YET: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        HEADER_CONVERTER_CLASS_CONFIG: "Sluiceway applies no header converter",
+        TRANSFORMS_CONFIG: "Sluiceway does not apply transforms",
+        PREDICATES_CONFIG: "Sluiceway does not evaluate predicates",
+        CONFIG_RELOAD_ACTION_CONFIG: "Sluiceway has no config providers, so nothing calls for a reload",
+        ERRORS_RETRY_TIMEOUT_CONFIG: _NO_RETRIES,
+        ERRORS_RETRY_MAX_DELAY_CONFIG: _NO_RETRIES,
+        ERRORS_TOLERANCE_CONFIG: "Sluiceway does not skip bad records",
+        ERRORS_LOG_ENABLE_CONFIG: _NO_ERROR_LOG,
+        ERRORS_LOG_INCLUDE_MESSAGES_CONFIG: _NO_ERROR_LOG,
+        DLQ_TOPIC_NAME_CONFIG: _NO_DLQ,
+        DLQ_TOPIC_REPLICATION_FACTOR_CONFIG: _NO_DLQ,
+        DLQ_CONTEXT_HEADERS_ENABLE_CONFIG: _NO_DLQ,
+        TRANSACTION_BOUNDARY_CONFIG: _NO_TRANSACTIONS,
+        TRANSACTION_BOUNDARY_INTERVAL_CONFIG: _NO_TRANSACTIONS,
+    }
+)
+
 
 NULL_VALUE_MESSAGE: Final = "a config value may not be null"
 
@@ -123,16 +167,29 @@ def _is_blank(value: str | None) -> bool:
     return value is None or not value.strip()
 
 
-def _java_list(items: Iterable[str]) -> str:
-    return "[" + ", ".join(items) + "]"
+def _refuse_not_supported(definition: ConfigDef, values: dict[str, ConfigValue]) -> None:
+    """A key whose feature Sluiceway lacks (``NOT_SUPPORTED_YET``) may only keep its default."""
+    for name, missing in NOT_SUPPORTED_YET.items():
+        key = definition.keys().get(name)
+        value = values.get(name)
+        if key is None or value is None or value.errors:
+            continue
+        given, default = value.value, key.default
+        if isinstance(given, str) and isinstance(default, str):
+            # Case-insensitive keys (transaction.boundary) accept the default in any case.
+            given, default = given.lower(), default.lower()
+        if given == default:
+            continue
+        shown = key.default_as_string()
+        keep = "unset" if shown is None else "empty" if shown == "" else f"at {shown}"
+        value.add_error(f"not supported yet: {missing}; leave {name} {keep}")
 
 
 def _validate_sink(props: Mapping[str, str], values: dict[str, ConfigValue]) -> None:
-    """Sink rules (Kafka's SinkConnectorConfig.validate): topics or topics.regex, exactly one of them,
-    and no reading of the dead letter queue topic."""
+    """Sink rules (Kafka's SinkConnectorConfig.validate): topics or topics.regex, exactly one of them.
+    (Kafka also keeps a sink from reading its own dead letter queue; Sluiceway has none yet.)"""
     topics_raw = props.get(TOPICS_CONFIG)
     regex_raw = props.get(TOPICS_REGEX_CONFIG)
-    dlq_topic = props.get(DLQ_TOPIC_NAME_CONFIG, "").strip()
     has_topics = not _is_blank(topics_raw)
     has_regex = not _is_blank(regex_raw)
 
@@ -144,32 +201,6 @@ def _validate_sink(props: Mapping[str, str], values: dict[str, ConfigValue]) -> 
         message = f"a sink connector needs {TOPICS_CONFIG} or {TOPICS_REGEX_CONFIG} to say what it reads"
         _add_error(values, TOPICS_CONFIG, topics_raw, message)
         _add_error(values, TOPICS_REGEX_CONFIG, regex_raw, message)
-
-    if not dlq_topic:
-        return
-    if has_topics and topics_raw is not None:
-        topics = list(dict.fromkeys(t for t in parse_type(TOPICS_CONFIG, topics_raw, ConfigType.LIST) if t))
-        if dlq_topic in topics:
-            _add_error(
-                values,
-                TOPICS_CONFIG,
-                topics_raw,
-                f"{TOPICS_CONFIG}={_java_list(topics)} names '{dlq_topic}', the connector's dead letter "
-                f"queue topic ({DLQ_TOPIC_NAME_CONFIG}); a connector may not read its own dead letter queue",
-            )
-    if has_regex and regex_raw is not None:
-        try:
-            pattern = re.compile(regex_raw.strip())
-        except re.error:
-            return  # reported by the key's own validator
-        if pattern.fullmatch(dlq_topic):
-            _add_error(
-                values,
-                TOPICS_REGEX_CONFIG,
-                regex_raw,
-                f"{TOPICS_REGEX_CONFIG}={regex_raw} matches '{dlq_topic}', the connector's dead letter "
-                f"queue topic ({DLQ_TOPIC_NAME_CONFIG}); a connector may not read its own dead letter queue",
-            )
 
 
 def _validate_source(values: dict[str, ConfigValue]) -> None:
@@ -230,6 +261,7 @@ def validate_connector_config(
         # Without a plugin only the keys common to every connector can be checked.
         definition = common_config_def()
         values = {v.name: v for v in definition.validate(props)}
+        _refuse_not_supported(definition, values)
         if resolve_error is not None:
             _add_error(values, CONNECTOR_CLASS_CONFIG, target, resolve_error)
         return _result(plugin_class_name, definition, values, null_keys)
@@ -238,6 +270,7 @@ def validate_connector_config(
     if desc.type is PluginType.SOURCE and topic_creation_enabled and uses_topic_creation(props):
         definition = definition.merge(topic_creation_config_def(props))
     values = {v.name: v for v in definition.validate(props)}
+    _refuse_not_supported(definition, values)
 
     if requested is not None and not _is_blank(included):
         assert included is not None
@@ -309,17 +342,9 @@ def _result(
 
 
 def password_keys(registry: PluginRegistry, config: Mapping[str, str], plugin: str | None = None) -> set[str]:
-    """Keys of ``config`` whose values are secrets: typed PASSWORD in the combined definition, or a
-    Kafka client password passed through a client override prefix. The API layer masks these.
-
-    When the plugin's definition cannot be obtained, keys that look secret are included instead, so
-    an unknown plugin's secrets are not shown either.
-    """
-    secret: set[str] = set()
-    for key in config:
-        for prefix in _CLIENT_OVERRIDE_PREFIXES:
-            if key.startswith(prefix) and key[len(prefix) :] in _CLIENT_PASSWORD_KEYS:
-                secret.add(key)
+    """Keys of ``config`` whose values are secrets (see ``secret_keys``), with the definition of the
+    plugin named by ``plugin`` or the config's ``connector.class``. Instantiates the plugin: the
+    control plane calls ``secret_keys`` with a cached definition instead."""
     target = plugin if plugin is not None and plugin.strip() else config.get(CONNECTOR_CLASS_CONFIG)
     definition: ConfigDef | None = None
     if target is not None and target.strip():
@@ -327,6 +352,22 @@ def password_keys(registry: PluginRegistry, config: Mapping[str, str], plugin: s
             definition = connector_config_def(registry.resolve(target))
         except Exception:
             definition = None
+    return secret_keys(config, definition)
+
+
+def secret_keys(config: Mapping[str, str], definition: ConfigDef | None) -> set[str]:
+    """Keys of ``config`` whose values are secrets: typed PASSWORD in the plugin's combined
+    ``definition``, or a Kafka client password passed through a client override prefix. The API
+    layer masks these.
+
+    Without a definition (an unknown plugin), keys that look secret are included instead, so an
+    unknown plugin's secrets are not shown either.
+    """
+    secret: set[str] = set()
+    for key in config:
+        for prefix in _CLIENT_OVERRIDE_PREFIXES:
+            if key.startswith(prefix) and key[len(prefix) :] in _CLIENT_PASSWORD_KEYS:
+                secret.add(key)
     if definition is None:
         secret.update(key for key in config if _SECRET_LOOKING.search(key))
         definition = common_config_def()

@@ -3,7 +3,7 @@
 None of these modules imports Spark at import time: the control plane loads them to validate configs.
 """
 
-from sluiceway_executor.connectors.datagen import DataGenSourceConnector, DataGenSourceTask, datagen_record
+from sluiceway_executor.connectors.datagen import DataGenSourceConnector, DataGenSourceTask
 from sluiceway_executor.connectors.filestream import (
     FileStreamSinkConnector,
     FileStreamSinkTask,
@@ -17,6 +17,7 @@ from sluiceway_executor.connectors.jdbc import (
     JdbcSourceTask,
 )
 from sluiceway_executor.connectors.spark_file import SparkFileSinkConnector, SparkFileSinkTask
+from sluiceway_executor.datagen_records import datagen_record
 
 __all__ = [
     "DataGenSourceConnector",

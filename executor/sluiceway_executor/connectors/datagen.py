@@ -2,7 +2,8 @@
 
 Task ``t`` emits ``seq`` 0, 1, 2… with no gaps; the source partition is ``{"task": t}`` and the offset
 of a record is ``{"seq": n}``, so a restarted task continues after its committed offset.
-The record format lives in :func:`datagen_record` only; the executor's Spark data source calls it too.
+The record format lives in :func:`sluiceway_executor.datagen_records.datagen_record` only, which the
+executor's Spark data source calls too (re-exported here).
 
 The connector's task is :class:`DataGenBatchTask`, which generates each batch inside Spark through the
 ``sluiceway-datagen`` data source; :class:`DataGenSourceTask` produces the same records one poll at a
@@ -12,7 +13,6 @@ time (Kafka Connect's record-level API), for plugin authors and tests.
 from __future__ import annotations
 
 import math
-import string
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -37,6 +37,7 @@ from sluiceway.connect import (
     Task,
     Width,
 )
+from sluiceway_executor.datagen_records import DATA_SOURCE_NAME, datagen_record
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -147,31 +148,6 @@ def task_config_def() -> ConfigDef:
         documentation="The index of the task; set by the connector.",
         internal=True,
     )
-
-
-_ALPHABET = string.ascii_letters + string.digits
-# A long run of the alphabet so most paddings are one slice of it.
-_PAD_SOURCE = _ALPHABET * (65536 // len(_ALPHABET) + 2)
-
-
-def _padding(seq: int, length: int) -> str:
-    start = seq % len(_ALPHABET)
-    if start + length <= len(_PAD_SOURCE):
-        return _PAD_SOURCE[start : start + length]
-    repeated = _ALPHABET * (length // len(_ALPHABET) + 2)
-    return repeated[start : start + length]
-
-
-def datagen_record(task: int, seq: int, ts_ms: int, size: int) -> tuple[str, str]:
-    """The key and JSON value of record ``seq`` of task ``task``.
-
-    The value is ``{"task":t,"seq":n,"ts":ms,"payload":"…"}`` with the payload (ASCII letters and digits,
-    varying with ``seq``) sized so the value is ``size`` bytes, or as short as possible when the other
-    fields already need more.
-    """
-    head = f'{{"task":{task},"seq":{seq},"ts":{ts_ms},"payload":"'
-    pad = size - len(head) - 2
-    return f"{task}-{seq}", head + (_padding(seq, pad) if pad > 0 else "") + '"}'
 
 
 def source_partition(task: int) -> dict[str, Any]:
@@ -410,11 +386,9 @@ class DataGenBatchTask(DataFrameSourceTask):
         count = self.next_count(next_seq)
         if count <= 0:
             return SourceBatch(data=None, offsets=[])
-        from sluiceway_executor.datasources.datagen import SHORT_NAME
-
         parts = max(1, min(_MAX_SPARK_PARTITIONS, count // _RECORDS_PER_SPARK_PARTITION))
         data = (
-            spark.read.format(SHORT_NAME)
+            spark.read.format(DATA_SOURCE_NAME)
             .option("task", self._task)
             .option("start.seq", next_seq)
             .option("count", count)

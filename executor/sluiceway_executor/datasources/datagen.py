@@ -24,10 +24,10 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-# The record format is defined once, by the connector; this module only lays it out in Arrow.
-from sluiceway_executor.connectors.datagen import datagen_record
+# The record format is defined once, shared with the connector; this module only lays it out in Arrow.
+from sluiceway_executor.datagen_records import DATA_SOURCE_NAME, datagen_record
 
-SHORT_NAME = "sluiceway-datagen"
+SHORT_NAME = DATA_SOURCE_NAME
 
 SCHEMA = StructType(
     [

@@ -49,7 +49,9 @@ from sluiceway.connect import (
     Task,
     TopicPartition,
 )
-from sluiceway_executor.pipelines import OffsetPair, TaskSpec, load_class
+from sluiceway.offsets import OffsetPair
+from sluiceway_executor.pipelines.loading import load_class
+from sluiceway_executor.pipelines.spec import TaskSpec
 
 __all__ = [
     "SOURCE_SCHEMA",
@@ -177,7 +179,7 @@ class _StopOnce:
 
 def poll_source_task(options: SourceTaskOptions) -> Iterator[tuple[Any, ...]]:
     """The rows of one batch of a record-level source task (see the module doc)."""
-    from sluiceway_executor.converters import converter_for
+    from sluiceway_executor.converters.registry import converter_for
 
     cls = load_class(options.task_class)
     if not issubclass(cls, SourceTask):
@@ -313,7 +315,7 @@ class SinkTaskWriter:
     worker_converters: dict[str, str]
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from sluiceway_executor.converters import converter_for
+        from sluiceway_executor.converters.registry import converter_for
 
         cls = load_class(self.task_class)
         if not issubclass(cls, SinkTask):

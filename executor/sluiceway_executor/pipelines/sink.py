@@ -27,6 +27,7 @@ from sluiceway.connect import (
     SinkTask,
     Task,
 )
+from sluiceway.offsets import OffsetPair
 from sluiceway_executor.kafka_ranges import (
     PartitionRange,
     TopicPartitionKey,
@@ -37,13 +38,9 @@ from sluiceway_executor.kafka_ranges import (
     plan_ranges,
     task_partitions,
 )
-from sluiceway_executor.pipelines import (
-    BatchOutcome,
-    OffsetPair,
-    TaskSpec,
-    batch_max_records,
-    kafka_client_config,
-)
+from sluiceway_executor.pipelines.client_config import kafka_client_config
+from sluiceway_executor.pipelines.pipeline import BatchOutcome
+from sluiceway_executor.pipelines.spec import TaskSpec, batch_max_records
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -123,7 +120,7 @@ class SinkPipeline:
         self._consumer_config = consumer_config
 
     def start(self) -> None:
-        from sluiceway_executor.converters import converter_for
+        from sluiceway_executor.converters.registry import converter_for
 
         self._key_converter = converter_for(self.spec.connector_config, "key", self._worker_config)
         self._value_converter = converter_for(self.spec.connector_config, "value", self._worker_config)

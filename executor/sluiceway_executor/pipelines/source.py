@@ -28,14 +28,10 @@ from sluiceway.connect import (
     SourceTask,
     Task,
 )
-from sluiceway_executor.pipelines import (
-    BatchOutcome,
-    OffsetPair,
-    TaskSpec,
-    batch_max_records,
-    canonical,
-    kafka_client_config,
-)
+from sluiceway.offsets import OffsetPair
+from sluiceway_executor.pipelines.client_config import kafka_client_config
+from sluiceway_executor.pipelines.pipeline import BatchOutcome, canonical
+from sluiceway_executor.pipelines.spec import TaskSpec, batch_max_records
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
@@ -95,7 +91,7 @@ class SourcePipeline:
         self._producer_config = producer_config
 
     def start(self) -> None:
-        from sluiceway_executor.converters import converter_for
+        from sluiceway_executor.converters.registry import converter_for
 
         self._key_converter = converter_for(self.spec.connector_config, "key", self._worker_config)
         self._value_converter = converter_for(self.spec.connector_config, "value", self._worker_config)

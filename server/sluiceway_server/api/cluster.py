@@ -16,6 +16,19 @@ from sluiceway_server.herder.herder import Herder
 
 
 class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
+    """ClusterService on the control plane: `GetServerInfo`, which describes this process, the Kafka
+    cluster it uses and the executors attached to it.
+
+    Owns the facts fixed at start-up (Kafka cluster id, group id, advertised address); everything else
+    is read from the Herder and the ExecutorCoordinator at each call.
+
+    Threading: a coroutine on the control plane's event loop; it reads in-memory state only and never
+    awaits, so each answer is one consistent reading of that state.
+
+    Guarantees: leader election is not built, so this process always reports itself as the leader
+    and the only member, with the Herder's generation as `leader_epoch`.
+    """
+
     def __init__(
         self,
         herder: Herder,

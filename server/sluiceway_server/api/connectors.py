@@ -15,8 +15,9 @@ from sluiceway_server.api import convert
 from sluiceway_server.api.errors import abort, invalid_request, mapped
 from sluiceway_server.api.idempotency import RequestIdCache
 from sluiceway_server.api.names import connector_name, format_connector, format_task, task_name
+from sluiceway_server.herder.deadlines import with_deadline
 from sluiceway_server.herder.errors import HerderError
-from sluiceway_server.herder.herder import Herder, with_deadline
+from sluiceway_server.herder.herder import Herder
 from sluiceway_server.herder.views import InstanceStatusView
 from sluiceway_server.model import TargetState
 
@@ -27,6 +28,30 @@ MAX_PAGE_SIZE = 1000
 
 
 class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
+    """ConnectorService on the control plane: checks and translates each request, and leaves the work
+    to the Herder.
+
+    Owns no connector state (the Herder and its Kafka-backed stores hold it); only the
+    `RequestIdCache` it is given and the deadline of calls that come without one
+    (`request.timeout.ms`).
+
+    Threading: every method is a coroutine on the control plane's event loop (grpc.aio), and does no
+    blocking I/O itself.
+
+    Guarantees: the Herder work of a call is limited by the caller's remaining time, less a small
+    margin so that the caller receives this servicer's DEADLINE_EXCEEDED naming the stage that was
+    running, or by the default deadline; a reconciliation the call started goes on after that (the
+    Herder runs it in a task of its own). Mutations that carry a `request_id` go through the cache: a
+    repeat with the same id and the same request gets the first call's answer, even while the first
+    call still runs; the same id with a different request gets INVALID_ARGUMENT; a failed call is not
+    remembered, so its retry runs again. The cache lives in this process only. Reads with
+    `min_config_position` first wait until this process has applied the config log up to there.
+    Herder errors become gRPC statuses with an `ErrorInfo`; any other exception is logged and answered
+    INTERNAL. `WatchStatus` subscribes before it reads the current statuses, so no change falls
+    between its initial events and the stream of changes; its queue is unbounded, so a slow reader
+    loses nothing.
+    """
+
     def __init__(self, herder: Herder, request_ids: RequestIdCache, default_timeout: float) -> None:
         self.herder = herder
         self.request_ids = request_ids
@@ -48,12 +73,14 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
         if position:
             await self._run(context, self.herder.wait_for_position(position, self._timeout(context)))
 
-    def _view(self, name: str, view: int, default: int) -> connectors_pb2.Connector:
+    async def _view(self, name: str, view: int, default: int) -> connectors_pb2.Connector:
         view = view or default
         if view == connectors_pb2.NAMES:
             return convert.connector(None, name=name)
         info = (
-            self.herder.connector_info(name) if view in (connectors_pb2.INFO, connectors_pb2.FULL) else None
+            await self.herder.connector_info(name)
+            if view in (connectors_pb2.INFO, connectors_pb2.FULL)
+            else None
         )
         status = (
             self.herder.connector_status(name)
@@ -89,7 +116,7 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
     ) -> connectors_pb2.Connector:
         name = connector_name(request.name)
         await self._catch_up(request.min_config_position, context)
-        return self._view(name, request.view, connectors_pb2.INFO)
+        return await self._run(context, self._view(name, request.view, connectors_pb2.INFO))
 
     @mapped
     async def ListConnectors(
@@ -110,7 +137,9 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
         response = connectors_pb2.ListConnectorsResponse()
         for name in page:
             try:
-                response.connectors.append(self._view(name, request.view, connectors_pb2.NAMES))
+                response.connectors.append(
+                    await self._run(context, self._view(name, request.view, connectors_pb2.NAMES))
+                )
             except HerderError:
                 continue  # deleted between listing and reading
         if rest:
@@ -218,7 +247,7 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
         return connectors_pb2.ListTasksResponse(
             tasks=[
                 connectors_pb2.Task(name=format_task(name, t.task), config=dict(t.config))
-                for t in self.herder.task_configs(name)
+                for t in await self._run(context, self.herder.task_configs(name))
             ]
         )
 

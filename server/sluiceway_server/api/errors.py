@@ -21,6 +21,7 @@ from sluiceway_server.herder.errors import (
     InvalidArgumentError,
     NotFoundError,
     PermissionDeniedError,
+    PluginTimeoutError,
     RequestTimeoutError,
     UnavailableError,
     UnimplementedError,
@@ -37,6 +38,7 @@ _CODES: Sequence[tuple[type[HerderError], grpc.StatusCode]] = (
     (UnavailableError, grpc.StatusCode.UNAVAILABLE),
     (PermissionDeniedError, grpc.StatusCode.PERMISSION_DENIED),
     (RequestTimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),
+    (PluginTimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),
     (UnimplementedError, grpc.StatusCode.UNIMPLEMENTED),
 )
 

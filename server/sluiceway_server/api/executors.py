@@ -19,6 +19,25 @@ log = logging.getLogger(__name__)
 
 
 class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
+    """ExecutorService on the control plane: the `Attach` stream of each executor
+    (docs/ARCHITECTURE.md §6). The protocol itself is the ExecutorCoordinator's; this class moves
+    messages between the stream and the coordinator.
+
+    Owns, for each open stream, one reader task (`executor-ID`) that hands the executor's messages to
+    the coordinator; the member, its tasks and its outbox belong to the coordinator.
+
+    Threading: coroutines on the control plane's event loop. The gRPC handler sends what the
+    coordinator puts in the member's outbox; the reader task handles the incoming messages one at a
+    time, in the order they arrive.
+
+    Guarantees: the first message must be a Hello with an executor id, or the stream ends with
+    INVALID_ARGUMENT; an attach the coordinator refuses (for example while the control plane shuts
+    down) ends it with the coordinator's error. However the stream ends (the executor closes it, the
+    connection breaks, the coordinator closes the outbox, or handling a message raises, which is
+    logged), the reader task is cancelled and the member is detached, so its tasks are released for
+    assignment elsewhere.
+    """
+
     def __init__(self, coordinator: ExecutorCoordinator) -> None:
         self.coordinator = coordinator
 

@@ -2,24 +2,41 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import grpc
 
 from sluiceway.api.v1 import plugins_pb2, plugins_pb2_grpc
-from sluiceway.connect.framework_config import common_config_def, sink_config_def, source_config_def
-from sluiceway.connect.plugins import PluginType
-from sluiceway.connect.validation import password_keys
+from sluiceway.connect.framework_config import common_config_def
+from sluiceway.connect.validation import secret_keys
 from sluiceway_server.api import convert
 from sluiceway_server.api.errors import invalid_request, mapped
 from sluiceway_server.api.names import plugin_name
-from sluiceway_server.herder.herder import Herder, with_deadline
+from sluiceway_server.herder.deadlines import with_deadline
+from sluiceway_server.herder.errors import HerderError
+from sluiceway_server.herder.herder import Herder
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
 class PluginServicer(plugins_pb2_grpc.PluginServiceServicer):
+    """PluginService on the control plane: the installed connector plugins, their config
+    definitions, and the validation of a connector config.
+
+    Owns nothing but the deadline of calls that come without one (`request.timeout.ms`); plugins are
+    found, described and validated through the Herder.
+
+    Threading: every method is a coroutine on the control plane's event loop. Plugin code (a plugin's
+    `config()` and `validate()`) does not run on the loop: the Herder runs it on a small thread pool
+    of its own, each call limited by `plugin.callback.timeout.ms`.
+
+    Guarantees: each call is limited by the caller's remaining time, or by the default deadline. A
+    plugin named in the request that is not installed answers NOT_FOUND. Validation never starts a
+    connector; its answer hides the values of secret keys (those typed PASSWORD in the plugin's
+    definition, or, when that definition cannot be had, those whose names look secret). `ListPlugins`
+    lists connector plugins only, whatever `include_all_types` says.
+    """
+
     def __init__(self, herder: Herder, default_timeout: float) -> None:
         self.herder = herder
         self.default_timeout = default_timeout
@@ -39,9 +56,8 @@ class PluginServicer(plugins_pb2_grpc.PluginServiceServicer):
         self, request: plugins_pb2.GetPluginConfigDefinitionRequest, context: Context
     ) -> plugins_pb2.PluginConfigDefinition:
         desc = self.herder.plugin(plugin_name(request.name))
-        framework = source_config_def() if desc.type is PluginType.SOURCE else sink_config_def()
-        own = desc.new_instance().config()
-        keys = common_config_def().merge(framework).merge(own).keys()
+        definition = await with_deadline(self.herder.plugin_definition(desc), self._timeout(context))
+        keys = common_config_def().merge(definition).keys()
         return plugins_pb2.PluginConfigDefinition(
             plugin=convert.plugin(desc), keys=[convert.config_key(k) for k in keys.values()]
         )
@@ -54,18 +70,17 @@ class PluginServicer(plugins_pb2_grpc.PluginServiceServicer):
         plugin = plugin_name(request.plugin, "plugin") if request.plugin else None
         if plugin is None and not config.get("connector.class"):
             raise invalid_request("config", "connector.class is required when no plugin is named")
-        if plugin is not None:
-            self.herder.plugin(plugin)  # NOT_FOUND for an unknown plugin
-        remaining = context.time_remaining()
-        # Plugin validate() may be slow: run it off the event loop, within the deadline.
-        infos = await with_deadline(
-            asyncio.to_thread(self.herder.validate, config, plugin),
-            self.default_timeout if remaining is None else remaining,
-        )
+        desc = self.herder.plugin(plugin) if plugin is not None else None  # NOT_FOUND when unknown
+        # Validation runs the plugin's config() and validate() off the loop, within its time limit.
+        infos = await with_deadline(self.herder.validate(config, plugin), self._timeout(context))
+        definition = None
         try:
-            secret = password_keys(
-                self.herder.plugins, {**config, "connector.class": infos.plugin_class_name}
-            )
-        except Exception:
-            secret = set()
-        return convert.validation(infos, secret)
+            desc = desc or self.herder.plugin(infos.plugin_class_name)
+            definition = await with_deadline(self.herder.plugin_definition(desc), self._timeout(context))
+        except HerderError:
+            pass  # an unknown or failing plugin: secret_keys falls back to keys that look secret
+        return convert.validation(infos, secret_keys(config, definition))
+
+    def _timeout(self, context: Context) -> float:
+        remaining = context.time_remaining()
+        return self.default_timeout if remaining is None else remaining

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 
+from sluiceway.names import format_task_name, parse_task_name
+
 
 @dataclass(frozen=True, order=True)
 class TaskId:
@@ -19,14 +21,13 @@ class TaskId:
 
     @property
     def name(self) -> str:
-        return f"connectors/{self.connector}/tasks/{self.task}"
+        return format_task_name(self.connector, self.task)
 
     @classmethod
     def parse(cls, name: str) -> TaskId:
-        parts = name.split("/")
-        if len(parts) != 4 or parts[0] != "connectors" or parts[2] != "tasks" or not parts[3].isdigit():
-            raise ValueError(f"not a task name: {name!r}")
-        return cls(parts[1], int(parts[3]))
+        """Raises sluiceway.names.InvalidNameError, a ValueError."""
+        parsed = parse_task_name(name)
+        return cls(parsed.connector, parsed.task)
 
 
 @dataclass(frozen=True)

@@ -13,26 +13,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient
 from google.protobuf import duration_pb2
 
 from sluiceway.api.v1 import common_pb2, executor_pb2
 from sluiceway.offsets import dict_to_struct, offsets_from_proto
 from sluiceway_server.cluster.assignor import Plan, TaskId, plan
+from sluiceway_server.cluster.offset_committer import CommitRejectedError, OffsetCommitter
 from sluiceway_server.herder.errors import UnavailableError
 from sluiceway_server.model import ConnectorType, State, TargetState
-from sluiceway_server.storage import (
-    ErrorEntry,
-    OffsetStore,
-    StatusStore,
-    TaskStatusRecord,
-    TopicStatusRecord,
-)
+from sluiceway_server.status_writer import StatusWriter
 
 log = logging.getLogger(__name__)
 
-MAX_RECENT_ERRORS = 10
 _STATES = {
     common_pb2.UNASSIGNED: State.UNASSIGNED,
     common_pb2.STATE_RUNNING: State.RUNNING,
@@ -46,10 +38,6 @@ _TARGETS = {
     TargetState.PAUSED: common_pb2.PAUSED,
     TargetState.STOPPED: common_pb2.STOPPED,
 }
-
-
-class CommitRejectedError(Exception):
-    """An offset commit that must not be applied (stale generation, bad offsets)."""
 
 
 @dataclass
@@ -95,37 +83,41 @@ class DesiredTask:
 
 
 class ExecutorCoordinator:
+    """The leader's end of every executor's attach stream.
+
+    It owns the attached executors (members), their heartbeats and expiry, and which task each one
+    runs under which generation; it plans assignments (balanced, sticky, revoke before reassign)
+    and applies what executors report — statuses through the StatusWriter, offset commits through
+    the OffsetCommitter, active topics — only when the report's generation is the one the task is
+    assigned under. It runs on the control plane's event loop; rebalances are coalesced and
+    serialised by one lock; Kafka calls happen in worker threads. On stop() it detaches every
+    executor, records their tasks as UNASSIGNED and waits for those writes.
+    """
+
     def __init__(
         self,
         *,
         snapshot: Callable[[], Any],
         connector_type: Callable[[Mapping[str, str]], ConnectorType],
-        status_store: StatusStore,
-        offset_store: OffsetStore,
-        offset_store_factory: Callable[[str], OffsetStore],
-        admin: AdminClient,
+        status: StatusWriter,
+        offsets: OffsetCommitter,
         worker_config: Mapping[str, str],
         heartbeat_interval: float,
         session_timeout: float,
-        base_generation: int,
         topic_tracking: bool,
-        store_timeout: float = 30.0,
     ) -> None:
         self._snapshot = snapshot
         self._connector_type = connector_type
-        self.status_store = status_store
-        self.offset_store = offset_store
-        self._offset_store_factory = offset_store_factory
-        self._own_offset_stores: dict[str, OffsetStore] = {}
-        self.admin = admin
+        self.status = status
+        self.offsets = offsets
+        offsets.on_opened = self.request_rebalance
         self.worker_config = dict(worker_config)
         self.heartbeat_interval = heartbeat_interval
         self.session_timeout = session_timeout
         self.topic_tracking = topic_tracking
-        self.store_timeout = store_timeout
         self.members: dict[str, Member] = {}
-        # Generations are unique across leader terms: the term's base in the high bits.
-        self._generation = base_generation << 32
+        # Generations are unique across leader terms: the term in the high bits.
+        self._generation = status.term << 32
         self._lock = asyncio.Lock()
         self._rebalance_task: asyncio.Task[None] | None = None
         self._rebalance_again = False
@@ -153,8 +145,7 @@ class ExecutorCoordinator:
         for member in list(self.members.values()):
             await self.detach(member, "the control plane is shutting down")
         await asyncio.gather(*self._releases, return_exceptions=True)  # _release_done logs failures
-        for store in self._own_offset_stores.values():
-            await asyncio.to_thread(store.stop)
+        await self.offsets.stop()
 
     def executors(self) -> list[Member]:
         return sorted(self.members.values(), key=lambda m: m.id)
@@ -296,9 +287,24 @@ class ExecutorCoordinator:
                 wanted[task] = DesiredTask(task, config, task_config, target, len(tasks))
         return wanted
 
+    def _ready(self) -> dict[TaskId, DesiredTask]:
+        """The desired tasks whose assignment can be built now. A source task whose connector's own
+        offsets topic is not open yet waits (its committed offsets are not known): the topic opens
+        in the background, off the loop, and its opening asks for another rebalance."""
+        wanted = self.desired()
+        self.offsets.open_stores(d.connector_config for d in wanted.values() if self._is_source(d))
+        return {
+            t: d
+            for t, d in wanted.items()
+            if not self._is_source(d) or self.offsets.ready(d.connector_config)
+        }
+
+    def _is_source(self, desired: DesiredTask) -> bool:
+        return self._connector_type(desired.connector_config) is ConnectorType.SOURCE
+
     async def _rebalance(self) -> None:
         async with self._lock:
-            wanted = self.desired()
+            wanted = self._ready()
             owners = {t: m.id for m in self.members.values() for t in m.owned}
             revoking = {t for m in self.members.values() for t in m.revoking}
             # A changed config or target state restarts the task where it runs (new generation).
@@ -338,8 +344,8 @@ class ExecutorCoordinator:
                 target_state=_TARGETS[desired.target],
                 task_count=desired.task_count,
             )
-            if self._connector_type(desired.connector_config) is ConnectorType.SOURCE:
-                for partition, offset in self._source_offsets(
+            if self._is_source(desired):
+                for partition, offset in self.offsets.source_offsets(
                     desired.task.connector, desired.connector_config
                 ):
                     assignment.source_offsets.add(
@@ -354,14 +360,12 @@ class ExecutorCoordinator:
 
     def restart_tasks(self, connector: str, tasks: Sequence[int]) -> None:
         """Restart these tasks where they run: a new generation makes their executor start them afresh."""
-        wanted = self.desired()
+        wanted = self._ready()
         for member in self.members.values():
             chosen = [
-                wanted[TaskId(connector, n)]
-                for n in tasks
-                if TaskId(connector, n) in member.owned
-                and TaskId(connector, n) in wanted
-                and TaskId(connector, n) not in member.revoking
+                wanted[task]
+                for task in (TaskId(connector, n) for n in tasks)
+                if task in member.owned and task in wanted and task not in member.revoking
             ]
             if chosen:
                 self._assign(member, chosen)
@@ -434,34 +438,7 @@ class ExecutorCoordinator:
     async def _put_task_status(
         self, task: TaskId, state: State, trace: str | None, worker_id: str, generation: int
     ) -> None:
-        current = self.status_store.get_task(task.connector, task.task)
-        history = current.recent_errors if current is not None else ()
-        if state is State.FAILED:
-            message = (trace or "").strip().splitlines()[-1:] or ["task failed"]
-            entry = ErrorEntry(int(time.time() * 1000), message[0], trace or "", worker_id)
-            history = (entry, *history)[:MAX_RECENT_ERRORS]
-        record = TaskStatusRecord(task.connector, task.task, state, trace, worker_id, generation, history)
-        await asyncio.to_thread(self.status_store.put_task, record, self.store_timeout)
-
-    def _source_offsets(
-        self, connector: str, config: Mapping[str, str]
-    ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-        """Read from the global topic and the connector's own one; its own wins."""
-        merged = {json.dumps(p, sort_keys=True): (p, o) for p, o in self.offset_store.offsets(connector)}
-        own = self._own_offset_store(config)
-        if own is not None:
-            merged.update({json.dumps(p, sort_keys=True): (p, o) for p, o in own.offsets(connector)})
-        return list(merged.values())
-
-    def _own_offset_store(self, config: Mapping[str, str]) -> OffsetStore | None:
-        topic = config.get("offsets.storage.topic", "").strip()
-        if not topic:
-            return None
-        store = self._own_offset_stores.get(topic)
-        if store is None:
-            store = self._offset_store_factory(topic)
-            self._own_offset_stores[topic] = store
-        return store
+        await self.status.put_task(task.connector, task.task, state, trace, worker_id, generation)
 
     async def _apply_commit(self, task: TaskId, offsets: Sequence[Any]) -> None:
         config = self._snapshot().connector_config(task.connector)
@@ -471,43 +448,17 @@ class ExecutorCoordinator:
         if not pairs:
             return
         if self._connector_type(config) is ConnectorType.SINK:
-            await asyncio.to_thread(self._commit_sink, task.connector, config, pairs)
-            return
-        store = self._own_offset_store(config) or self.offset_store
-        await asyncio.to_thread(store.put, task.connector, pairs, self.store_timeout)
-
-    def _commit_sink(
-        self,
-        connector: str,
-        config: Mapping[str, str],
-        pairs: Sequence[tuple[dict[str, Any], dict[str, Any] | None]],
-    ) -> None:
-        group = config.get("consumer.override.group.id") or f"connect-{connector}"
-        partitions = []
-        for partition, offset in pairs:
-            try:
-                topic, number = str(partition["kafka_topic"]), int(partition["kafka_partition"])
-                position = int(offset["kafka_offset"]) if offset is not None else None
-            except (KeyError, TypeError, ValueError) as exc:
-                raise CommitRejectedError(f"malformed sink offset {partition} → {offset}: {exc}") from exc
-            if position is None or position < 0:
-                raise CommitRejectedError(f"sink offsets must be non-negative, got {offset} for {partition}")
-            partitions.append(TopicPartition(topic, number, position))
-        futures = self.admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, partitions)])
-        for future in futures.values():
-            result = future.result(timeout=self.store_timeout)
-            failed = [tp for tp in result.topic_partitions if tp.error is not None]
-            if failed:
-                raise RuntimeError(f"committing offsets of group {group} failed: {failed}")
+            await self.offsets.commit_sink(task.connector, config, pairs)
+        else:
+            await self.offsets.commit_source(task.connector, config, pairs)
 
     async def _record_topics(self, task: TaskId, topics: Sequence[str]) -> None:
-        known = {r.topic for r in self.status_store.topics(task.connector)}
+        known = self.status.known_topics(task.connector)
         for topic in topics:
             if topic in known or (task.connector, topic) in self._seen_topics:
                 continue
             self._seen_topics.add((task.connector, topic))
-            record = TopicStatusRecord(topic, task.connector, task.task, int(time.time() * 1000))
-            await asyncio.to_thread(self.status_store.put_topic, record, self.store_timeout)
+            await self.status.put_topic(task.connector, task.task, topic)
 
     def forget_connector(self, connector: str) -> None:
         """The connector was deleted: a new connector of that name records its topics afresh."""

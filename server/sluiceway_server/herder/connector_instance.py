@@ -59,6 +59,31 @@ class _Context:
 
 
 class ConnectorInstance:
+    """One connector's `Connector` plugin object on the control plane, from `start` to `stop`.
+
+    Owns the plugin object (made in `start`, dropped in `stop`), a copy of the config it was started
+    with, its state (INIT, STARTED, STOPPED or FAILED, with the `failure` that made it FAILED), and one
+    thread of its own (`connector-NAME`) on which the plugin's `start`, `task_configs`, `task_class`
+    and `stop` run.
+
+    Threading: the reconciler calls the methods on the control plane's event loop. The coroutines hand
+    the plugin code to the instance's thread and await it, so the loop never runs it. The
+    `ConnectorContext` given to the plugin calls `on_reconfigure` and `on_error` on
+    whichever thread the plugin calls it from, so both must be safe to call from any thread (the
+    reconciler's post their work to the event loop).
+
+    Guarantees: the callbacks of one instance run one after another, in the order they were called,
+    and never on another connector's thread, so a slow plugin holds up only its own connector. Each is
+    limited to `timeout` seconds (`plugin.callback.timeout.ms`): past it the caller gets a
+    `PluginCallbackError` with `timed_out` set, while the thread, which cannot be interrupted, goes on
+    with the callback and any later callback of this instance waits behind it. A callback that
+    raises reaches the caller as a `PluginCallbackError` carrying the trace for the status topic. A
+    failed `start` leaves the instance FAILED; a failed `task_configs` does not change the state (the
+    caller decides, with `mark_failed`). `stop` calls the plugin's `stop()` only if `start` succeeded
+    and the instance is still STARTED, and at most once; afterwards the state is STOPPED whatever
+    `stop()` did, and the thread is let go without waiting for it.
+    """
+
     def __init__(
         self,
         name: str,
@@ -109,9 +134,9 @@ class ConnectorInstance:
         configs = await self._call("task_configs", lambda: connector.task_configs(max_tasks))
         return [{str(k): str(v) for k, v in c.items()} for c in configs]
 
-    def task_class_name(self) -> str:
+    async def task_class_name(self) -> str:
         connector = self._require_connector()
-        cls = connector.task_class()
+        cls = await self._call("task_class", connector.task_class)
         return f"{cls.__module__}.{cls.__qualname__}"
 
     async def stop(self) -> None:

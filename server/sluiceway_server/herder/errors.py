@@ -72,6 +72,18 @@ class RequestTimeoutError(HerderError):
         self.stage = stage
 
 
+class PluginTimeoutError(HerderError):
+    """Plugin code did not return within plugin.callback.timeout.ms; its thread is abandoned."""
+
+    reason = "PLUGIN_TIMEOUT"
+
+    def __init__(self, what: str, timeout: float) -> None:
+        super().__init__(
+            f"{what} did not return within {timeout:.1f}s (plugin.callback.timeout.ms)",
+            metadata={"timeout_ms": str(int(timeout * 1000))},
+        )
+
+
 class UnimplementedError(HerderError):
     reason = "ERROR_REASON_UNSPECIFIED"
 

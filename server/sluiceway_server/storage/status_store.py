@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sluiceway.traces import summarize_trace
 from sluiceway_server.model import State
 from sluiceway_server.storage import serde
 from sluiceway_server.storage.kafka_log import LogPosition, LogRecord, RecordLog
@@ -49,6 +50,34 @@ class ErrorEntry:
     message: str
     trace: str
     worker_id: str
+
+
+# How many failures a connector's or task's status keeps in "recent_errors".
+MAX_RECENT_ERRORS = 10
+
+
+def add_recent_error(
+    history: Sequence[ErrorEntry],
+    trace: str | None,
+    worker_id: str,
+    *,
+    message: str | None = None,
+    time_ms: int | None = None,
+) -> tuple[ErrorEntry, ...]:
+    """`history` (newest first) with a new failure in front, cut to MAX_RECENT_ERRORS entries.
+
+    The entry's message is `summarize_trace(trace)`: the exception's type and message from a
+    Python traceback, or the first line of plain text; `message` when the trace has none. The
+    time defaults to now. This lives beside ErrorEntry rather than in the shared `sluiceway`
+    package because ErrorEntry is the status topic's record type, which stays in the server.
+    """
+    entry = ErrorEntry(
+        int(time.time() * 1000) if time_ms is None else time_ms,
+        summarize_trace(trace or "") or message or "",
+        trace or "",
+        worker_id,
+    )
+    return (entry, *history)[:MAX_RECENT_ERRORS]
 
 
 @dataclass(frozen=True)

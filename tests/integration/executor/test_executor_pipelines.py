@@ -15,14 +15,10 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from pyspark.sql import SparkSession
 
-from sluiceway_executor.pipelines import (
-    BatchOutcome,
-    OffsetPair,
-    Pipeline,
-    SparkPipelineFactory,
-    TaskSpec,
-    register_data_sources,
-)
+from sluiceway.offsets import OffsetPair
+from sluiceway_executor.pipelines.factory import SparkPipelineFactory, register_data_sources
+from sluiceway_executor.pipelines.pipeline import BatchOutcome, Pipeline
+from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_server.embedded import EmbeddedBroker, EmbeddedSparkConnect
 
 pytestmark = pytest.mark.integration

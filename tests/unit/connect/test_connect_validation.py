@@ -18,8 +18,12 @@ from sluiceway.connect import (
     password_keys,
     validate_connector_config,
 )
-from sluiceway.connect.framework_config import common_config_def, sink_config_def, source_config_def
-from sluiceway.connect.validation import ConfigInfos
+from sluiceway.connect.framework_config import (
+    common_config_def,
+    sink_config_def,
+    source_config_def,
+)
+from sluiceway.connect.validation import NOT_SUPPORTED_YET, ConfigInfos
 from sluiceway_executor.connectors.datagen import DataGenSourceTask
 
 
@@ -154,19 +158,63 @@ def test_sink_regex_must_compile(registry: PluginRegistry) -> None:
     assert "not a valid Python regular expression" in infos.errors()["topics.regex"][0]
 
 
-def test_dlq_topic_may_not_be_consumed(registry: PluginRegistry) -> None:
-    dlq = {"errors.deadletterqueue.topic.name": "dlq"}
-    infos = validate_connector_config(registry, file_sink(topics="a, dlq", **dlq))
-    assert infos.errors() == {
-        "topics": [
-            "topics=[a, dlq] names 'dlq', the connector's dead letter queue topic "
-            "(errors.deadletterqueue.topic.name); a connector may not read its own dead letter queue"
-        ]
-    }
-    by_regex = validate_connector_config(registry, file_sink(**{"topics.regex": "d.*"}, **dlq))
-    assert list(by_regex.errors()) == ["topics.regex"]
-    assert "topics.regex=d.* matches 'dlq'" in by_regex.errors()["topics.regex"][0]
-    assert validate_connector_config(registry, file_sink(**{"topics.regex": "a.*"}, **dlq)).error_count == 0
+# Each key whose feature Sluiceway lacks, a value that differs from its default, and the default (or
+# an equivalent spelling of it) given explicitly.
+NOT_SUPPORTED_CASES = [
+    ("header.converter", "org.apache.kafka.connect.storage.StringConverter", None, "unset"),
+    ("transforms", "mask", " ", "empty"),
+    ("predicates", "isTombstone", "", "empty"),
+    ("config.action.reload", "none", "restart", "at restart"),
+    ("errors.retry.timeout", "-1", "0", "at 0"),
+    ("errors.retry.delay.max.ms", "1000", "60000", "at 60000"),
+    ("errors.tolerance", "all", "none", "at none"),
+    ("errors.log.enable", "true", "false", "at false"),
+    ("errors.log.include.messages", "true", "FALSE", "at false"),
+    ("errors.deadletterqueue.topic.name", "dlq", " ", "empty"),
+    ("errors.deadletterqueue.topic.replication.factor", "1", "3", "at 3"),
+    ("errors.deadletterqueue.context.headers.enable", "true", "false", "at false"),
+    ("transaction.boundary", "interval", "Poll", "at poll"),
+    ("transaction.boundary.interval.ms", "1000", None, "unset"),
+]
+
+
+def _config_for(key: str, value: str | None) -> dict[str, str]:
+    extra = {} if value is None else {key: value}
+    if key.startswith("errors.deadletterqueue."):
+        return file_sink(topics="a", **extra)
+    return datagen(**extra)
+
+
+def test_not_supported_cases_cover_the_table() -> None:
+    assert {case[0] for case in NOT_SUPPORTED_CASES} == set(NOT_SUPPORTED_YET)
+
+
+@pytest.mark.parametrize(("key", "other", "default", "keep"), NOT_SUPPORTED_CASES)
+def test_a_not_supported_key_refuses_all_but_its_default(
+    registry: PluginRegistry, key: str, other: str, default: str | None, keep: str
+) -> None:
+    refused = validate_connector_config(registry, _config_for(key, other))
+    assert refused.errors() == {key: [f"not supported yet: {NOT_SUPPORTED_YET[key]}; leave {key} {keep}"]}
+    assert refused.error_count == 1
+    assert validate_connector_config(registry, _config_for(key, default)).error_count == 0
+    assert validate_connector_config(registry, _config_for(key, None)).error_count == 0
+
+
+def test_not_supported_keys_are_refused_without_a_known_plugin(registry: PluginRegistry) -> None:
+    infos = validate_connector_config(
+        registry, {"name": "x", "connector.class": "Nope", "errors.tolerance": "all"}
+    )
+    assert set(infos.errors()) == {"connector.class", "errors.tolerance"}
+    assert infos.errors()["errors.tolerance"] == [
+        "not supported yet: Sluiceway does not skip bad records; leave errors.tolerance at none"
+    ]
+
+
+def test_an_invalid_value_of_a_not_supported_key_gets_only_its_own_error(registry: PluginRegistry) -> None:
+    infos = validate_connector_config(registry, datagen(**{"errors.tolerance": "some"}))
+    assert list(infos.errors()) == ["errors.tolerance"]
+    assert infos.error_count == 1
+    assert "not supported yet" not in infos.errors()["errors.tolerance"][0]
 
 
 def test_error_count_counts_every_message(registry: PluginRegistry) -> None:

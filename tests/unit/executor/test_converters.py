@@ -14,19 +14,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sluiceway_executor.converters import (
+from sluiceway_executor.converters.base import (
     BYTE_ARRAY_CONVERTER,
     JSON_CONVERTER,
     STRING_CONVERTER,
-    WORKER_CONVERTER_DEFAULTS,
-    ByteArrayConverter,
     ConverterError,
-    JsonConverter,
-    StringConverter,
-    converter_class,
-    converter_for,
-    infer_schema,
 )
+from sluiceway_executor.converters.connect_json import infer_schema
+from sluiceway_executor.converters.json_converter import JsonConverter
+from sluiceway_executor.converters.registry import WORKER_CONVERTER_DEFAULTS, converter_class, converter_for
+from sluiceway_executor.converters.simple import ByteArrayConverter, StringConverter
 
 PLAIN = JsonConverter("value", {"schemas.enable": "false"})
 ENVELOPE = JsonConverter("value", {"schemas.enable": "true"})

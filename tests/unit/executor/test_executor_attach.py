@@ -17,15 +17,12 @@ import pytest
 from google.protobuf import duration_pb2
 
 from sluiceway.api.v1 import common_pb2, executor_pb2, executor_pb2_grpc
+from sluiceway.offsets import dict_to_struct, offsets_from_proto
 from sluiceway_executor.attach import AttachSettings, ExecutorAgent
-from sluiceway_executor.pipelines import (
-    BatchOutcome,
-    TaskSpec,
-    dict_to_struct,
-    kafka_client_config,
-    offsets_from_proto,
-    parse_task_name,
-)
+from sluiceway_executor.pipelines import parse_task_name
+from sluiceway_executor.pipelines.client_config import kafka_client_config
+from sluiceway_executor.pipelines.pipeline import BatchOutcome
+from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_server.embedded import free_port
 
 TIMEOUT = 10.0
@@ -43,6 +40,7 @@ class Stream:
         self._cond = threading.Condition()
         self.received: list[executor_pb2.ExecutorMessage] = []
         self._taken: set[int] = set()
+        self._markers = 0
         self.ended = threading.Event()
 
     def deliver(self, message: executor_pb2.ExecutorMessage) -> None:
@@ -61,13 +59,16 @@ class Stream:
         kind: str,
         where: Callable[[Any], bool] = lambda _: True,
         timeout: float = TIMEOUT,
+        *,
+        since: int = 0,
     ) -> Any:
-        """The first not yet taken message of `kind` (its payload) matching `where`."""
+        """The first not yet taken message of `kind` (its payload) matching `where`, among those
+        received at position `since` (see `mark`) or later."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
                 for index, message in enumerate(self.received):
-                    if index in self._taken or message.WhichOneof("kind") != kind:
+                    if index < since or index in self._taken or message.WhichOneof("kind") != kind:
                         continue
                     payload = getattr(message, kind)
                     if where(payload):
@@ -82,6 +83,29 @@ class Stream:
     def of_kind(self, kind: str) -> list[Any]:
         with self._cond:
             return [getattr(m, kind) for m in self.received if m.WhichOneof("kind") == kind]
+
+    def mark(self) -> int:
+        """The position the next received message will have: `take(since=...)` and `position`
+        then see only messages the executor sent after this call."""
+        with self._cond:
+            return len(self.received)
+
+    def position(self, kind: str, where: Callable[[Any], bool] = lambda _: True) -> int:
+        """Where the first received message of `kind` matching `where` is in the stream."""
+        with self._cond:
+            for index, message in enumerate(self.received):
+                if message.WhichOneof("kind") == kind and where(getattr(message, kind)):
+                    return index
+        raise AssertionError(f"no {kind} message received")
+
+    def barrier(self) -> None:
+        """Sends a revocation of a task never assigned and waits for its acknowledgement. The
+        executor handles the leader's messages one at a time and in order, so once the
+        acknowledgement is here every message sent before the barrier has been handled."""
+        self._markers += 1
+        marker = f"connectors/barrier-{self._markers}/tasks/0"
+        self.send(revocation=executor_pb2.Revocation(tasks=[marker]))
+        self.take("revocation_ack", lambda ack: list(ack.tasks) == [marker])
 
     def welcome(self, heartbeat_ms: int = 100, **worker: str) -> executor_pb2.Hello:
         hello: executor_pb2.Hello = self.take("hello")
@@ -143,10 +167,13 @@ class Leader(executor_pb2_grpc.ExecutorServiceServicer):
     def __init__(self) -> None:
         self.streams: queue.Queue[Stream] = queue.Queue()
         self.all: list[Stream] = []
+        # Called as each attach call arrives, before its stream exists.
+        self.on_attach: Callable[[], None] = lambda: None
 
     def Attach(  # noqa: N802 - the RPC's name
         self, request_iterator: Iterator[executor_pb2.ExecutorMessage], context: grpc.ServicerContext
     ) -> Iterator[executor_pb2.ControllerMessage]:
+        self.on_attach()
         stream = Stream()
         self.all.append(stream)
 
@@ -214,11 +241,18 @@ class FakeWork:
         self.fail_start = False
         self.empty = False
         self.topics_per_batch: Callable[[int], set[str]] = lambda n: {f"topic-{n % 2}"}
+        # What the pipelines (and anything else a test hooks in) did, in the order it happened.
+        self.events: list[str] = []
+
+    def note(self, event: str) -> None:
+        with self.lock:
+            self.events.append(event)
 
     def __call__(self, spec: TaskSpec, worker_config: Mapping[str, str]) -> FakePipeline:
         pipeline = FakePipeline(self, spec, dict(worker_config))
         with self.lock:
             self.pipelines.append(pipeline)
+            self.events.append(f"generation {spec.generation} created")
         return pipeline
 
     def of(self, task: str) -> list[FakePipeline]:
@@ -236,6 +270,8 @@ class FakePipeline:
     batches: list[int] = field(default_factory=list)
     finished: list[int] = field(default_factory=list)
     committed_outcomes: list[BatchOutcome] = field(default_factory=list)
+    # time.monotonic() as each batch began.
+    batch_starts: list[float] = field(default_factory=list)
 
     def start(self) -> None:
         if self.work.fail_start:
@@ -243,6 +279,7 @@ class FakePipeline:
         self.started = True
 
     def run_batch(self, batch_id: int) -> BatchOutcome:
+        self.batch_starts.append(time.monotonic())
         self.batches.append(batch_id)
         self.work.in_batch.set()
         if self.work.fail_at == batch_id:
@@ -251,6 +288,7 @@ class FakePipeline:
         if gate is not None:
             assert gate.wait(TIMEOUT), "the test never opened the gate"
         self.finished.append(batch_id)
+        self.work.note(f"generation {self.spec.generation} batch {batch_id} finished")
         if self.work.empty:
             return BatchOutcome(records=0)
         _, index = parse_task_name(self.spec.name)
@@ -265,6 +303,7 @@ class FakePipeline:
 
     def stop(self) -> None:
         self.stopped = True
+        self.work.note(f"generation {self.spec.generation} stopped")
 
 
 # ------------------------------------------------------------------ fixtures
@@ -441,20 +480,27 @@ def test_paused_task_idles_until_reassigned_running(
     stream.welcome()
     stream.assign(generation=1, paused=True)
     assert stream.status(common_pb2.STATE_PAUSED).generation == 1
-    time.sleep(0.2)
+    # Two heartbeats sent after the PAUSED report still list the task: it stays assigned, idle.
+    after_paused = stream.mark()
+    for _ in range(2):
+        stream.take("heartbeat", lambda h: TASK in h.running_tasks, since=after_paused)
     assert work.of(TASK) == []  # no pipeline, no batches
     assert stream.of_kind("offset_commit") == []
     stream.take("heartbeat", lambda h: TASK in h.running_tasks)
 
     stream.assign(generation=2)
     assert stream.status(common_pb2.STATE_RUNNING, generation=2).generation == 2
+    # The generation 2 runner starts its pipeline only after the paused runner has ended, so by now
+    # everything the paused runner did is visible: it made no pipeline and committed nothing.
+    assert [p.spec.generation for p in work.of(TASK)] == [2]
     assert stream.commit().generation == 2
+    assert {c.generation for c in stream.of_kind("offset_commit")} == {2}
 
 
 def test_a_changed_assignment_restarts_the_task_between_batches_without_committing_the_old_batch(
     server: LeaderServer, work: FakeWork, agent_factory: Callable[..., ExecutorAgent]
 ) -> None:
-    agent_factory()
+    agent = agent_factory()
     stream = server.leader.next_stream()
     stream.welcome()
     stream.assign(generation=1)
@@ -464,14 +510,21 @@ def test_a_changed_assignment_restarts_the_task_between_batches_without_committi
     (old,) = work.of(TASK)
     # The next batch is now in flight and held.
     eventually(lambda: len(old.batches) == 2)
+    old_runner = agent.runner(TASK)
+    assert old_runner is not None
 
-    # Same generation and config again: nothing happens.
+    # Same generation and config again: nothing happens. After the barrier the agent has handled
+    # the assignment: the runner is the same one, and nobody asked it to stop.
     stream.assign(generation=1)
-    time.sleep(0.1)
+    stream.barrier()
+    assert agent.runner(TASK) is old_runner
+    assert not old_runner.stopping
     assert len(work.of(TASK)) == 1
 
+    # A new generation: the agent installs a new runner, whose thread first asks the old one to stop.
     stream.assign(generation=2, config={"batch.max.records": "5"})
-    time.sleep(0.2)
+    eventually(lambda: agent.runner(TASK) is not old_runner)
+    eventually(lambda: old_runner.stopping)
     assert len(work.of(TASK)) == 1, "the new run must wait until the batch in flight ended"
     work.gate.set()
     stream.status(common_pb2.STATE_RUNNING, generation=1)
@@ -482,6 +535,8 @@ def test_a_changed_assignment_restarts_the_task_between_batches_without_committi
     assert [c.generation for c in stream.of_kind("offset_commit")] == [1, 2]
     new = work.of(TASK)[1]
     assert old.stopped and old.finished == [0, 1]
+    events = work.events
+    assert events.index("generation 1 stopped") < events.index("generation 2 created"), events
     assert new.spec.connector_config["batch.max.records"] == "5"
     assert new.spec.source_offsets == (({"task": 0}, {"batch": 0, "generation": 1}),)
 
@@ -489,7 +544,7 @@ def test_a_changed_assignment_restarts_the_task_between_batches_without_committi
 def test_revocation_stops_between_batches_commits_the_batch_in_flight_then_acks(
     server: LeaderServer, work: FakeWork, agent_factory: Callable[..., ExecutorAgent]
 ) -> None:
-    agent_factory()
+    agent = agent_factory()
     stream = server.leader.next_stream()
     stream.welcome()
     stream.assign(TASK, 1)
@@ -499,9 +554,12 @@ def test_revocation_stops_between_batches_commits_the_batch_in_flight_then_acks(
     for first in firsts:
         stream.answer(first)
     eventually(lambda: all(len(p.batches) >= 2 for p in work.pipelines))
+    revoked_runner = agent.runner(TASK)
+    assert revoked_runner is not None
 
     stream.send(revocation=executor_pb2.Revocation(tasks=[TASK, "connectors/ghost/tasks/0"]))
-    time.sleep(0.2)
+    # The agent has handled the revocation once it has asked the runner to stop.
+    eventually(lambda: revoked_runner.stopping)
     assert stream.of_kind("revocation_ack") == [], "no ack while the batch is still in flight"
     work.gate.set()
     # The revoked task's batch in flight still commits (its generation is current until the ack).
@@ -510,6 +568,10 @@ def test_revocation_stops_between_batches_commits_the_batch_in_flight_then_acks(
     stream.answer(in_flight)
     ack = stream.take("revocation_ack")
     assert sorted(ack.tasks) == sorted([TASK, "connectors/ghost/tasks/0"])
+    # The ack came after the commit of the batch that was in flight, so not before that batch ended.
+    assert stream.position("offset_commit", lambda c: c.commit_id == in_flight.commit_id) < stream.position(
+        "revocation_ack"
+    )
     (revoked,) = work.of(TASK)
     assert revoked.stopped
     assert len(revoked.committed_outcomes) == 2
@@ -531,15 +593,19 @@ def test_stream_failure_stops_tasks_without_committing_and_reattaches(
     (pipeline,) = work.of(TASK)
     eventually(lambda: len(pipeline.committed_outcomes) == 1)
     eventually(lambda: len(pipeline.batches) == 2)
+    runner = agent.runner(TASK)
+    assert runner is not None
 
     # The control plane goes away while a batch is in flight, and comes back on the same address.
     server.stop()
-    time.sleep(0.3)
+    # The agent has seen the stream end once it has asked the runner to stop.
+    eventually(lambda: runner.stopping)
     assert not pipeline.stopped, "the batch in flight finishes first"
     work.gate.set()
     eventually(lambda: pipeline.stopped)
     assert len(pipeline.committed_outcomes) == 1
     assert pipeline.finished == [0, 1]
+    assert work.events[-2:] == ["generation 1 batch 1 finished", "generation 1 stopped"]
 
     restarted = LeaderServer(server.port).start()
     try:
@@ -564,7 +630,9 @@ def test_attach_retries_with_backoff_until_the_leader_answers(work: FakeWork) ->
     agent = ExecutorAgent(settings_for(f"127.0.0.1:{port}"), work)
     thread = threading.Thread(target=agent.run, daemon=True)
     thread.start()
-    time.sleep(0.5)
+    # Three attempts with no leader listening, backing off in between.
+    eventually(lambda: agent.sessions >= 3)
+    assert not agent.welcomed.is_set()
     late = LeaderServer(port).start()
     try:
         stream = late.leader.next_stream(timeout=TIMEOUT)
@@ -580,7 +648,7 @@ def test_attach_retries_with_backoff_until_the_leader_answers(work: FakeWork) ->
 def test_fenced_stops_everything_and_attaches_again_as_a_new_session(
     server: LeaderServer, work: FakeWork, agent_factory: Callable[..., ExecutorAgent]
 ) -> None:
-    agent_factory()
+    agent = agent_factory()
     stream = server.leader.next_stream()
     stream.welcome()
     stream.assign()
@@ -589,8 +657,12 @@ def test_fenced_stops_everything_and_attaches_again_as_a_new_session(
     stream.answer(first)
     (pipeline,) = work.of(TASK)
     eventually(lambda: len(pipeline.batches) == 2)
+    runner = agent.runner(TASK)
+    assert runner is not None
+    server.leader.on_attach = lambda: work.note("attached again")
     stream.send(fenced=executor_pb2.Fenced(reason="no heartbeat within the session timeout"))
-    time.sleep(0.2)
+    # The agent has handled the fence once it has asked the runner to stop.
+    eventually(lambda: runner.stopping)
     assert server.leader.streams.empty(), "attaching again waits until every task has stopped"
     work.gate.set()
     second = server.leader.next_stream()
@@ -601,6 +673,7 @@ def test_fenced_stops_everything_and_attaches_again_as_a_new_session(
     second.welcome()
     assert second.of_kind("offset_commit") == []
     eventually(stream.ended.is_set)
+    assert work.events.index("generation 1 stopped") < work.events.index("attached again"), work.events
 
 
 def test_shutdown_lets_the_batch_in_flight_finish_and_commit_then_closes_the_stream(
@@ -617,10 +690,14 @@ def test_shutdown_lets_the_batch_in_flight_finish_and_commit_then_closes_the_str
     stream.answer(first)
     (pipeline,) = work.of(TASK)
     eventually(lambda: len(pipeline.batches) == 2)
+    runner = agent.runner(TASK)
+    assert runner is not None
 
     stopper = threading.Thread(target=agent.shutdown, daemon=True)
     stopper.start()
-    time.sleep(0.2)
+    # shutdown() has begun once it has asked the runner to stop; the batch in flight holds it there.
+    eventually(lambda: runner.stopping)
+    assert agent.stopping
     assert thread.is_alive()
     work.gate.set()
     last = stream.commit()
@@ -643,10 +720,16 @@ def test_empty_batches_back_off_and_commit_nothing(
     stream.welcome()
     stream.assign()
     stream.status(common_pb2.STATE_RUNNING)
-    time.sleep(1.0)
     (pipeline,) = work.of(TASK)
+    # Wait for the first batch that begins a second or more after the first one: every batch of
+    # that first second has then been run and handled (a batch begins only after the one before
+    # it was handled).
+    eventually(lambda: len(pipeline.batch_starts) > 0)
+    first = pipeline.batch_starts[0]
+    eventually(lambda: pipeline.batch_starts[-1] >= first + 1.0)
+    within_a_second = [t for t in pipeline.batch_starts if t < first + 1.0]
     # 0.05 + 0.1 + 0.2 + 0.2 … within a second: a handful of polls, not hundreds.
-    assert 3 <= len(pipeline.batches) <= 10
+    assert 3 <= len(within_a_second) <= 10
     assert stream.of_kind("offset_commit") == []
 
 

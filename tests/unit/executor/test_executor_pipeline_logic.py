@@ -20,7 +20,7 @@ from sluiceway_executor.connectors.datagen import (
     config_def,
 )
 from sluiceway_executor.kafka_ranges import PartitionRange
-from sluiceway_executor.pipelines import TaskSpec, batch_max_records, load_task_class
+from sluiceway_executor.pipelines.loading import load_task_class
 from sluiceway_executor.pipelines.record_tasks import (
     SinkTaskWriter,
     SourceTaskOptions,
@@ -29,6 +29,7 @@ from sluiceway_executor.pipelines.record_tasks import (
 )
 from sluiceway_executor.pipelines.sink import consumer_group, sink_offsets, split_batch
 from sluiceway_executor.pipelines.source import last_offsets
+from sluiceway_executor.pipelines.spec import TaskSpec, batch_max_records
 
 STRING = "org.apache.kafka.connect.storage.StringConverter"
 

@@ -14,15 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from sluiceway_executor.datasources.kafka import (
-    ARROW_SCHEMA,
-    SCHEMA,
-    KafkaSplit,
-    ReaderOptions,
-    WriterOptions,
-    _check_input_schema,
-    split_ranges,
-)
+from sluiceway_executor.datasources.kafka_common import ARROW_SCHEMA, SCHEMA, ReaderOptions, WriterOptions
+from sluiceway_executor.datasources.kafka_reader import KafkaSplit, split_ranges
+from sluiceway_executor.datasources.kafka_writer import _check_input_schema
 from sluiceway_executor.kafka_ranges import PartitionRange, list_partitions, plan_ranges, task_partitions
 
 

@@ -12,13 +12,14 @@ import pytest
 
 from sluiceway.connect.plugins import PluginRegistry
 from sluiceway_executor.connectors.datagen import DataGenSourceConnector
+from sluiceway_server.herder.deadlines import with_deadline
 from sluiceway_server.herder.errors import (
     AlreadyExistsError,
     InvalidArgumentError,
     NotFoundError,
     RequestTimeoutError,
 )
-from sluiceway_server.herder.herder import Herder, with_deadline
+from sluiceway_server.herder.herder import Herder
 from sluiceway_server.model import State, TargetState
 from sluiceway_server.storage import ConfigStore, LogRecord, MemoryLog, RecordLog, StatusStore
 from tests.plugins.testing_connectors import ControllableSourceConnector
@@ -91,7 +92,7 @@ def test_create_publishes_tasks_after_config() -> None:
         await settle(bed, "dg", State.RUNNING, tasks=3)
         keys = [k for k, _ in bed.config_records()]
         assert keys == ["connector-dg", "task-dg-0", "task-dg-1", "task-dg-2", "commit-dg"]
-        tasks = bed.herder.task_configs("dg")
+        tasks = await bed.herder.task_configs("dg")
         assert all(t.config["task.class"].endswith("DataGenBatchTask") for t in tasks)
         with pytest.raises(AlreadyExistsError):
             await bed.herder.create_connector("dg", DATAGEN, TargetState.STARTED)
@@ -178,8 +179,9 @@ def test_restart_plans_and_not_found() -> None:
         view = await bed.herder.restart_connector("dg", include_tasks=False, only_failed=False)
         assert view.connector.state is State.RESTARTING
         await settle(bed, "dg", State.RUNNING, tasks=3)
+        with pytest.raises(NotFoundError):
+            await bed.herder.connector_info("nope")
         for call in (
-            lambda: bed.herder.connector_info("nope"),
             lambda: bed.herder.connector_status("nope"),
             lambda: bed.herder.task_status("dg", 9),
         ):

@@ -64,8 +64,9 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     REQUEST_TIMED_OUT: _ErrorReason.ValueType  # 16
     """DEADLINE_EXCEEDED: the request's deadline passed; the message names the stage."""
     PLUGIN_TIMEOUT: _ErrorReason.ValueType  # 17
-    """DEADLINE_EXCEEDED / FAILED_PRECONDITION: a plugin callback exceeded its time limit.
-    Not returned yet. (a connector whose callback times out is FAILED in its status instead.)
+    """DEADLINE_EXCEEDED: plugin code run for the request (config validation, a config definition)
+    exceeded plugin.callback.timeout.ms. A connector whose lifecycle callback times out is FAILED
+    in its status instead.
     """
     STALE_GENERATION: _ErrorReason.ValueType  # 18
     """FAILED_PRECONDITION: an executor message carried a generation older than its assignment.
@@ -78,7 +79,9 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     NOT_AUTHORIZED: _ErrorReason.ValueType  # 21
     """PERMISSION_DENIED: the caller may not perform this call. Not returned yet."""
     CONNECTOR_ERROR: _ErrorReason.ValueType  # 22
-    """FAILED_PRECONDITION: the connector plugin itself failed while serving the request. Not returned yet."""
+    """FAILED_PRECONDITION: the connector plugin itself failed while serving the request (its
+    config() raised while its config definition was being built).
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """The `reason` of the google.rpc.ErrorInfo attached to every error Sluiceway returns.
@@ -128,8 +131,9 @@ TOPIC_TRACKING_RESET_DISABLED: ErrorReason.ValueType  # 15
 REQUEST_TIMED_OUT: ErrorReason.ValueType  # 16
 """DEADLINE_EXCEEDED: the request's deadline passed; the message names the stage."""
 PLUGIN_TIMEOUT: ErrorReason.ValueType  # 17
-"""DEADLINE_EXCEEDED / FAILED_PRECONDITION: a plugin callback exceeded its time limit.
-Not returned yet. (a connector whose callback times out is FAILED in its status instead.)
+"""DEADLINE_EXCEEDED: plugin code run for the request (config validation, a config definition)
+exceeded plugin.callback.timeout.ms. A connector whose lifecycle callback times out is FAILED
+in its status instead.
 """
 STALE_GENERATION: ErrorReason.ValueType  # 18
 """FAILED_PRECONDITION: an executor message carried a generation older than its assignment.
@@ -142,5 +146,7 @@ UNAUTHENTICATED: ErrorReason.ValueType  # 20
 NOT_AUTHORIZED: ErrorReason.ValueType  # 21
 """PERMISSION_DENIED: the caller may not perform this call. Not returned yet."""
 CONNECTOR_ERROR: ErrorReason.ValueType  # 22
-"""FAILED_PRECONDITION: the connector plugin itself failed while serving the request. Not returned yet."""
+"""FAILED_PRECONDITION: the connector plugin itself failed while serving the request (its
+config() raised while its config definition was being built).
+"""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015

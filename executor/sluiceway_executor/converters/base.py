@@ -1,0 +1,74 @@
+"""The converter interface every converter implements, its error, and the Kafka class names."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from typing import Any, ClassVar, Final, Literal
+
+from pyspark.sql import Column
+from pyspark.sql.types import DataType
+
+Role = Literal["key", "value"]
+
+JSON_CONVERTER: Final = "org.apache.kafka.connect.json.JsonConverter"
+STRING_CONVERTER: Final = "org.apache.kafka.connect.storage.StringConverter"
+BYTE_ARRAY_CONVERTER: Final = "org.apache.kafka.connect.converters.ByteArrayConverter"
+
+
+class ConverterError(ValueError):
+    """Data a converter cannot convert, or a converter configuration it cannot use."""
+
+
+def parse_bool(name: str, raw: str) -> bool:
+    text = str(raw).strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise ConverterError(f"invalid value {raw!r} for {name}: expected true or false")
+
+
+class Converter(abc.ABC):
+    """A configured converter for a record key or value (`role`)."""
+
+    class_name: ClassVar[str]
+
+    def __init__(self, role: Role, settings: Mapping[str, str] | None = None) -> None:
+        if role not in ("key", "value"):
+            raise ConverterError(f"converter role must be 'key' or 'value', got {role!r}")
+        self.role: Role = role
+        self.settings: dict[str, str] = dict(settings or {})
+
+    @property
+    def label(self) -> str:
+        """How error messages name this converter, e.g. "value.converter JsonConverter"."""
+        return f"{self.role}.converter {self.class_name.rsplit('.', 1)[-1]}"
+
+    @property
+    @abc.abstractmethod
+    def connect_type(self) -> DataType:
+        """The Spark type of `to_connect`'s result."""
+
+    # -- Spark expressions --
+
+    @abc.abstractmethod
+    def to_connect(self, col: Column) -> Column:
+        """Kafka bytes (a binary column; a string column is taken as its UTF-8 bytes) → the value a sink
+        sees. Null (a tombstone) stays null."""
+
+    @abc.abstractmethod
+    def from_connect(self, col: Column, data_type: DataType | None = None) -> Column:
+        """What a source produced → Kafka bytes (binary). `data_type` is the column's Spark type when
+        known; without it the column must be a string or binary. Null stays null (a tombstone)."""
+
+    # -- record level --
+
+    @abc.abstractmethod
+    def to_connect_value(self, data: bytes | None) -> Any:
+        """Kafka bytes → the value a record-level sink task sees."""
+
+    @abc.abstractmethod
+    def from_connect_value(self, value: Any, schema: Mapping[str, Any] | None = None) -> bytes | None:
+        """A record-level source task's value (with its optional Connect schema) → Kafka bytes."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(role={self.role!r}, settings={self.settings!r})"

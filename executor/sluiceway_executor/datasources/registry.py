@@ -1,0 +1,22 @@
+"""Registration of this package's data sources on a Spark Connect session."""
+
+from __future__ import annotations
+
+import weakref
+
+from pyspark.sql import SparkSession
+
+from sluiceway_executor.datasources.datagen import DataGenDataSource
+from sluiceway_executor.datasources.kafka import KafkaDataSource
+
+# Sessions that already have the data sources, so repeated calls cost no round trip.
+_registered: weakref.WeakSet[SparkSession] = weakref.WeakSet()
+
+
+def register(spark: SparkSession) -> None:
+    """Registers `sluiceway-kafka` and `sluiceway-datagen` on this session (once per session)."""
+    if spark in _registered:
+        return
+    spark.dataSource.register(KafkaDataSource)
+    spark.dataSource.register(DataGenDataSource)
+    _registered.add(spark)

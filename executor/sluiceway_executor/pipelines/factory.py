@@ -1,0 +1,44 @@
+"""Building a task's pipeline on the executor's Spark Connect session, and registering the data
+sources the pipelines read and write through on that session."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from sluiceway.connect import PluginRegistry, PluginType
+from sluiceway_executor.pipelines.loading import load_task_class
+from sluiceway_executor.pipelines.pipeline import Pipeline
+from sluiceway_executor.pipelines.spec import TaskSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["SparkPipelineFactory", "register_data_sources"]
+
+
+def register_data_sources(spark: SparkSession) -> None:
+    """Registers the data sources the pipelines read and write through on ``spark``:
+    ``sluiceway-kafka``, ``sluiceway-datagen`` and ``sluiceway-source-task``."""
+    from sluiceway_executor.datasources.registry import register
+    from sluiceway_executor.pipelines.record_tasks import SourceTaskDataSource
+
+    register(spark)
+    spark.dataSource.register(SourceTaskDataSource)
+
+
+class SparkPipelineFactory:
+    """Builds the pipeline of a task on the executor's Spark Connect session."""
+
+    def __init__(self, spark: SparkSession, registry: PluginRegistry | None = None) -> None:
+        self._spark = spark
+        self._registry = registry or PluginRegistry.discover()
+
+    def __call__(self, spec: TaskSpec, worker_config: Mapping[str, str]) -> Pipeline:
+        from sluiceway_executor.pipelines.sink import SinkPipeline
+        from sluiceway_executor.pipelines.source import SourcePipeline
+
+        plugin_type, task_class = load_task_class(spec, self._registry)
+        if plugin_type is PluginType.SINK:
+            return SinkPipeline(self._spark, spec, worker_config, task_class)
+        return SourcePipeline(self._spark, spec, worker_config, task_class)

@@ -1,0 +1,298 @@
+"""Reconciliation: each connector's plugin instance, task configs and status driven toward what the
+config topic says. The herder's mutations and the config topic's listener only ask for it; this
+module does it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Protocol
+
+from sluiceway.connect.plugins import PluginNotFoundError, PluginRegistry
+from sluiceway_server.herder.connector_instance import ConnectorInstance, InstanceState, PluginCallbackError
+from sluiceway_server.herder.deadlines import stage
+from sluiceway_server.herder.views import RestartPlan
+from sluiceway_server.model import State, TargetState
+from sluiceway_server.status_writer import StatusWriter
+from sluiceway_server.storage import ClusterConfigState, ConfigStore
+
+log = logging.getLogger(__name__)
+
+
+class TaskScheduler(Protocol):
+    """What reconciliation needs from the executor coordinator (absent until it is wired)."""
+
+    def request_rebalance(self) -> None: ...
+
+    def restart_tasks(self, connector: str, tasks: Sequence[int]) -> None: ...
+
+    def forget_connector(self, connector: str) -> None: ...
+
+
+class ConnectorReconciler:
+    """Runs the connectors' plugin instances for the herder, one reconciliation at a time per
+    connector.
+
+    It owns the `ConnectorInstance` of every started connector, the per-connector locks (which the
+    herder's mutations take too), pending restart plans and reconfiguration requests. A
+    reconciliation reads the config snapshot and acts until the connector matches it: starts, stops
+    or restarts the instance, publishes task configs, writes the connector's status. It is
+    idempotent, so the config topic's listener and the mutations may both ask for it; a failure (the
+    store unreachable, say) is retried with backoff rather than lost. Everything runs on the event
+    loop; plugin callbacks run on each instance's own thread with the callback time limit, and
+    store calls in worker threads.
+    """
+
+    def __init__(
+        self,
+        *,
+        config_store: ConfigStore,
+        status: StatusWriter,
+        plugins: PluginRegistry,
+        plugin_timeout: float,
+        post: Callable[[Callable[[], object]], None],
+        store_timeout: float = 30.0,
+    ) -> None:
+        self.config_store = config_store
+        self.status = status
+        self.plugins = plugins
+        self.plugin_timeout = plugin_timeout
+        self.store_timeout = store_timeout
+        self._post = post
+        self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self.scheduler: TaskScheduler | None = None
+        self._instances: dict[str, ConnectorInstance] = {}
+        self._pending_restarts: dict[str, RestartPlan] = {}
+        self._reconfigure_requested: set[str] = set()
+        self._retry_backoff: dict[str, float] = {}
+        self._background: set[asyncio.Task[None]] = set()
+        # What each connector's reconciliation is doing now, for DEADLINE_EXCEEDED messages.
+        self._activity: dict[str, str] = {}
+        self._stopping = False
+
+    async def stop(self) -> None:
+        self._stopping = True
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        for name in list(self._instances):
+            instance = self._instances.pop(name)
+            try:
+                await instance.stop()
+            except PluginCallbackError as exc:
+                log.warning("stopping %s on shutdown: %s", name, exc)
+
+    def request_restart(self, plan: RestartPlan) -> None:
+        """Carry out this KIP-745 plan at the connector's next reconciliation, exactly once."""
+        self._pending_restarts[plan.connector] = plan
+        self.schedule(plan.connector)
+
+    def schedule(self, name: str, delay: float = 0.0) -> asyncio.Task[None]:
+        async def run() -> None:
+            if delay:
+                await asyncio.sleep(delay)
+            await self._reconcile_locked(name)
+
+        task = asyncio.get_running_loop().create_task(run(), name=f"reconcile-{name}")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    async def reconcile_now(self, name: str) -> None:
+        """Reconcile in a task of its own: a caller's deadline stops the wait, never the work half-way."""
+        with stage(lambda: self._activity.get(name, "applying the change to the connector")):
+            await asyncio.shield(self.schedule(name))
+
+    @contextlib.contextmanager
+    def _doing(self, name: str, description: str) -> Iterator[None]:
+        previous = self._activity.get(name)
+        self._activity[name] = description
+        try:
+            yield
+        finally:
+            if previous is None:
+                self._activity.pop(name, None)
+            else:
+                self._activity[name] = previous
+
+    async def _reconcile_locked(self, name: str) -> None:
+        if self._stopping:
+            return
+        try:
+            async with self.locks[name]:
+                await self._reconcile(name)
+            if self.scheduler is not None:
+                self.scheduler.request_rebalance()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # Store unavailable and the like: try again shortly rather than lose the change.
+            delay = min(self._retry_backoff.get(name, 0.25) * 2, 30.0)
+            self._retry_backoff[name] = delay
+            log.exception("reconciling connector %s failed; retrying in %.1fs", name, delay)
+            if not self._stopping:
+                self.schedule(name, delay)
+        else:
+            self._retry_backoff.pop(name, None)
+
+    async def _reconcile(self, name: str) -> None:
+        snap = self.config_store.snapshot()
+        config = snap.connector_config(name)
+        instance = self._instances.get(name)
+        # Read, not popped: if this reconcile fails before acting on it, the retry still restarts.
+        restart = self._pending_restarts.get(name)
+
+        if config is None:
+            self._pending_restarts.pop(name, None)
+            if self.scheduler is not None:
+                self.scheduler.forget_connector(name)
+            if instance is not None:
+                await self._stop_instance(name)
+            await self.status.remove_connector(name)
+            return
+
+        target = snap.target_state(name) or TargetState.STARTED
+        if restart is not None and restart.restart_connector:
+            await self.status.put_connector(name, State.RESTARTING)
+            if instance is not None:
+                await self._stop_instance(name)
+                instance = None
+        if restart is not None:
+            self._pending_restarts.pop(name, None)
+            if restart.tasks and self.scheduler is not None:
+                self.scheduler.restart_tasks(name, restart.tasks)
+        if instance is not None and instance.config != dict(config):
+            log.info("connector %s reconfigured; restarting it", name)
+            await self._stop_instance(name)
+            instance = None
+
+        if target is TargetState.STOPPED:
+            if instance is not None:
+                await self._stop_instance(name)
+            if snap.tasks(name):
+                await asyncio.to_thread(self.config_store.put_task_configs, name, [], self.store_timeout)
+            await self.status.put_connector(name, State.STOPPED)
+            await self.status.remove_task_statuses(name, 0)
+            return
+        if target is TargetState.PAUSED:
+            if instance is not None:
+                await self._stop_instance(name)
+            await self.status.put_connector(name, State.PAUSED)
+            return
+
+        # STARTED
+        fresh = False
+        if instance is None:
+            instance = await self._start_instance(name, config)
+            if instance is None:
+                return
+            fresh = True
+        if instance.state is not InstanceState.STARTED:
+            return  # FAILED stays FAILED until restarted, stopped or reconfigured
+        if (
+            fresh
+            or name in self._reconfigure_requested
+            or (snap.tasks(name) == () and name in snap.inconsistent)
+        ):
+            self._reconfigure_requested.discard(name)
+            await self._publish_task_configs(name, instance, config, snap)
+
+    async def _start_instance(self, name: str, config: Mapping[str, str]) -> ConnectorInstance | None:
+        try:
+            desc = self.plugins.resolve(config.get("connector.class", ""))
+        except PluginNotFoundError as exc:
+            await self.status.put_connector(name, State.FAILED, f"{exc}", message=str(exc))
+            return None
+        instance = ConnectorInstance(
+            name,
+            desc,
+            config,
+            self.plugin_timeout,
+            on_reconfigure=lambda: self._post(lambda: self.request_reconfigure(name)),
+            on_error=lambda error: self._post(lambda: self._connector_raised(name, error)),
+        )
+        self._instances[name] = instance
+        try:
+            with self._doing(name, "starting the connector"):
+                await instance.start()
+        except PluginCallbackError as exc:
+            await self.status.put_connector(name, State.FAILED, exc.trace, message=str(exc))
+            return instance
+        await self.status.put_connector(name, State.RUNNING)
+        return instance
+
+    async def _stop_instance(self, name: str) -> None:
+        instance = self._instances.pop(name, None)
+        if instance is None:
+            return
+        try:
+            with self._doing(name, "stopping the connector"):
+                await instance.stop()
+        except PluginCallbackError as exc:
+            # A failing stop() must not keep the connector from stopping (KIP-875).
+            log.warning("%s", exc)
+
+    def request_reconfigure(self, name: str) -> None:
+        self._reconfigure_requested.add(name)
+        self.schedule(name)
+
+    def _connector_raised(self, name: str, error: BaseException) -> None:
+        instance = self._instances.get(name)
+        if instance is None:
+            return
+        failure = PluginCallbackError("context.raise_error", name, error)
+        instance.mark_failed(failure)
+        self._schedule_status(name, State.FAILED, failure.trace, str(failure))
+
+    def _schedule_status(self, name: str, state: State, trace: str | None, message: str) -> None:
+        async def write() -> None:
+            async with self.locks[name]:
+                await self.status.put_connector(name, state, trace, message=message)
+
+        task = asyncio.get_running_loop().create_task(write())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _publish_task_configs(
+        self, name: str, instance: ConnectorInstance, config: Mapping[str, str], snap: ClusterConfigState
+    ) -> None:
+        try:
+            max_tasks = int(config.get("tasks.max", "1"))
+        except ValueError:
+            max_tasks = 0
+        try:
+            if max_tasks < 1:
+                raise PluginCallbackError(
+                    "task_configs",
+                    name,
+                    ValueError(f"tasks.max must be a positive integer, got {config.get('tasks.max')!r}"),
+                )
+            with self._doing(name, "generating task configs"):
+                generated = await instance.task_configs(max_tasks)
+            if len(generated) > max_tasks:
+                raise PluginCallbackError(
+                    "task_configs",
+                    name,
+                    ValueError(
+                        f"the connector generated {len(generated)} task configs, "
+                        f"more than tasks.max={max_tasks}"
+                    ),
+                )
+            task_class = await instance.task_class_name()
+        except PluginCallbackError as exc:
+            instance.mark_failed(exc)
+            await self.status.put_connector(name, State.FAILED, exc.trace, message=str(exc))
+            return
+        # As Kafka's Worker.connectorTaskConfigs: a task config names its task class and, for sinks, topics.
+        extra = {"task.class": task_class}
+        for key in ("topics", "topics.regex"):
+            if config.get(key):
+                extra[key] = config[key]
+        configs = [{**task, **extra} for task in generated]
+        if [dict(t) for t in snap.tasks(name)] != configs:
+            with self._doing(name, "writing task configs to the config topic"):
+                await asyncio.to_thread(self.config_store.put_task_configs, name, configs, self.store_timeout)
+            await self.status.remove_task_statuses(name, len(configs))

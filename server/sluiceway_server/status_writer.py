@@ -1,0 +1,85 @@
+"""Connector and task statuses written to the status topic, for the herder (connectors) and the
+executor coordinator (tasks)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from sluiceway_server.model import State
+from sluiceway_server.storage import ConnectorStatusRecord, StatusStore, TaskStatusRecord, TopicStatusRecord
+from sluiceway_server.storage.status_store import add_recent_error
+
+log = logging.getLogger(__name__)
+
+
+class StatusWriter:
+    """The one writer of statuses in a control plane.
+
+    It owns the rules a status record follows: a FAILED status adds an entry to the instance's
+    bounded error history (kept across later states), a connector status carries this replica's id
+    and its term as generation, and a write that would change nothing is skipped. It runs on the
+    event loop; each store call runs in a worker thread and returns once the record has been read
+    back from the status topic, so a read that follows sees it.
+    """
+
+    def __init__(self, status_store: StatusStore, worker_id: str, store_timeout: float = 30.0) -> None:
+        self.store = status_store
+        self.worker_id = worker_id
+        self.store_timeout = store_timeout
+        # This replica's leadership term: the generation of the connector statuses it writes.
+        self.term = 0
+
+    def previous_term(self) -> int:
+        """The highest term recorded in the status topic. Connector statuses carry the term itself;
+        task statuses carry assignment generations, whose high 32 bits are the term."""
+        terms = [0]
+        for connector in self.store.connectors():
+            record = self.store.get_connector(connector)
+            if record is not None:
+                terms.append(record.generation)
+            terms.extend(task.generation >> 32 for task in self.store.tasks(connector))
+        return max(terms)
+
+    async def put_connector(
+        self, name: str, state: State, trace: str | None = None, message: str | None = None
+    ) -> None:
+        current = self.store.get_connector(name)
+        history = current.recent_errors if current is not None else ()
+        if state is State.FAILED:
+            history = add_recent_error(history, trace, self.worker_id, message=message)
+        record = ConnectorStatusRecord(name, state, trace, self.worker_id, self.term, history)
+        if current == record:
+            return
+        await asyncio.to_thread(self.store.put_connector, record, self.store_timeout)
+
+    async def put_task(
+        self, connector: str, task: int, state: State, trace: str | None, worker_id: str, generation: int
+    ) -> None:
+        current = self.store.get_task(connector, task)
+        history = current.recent_errors if current is not None else ()
+        if state is State.FAILED:
+            history = add_recent_error(history, trace, worker_id, message="task failed")
+        record = TaskStatusRecord(connector, task, state, trace, worker_id, generation, history)
+        await asyncio.to_thread(self.store.put_task, record, self.store_timeout)
+
+    async def remove_task_statuses(self, connector: str, keep: int) -> None:
+        """Tombstone the statuses of the connector's tasks numbered `keep` and up."""
+        for record in self.store.tasks(connector):
+            if record.task >= keep:
+                await asyncio.to_thread(self.store.remove_task, connector, record.task, self.store_timeout)
+
+    async def remove_connector(self, connector: str) -> None:
+        """Tombstone everything recorded for a deleted connector: statuses and active topics."""
+        if self.store.get_connector(connector) is not None or self.store.tasks(connector):
+            await asyncio.to_thread(self.store.remove_connector, connector, self.store_timeout)
+        if self.store.topics(connector):
+            await asyncio.to_thread(self.store.remove_topics, connector, self.store_timeout)
+
+    def known_topics(self, connector: str) -> set[str]:
+        return {record.topic for record in self.store.topics(connector)}
+
+    async def put_topic(self, connector: str, task: int, topic: str) -> None:
+        record = TopicStatusRecord(topic, connector, task, int(time.time() * 1000))
+        await asyncio.to_thread(self.store.put_topic, record, self.store_timeout)
