@@ -22,6 +22,7 @@ from grpc_status import rpc_status
 
 __all__ = [
     "ERROR_DOMAIN",
+    "AbortedError",
     "AlreadyExistsError",
     "DeadlineExceededError",
     "FailedPreconditionError",
@@ -138,6 +139,13 @@ class FailedPreconditionError(SluicewayError):
     default_code = grpc.StatusCode.FAILED_PRECONDITION
 
 
+class AbortedError(SluicewayError):
+    """The connector changed since the etag the call carried was read (reason ETAG_MISMATCH):
+    read it again, then decide whether to retry."""
+
+    default_code = grpc.StatusCode.ABORTED
+
+
 class UnavailableError(SluicewayError):
     """The control plane could not serve the call now (no leader, storage or network down);
     the client retries these before raising one."""
@@ -172,6 +180,7 @@ _BY_CODE: dict[grpc.StatusCode, type[SluicewayError]] = {
         AlreadyExistsError,
         InvalidArgumentError,
         FailedPreconditionError,
+        AbortedError,
         UnavailableError,
         PermissionDeniedError,
         UnauthenticatedError,

@@ -616,3 +616,78 @@ def test_a_setting_sluiceway_cannot_honour_is_refused(stubs: Stubs, unique: str)
         )
     )
     assert missing.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_etags_guard_replace_patch_and_delete(stubs: Stubs, unique: str) -> None:
+    """AIP-154: a write that carries the etag of an older read fails ABORTED and changes nothing."""
+    name = f"etag-{unique}"
+    created = create(stubs, name, datagen(unique), initial="paused")
+
+    def get() -> connectors_pb2.Connector:
+        return stubs.connectors.GetConnector(connectors_pb2.GetConnectorRequest(name=cname(name)), timeout=10)
+
+    first = get()
+    assert first.etag and first.etag == created.etag == get().etag  # stable while nothing changes
+
+    replaced = stubs.connectors.ReplaceConnectorConfig(
+        connectors_pb2.ReplaceConnectorConfigRequest(
+            name=cname(name), config=datagen(unique, **{"tasks.max": "3"}), etag=first.etag
+        ),
+        timeout=30,
+    ).connector
+    assert replaced.etag not in ("", first.etag)
+
+    def refused(call: Callable[[], object]) -> None:
+        rejected = failure(call)
+        assert rejected.code == grpc.StatusCode.ABORTED
+        assert rejected.reason == "ETAG_MISMATCH"
+        assert rejected.metadata["current_etag"] == get().etag
+
+    refused(
+        lambda: stubs.connectors.ReplaceConnectorConfig(
+            connectors_pb2.ReplaceConnectorConfigRequest(
+                name=cname(name), config=datagen(unique, **{"tasks.max": "5"}), etag=first.etag
+            ),
+            timeout=30,
+        )
+    )
+    refused(
+        lambda: stubs.connectors.PatchConnectorConfig(
+            connectors_pb2.PatchConnectorConfigRequest(
+                name=cname(name), set={"tasks.max": "5"}, etag=first.etag
+            ),
+            timeout=30,
+        )
+    )
+    assert get().config["tasks.max"] == "3"  # neither stale write landed
+
+    # A target-state change moves the etag too: a delete based on the read before it is refused.
+    before_resume = get().etag
+    stubs.connectors.ResumeConnector(connectors_pb2.ResumeConnectorRequest(name=cname(name)), timeout=30)
+    assert get().etag != before_resume
+    refused(
+        lambda: stubs.connectors.DeleteConnector(
+            connectors_pb2.DeleteConnectorRequest(name=cname(name), etag=before_resume), timeout=30
+        )
+    )
+    assert get().name == cname(name)
+
+    patched = stubs.connectors.PatchConnectorConfig(
+        connectors_pb2.PatchConnectorConfigRequest(name=cname(name), set={"tasks.max": "1"}, etag=get().etag),
+        timeout=30,
+    )
+    stubs.connectors.DeleteConnector(
+        connectors_pb2.DeleteConnectorRequest(name=cname(name), etag=patched.etag), timeout=30
+    )
+    assert failure(get).code == grpc.StatusCode.NOT_FOUND
+    # An etag names a state of an existing connector: replacing a missing one with it is refused.
+    rejected = failure(
+        lambda: stubs.connectors.ReplaceConnectorConfig(
+            connectors_pb2.ReplaceConnectorConfigRequest(
+                name=cname(name), config=datagen(unique), etag=patched.etag
+            ),
+            timeout=30,
+        )
+    )
+    assert (rejected.code, rejected.reason) == (grpc.StatusCode.ABORTED, "ETAG_MISMATCH")
+    assert failure(get).code == grpc.StatusCode.NOT_FOUND

@@ -56,6 +56,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("name", metavar="NAME")
     add_config_inputs(p, pairs_help="the new config; without any, the current config is shown")
+    p.add_argument(
+        "--etag", help="fail (ABORTED) instead of writing if the connector changed since this etag was read"
+    )
 
     p = add_command(
         group,
@@ -67,6 +70,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("name", metavar="NAME")
     add_config_inputs(p, pairs_help="keys to set")
     p.add_argument("--remove", action="extend", nargs="+", default=[], metavar="KEY", help="keys to remove")
+    p.add_argument(
+        "--etag", help="fail (ABORTED) instead of writing if the connector changed since this etag was read"
+    )
 
     for verb, help_text, handler in (
         ("pause", "pause a connector and its tasks", _pause),
@@ -80,6 +86,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("name", metavar="NAME")
     p.add_argument("--delete-offsets", action="store_true", help="also reset its offsets")
     p.add_argument("--wait", action="store_true", help="return once it is fully shut down")
+    p.add_argument(
+        "--etag", help="fail (ABORTED) instead of writing if the connector changed since this etag was read"
+    )
 
     p = add_command(group, "restart", "restart a connector, its tasks, or one task", _restart)
     p.add_argument("name", metavar="NAME")
@@ -215,6 +224,7 @@ def _print_connector(ctx: Context, c: connectors_pb2.Connector) -> None:
         ("Type", output.connector_type_label(c.type)),
         ("Class", c.config.get("connector.class", "-")),
         ("Target state", output.target_state_label(c.target_state)),
+        ("Etag", c.etag or "-"),
     ]
     if c.HasField("status"):
         state = output.state_label(c.status.connector.state)
@@ -283,7 +293,7 @@ def _config(ctx: Context, args: argparse.Namespace) -> int:
         ctx.emit(dict(connector.config), lambda: _print_config(ctx, dict(connector.config)))
         return 0
     config = config_from_inputs(args.pairs, args.file)
-    connector, created = ctx.client.replace_connector_config(args.name, config)
+    connector, created = ctx.client.replace_connector_config(args.name, config, etag=args.etag)
     response = connectors_pb2.ReplaceConnectorConfigResponse(connector=connector, created=created)
 
     def table() -> None:
@@ -312,7 +322,7 @@ def _patch(ctx: Context, args: argparse.Namespace) -> int:
             to_remove.append(key)
     if not to_set and not to_remove:
         raise UsageError("nothing to change: pass KEY=VALUE arguments, --remove or --file")
-    connector = ctx.client.patch_connector_config(args.name, set=to_set, remove=to_remove)
+    connector = ctx.client.patch_connector_config(args.name, set=to_set, remove=to_remove, etag=args.etag)
 
     def table() -> None:
         ctx.write(f"Patched connector {output.short_name(connector.name) or args.name}.\n\n")
@@ -341,7 +351,7 @@ def _stop(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _delete(ctx: Context, args: argparse.Namespace) -> int:
-    ctx.client.delete_connector(args.name, delete_offsets=args.delete_offsets, wait=args.wait)
+    ctx.client.delete_connector(args.name, delete_offsets=args.delete_offsets, wait=args.wait, etag=args.etag)
     extra = " and its offsets" if args.delete_offsets else ""
     ctx.emit({}, lambda: ctx.write(f"Deleted connector {connector_id(args.name)}{extra}.\n"))
     return 0

@@ -196,15 +196,22 @@ def list_connectors(
 
 
 def replace_connector_config(
-    name: str, config: ConfigMapping, request_id: str | None
+    name: str, config: ConfigMapping, request_id: str | None, etag: str | None = None
 ) -> connectors_pb2.ReplaceConnectorConfigRequest:
     return connectors_pb2.ReplaceConnectorConfigRequest(
-        name=connector_name(name), config=config_map(config), request_id=new_request_id(request_id)
+        name=connector_name(name),
+        config=config_map(config),
+        request_id=new_request_id(request_id),
+        etag=etag or "",
     )
 
 
 def patch_connector_config(
-    name: str, set: ConfigMapping | None, remove: Iterable[str], request_id: str | None
+    name: str,
+    set: ConfigMapping | None,
+    remove: Iterable[str],
+    request_id: str | None,
+    etag: str | None = None,
 ) -> connectors_pb2.PatchConnectorConfigRequest:
     to_set = config_map(set or {}, "set")
     to_remove = list(remove)
@@ -212,18 +219,23 @@ def patch_connector_config(
     if both:
         raise _invalid("remove", f"keys both set and removed: {', '.join(both)}")
     return connectors_pb2.PatchConnectorConfigRequest(
-        name=connector_name(name), set=to_set, remove=to_remove, request_id=new_request_id(request_id)
+        name=connector_name(name),
+        set=to_set,
+        remove=to_remove,
+        request_id=new_request_id(request_id),
+        etag=etag or "",
     )
 
 
 def delete_connector(
-    name: str, delete_offsets: bool, wait: bool, request_id: str | None
+    name: str, delete_offsets: bool, wait: bool, request_id: str | None, etag: str | None = None
 ) -> connectors_pb2.DeleteConnectorRequest:
     return connectors_pb2.DeleteConnectorRequest(
         name=connector_name(name),
         delete_offsets=delete_offsets,
         wait=wait,
         request_id=new_request_id(request_id),
+        etag=etag or "",
     )
 
 

@@ -188,11 +188,12 @@ class SluicewayClient:
         config: ConfigMapping,
         *,
         request_id: str | None = None,
+        etag: str | None = None,
         timeout: TimeoutArg = UNSET,
     ) -> tuple[connectors_pb2.Connector, bool]:
         """Creates or replaces the whole config; returns the connector and whether it was
-        created."""
-        request = _requests.replace_connector_config(name, config, request_id)
+        created. With `etag` (from a read), it fails with AbortedError if the connector changed."""
+        request = _requests.replace_connector_config(name, config, request_id, etag)
         response = self._unary(self._connectors.ReplaceConnectorConfig, request, timeout)
         return response.connector, response.created
 
@@ -203,10 +204,12 @@ class SluicewayClient:
         remove: Iterable[str] = (),
         *,
         request_id: str | None = None,
+        etag: str | None = None,
         timeout: TimeoutArg = UNSET,
     ) -> connectors_pb2.Connector:
-        """Sets the keys in `set` and removes those in `remove` (Kafka Connect's null)."""
-        request = _requests.patch_connector_config(name, set, remove, request_id)
+        """Sets the keys in `set` and removes those in `remove` (Kafka Connect's null). With
+        `etag` (from a read), it fails with AbortedError if the connector changed."""
+        request = _requests.patch_connector_config(name, set, remove, request_id, etag)
         return self._unary(self._connectors.PatchConnectorConfig, request, timeout)
 
     def delete_connector(
@@ -216,11 +219,12 @@ class SluicewayClient:
         delete_offsets: bool = False,
         wait: bool = False,
         request_id: str | None = None,
+        etag: str | None = None,
         timeout: TimeoutArg = UNSET,
     ) -> None:
-        """Deletes the connector; `delete_offsets` resets its offsets too, `wait` returns
-        only once it and its tasks are fully shut down."""
-        request = _requests.delete_connector(name, delete_offsets, wait, request_id)
+        """Deletes the connector. With `etag` (from a read), it fails with AbortedError if the
+        connector changed. The server refuses `delete_offsets` (UNIMPLEMENTED) and ignores `wait` so far."""
+        request = _requests.delete_connector(name, delete_offsets, wait, request_id, etag)
         self._unary(self._connectors.DeleteConnector, request, timeout)
 
     def pause_connector(

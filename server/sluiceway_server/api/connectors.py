@@ -154,7 +154,7 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
 
         async def call() -> connectors_pb2.ReplaceConnectorConfigResponse:
             info, created = await self._run(
-                context, self.herder.replace_connector_config(name, dict(request.config))
+                context, self.herder.replace_connector_config(name, dict(request.config), request.etag)
             )
             return connectors_pb2.ReplaceConnectorConfigResponse(
                 connector=convert.connector(info), created=created
@@ -173,7 +173,10 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
 
         async def call() -> connectors_pb2.Connector:
             info = await self._run(
-                context, self.herder.patch_connector_config(name, dict(request.set), list(request.remove))
+                context,
+                self.herder.patch_connector_config(
+                    name, dict(request.set), list(request.remove), request.etag
+                ),
             )
             return convert.connector(info)
 
@@ -191,7 +194,7 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
             )
 
         async def call() -> empty_pb2.Empty:
-            await self._run(context, self.herder.delete_connector(name))
+            await self._run(context, self.herder.delete_connector(name, request.etag))
             return empty_pb2.Empty()
 
         return await self.request_ids.run("DeleteConnector", request, call)

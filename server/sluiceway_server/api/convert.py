@@ -99,6 +99,7 @@ def connector(
         message.tasks.extend(format_task(info.name, t) for t in info.tasks)
         message.target_state = TARGET_STATES[info.target_state]
         message.config_position = info.config_position
+        message.etag = info.etag
     elif name is not None:
         message.name = format_connector(name)
     if status is not None:

@@ -14,6 +14,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[i
 from grpc_status import rpc_status
 
 from sluiceway_server.herder.errors import (
+    AbortedError,
     AlreadyExistsError,
     FailedPreconditionError,
     FieldViolation,
@@ -35,6 +36,7 @@ _CODES: Sequence[tuple[type[HerderError], grpc.StatusCode]] = (
     (AlreadyExistsError, grpc.StatusCode.ALREADY_EXISTS),
     (InvalidArgumentError, grpc.StatusCode.INVALID_ARGUMENT),
     (FailedPreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
+    (AbortedError, grpc.StatusCode.ABORTED),
     (UnavailableError, grpc.StatusCode.UNAVAILABLE),
     (PermissionDeniedError, grpc.StatusCode.PERMISSION_DENIED),
     (RequestTimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),

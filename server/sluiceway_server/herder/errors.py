@@ -50,6 +50,12 @@ class FailedPreconditionError(HerderError):
     reason = "CONNECTOR_NOT_STOPPED"
 
 
+class AbortedError(HerderError):
+    """The request was made against a state of the connector that is no longer current (etag)."""
+
+    reason = "ETAG_MISMATCH"
+
+
 class UnavailableError(HerderError):
     reason = "STORAGE_UNAVAILABLE"
 

@@ -27,6 +27,7 @@ from sluiceway.connect.validation import (
 )
 from sluiceway_server.herder.deadlines import stage
 from sluiceway_server.herder.errors import (
+    AbortedError,
     AlreadyExistsError,
     FieldViolation,
     HerderError,
@@ -44,6 +45,7 @@ from sluiceway_server.herder.views import (
     RestartPlan,
     TaskConfigView,
     TaskStatusView,
+    connector_etag,
 )
 from sluiceway_server.model import ConnectorType, State, TargetState
 from sluiceway_server.status_writer import StatusWriter
@@ -234,14 +236,32 @@ class Herder:
         config = snap.connector_config(name)
         if config is None:
             raise connector_not_found(name)
+        target = snap.target_state(name) or TargetState.STARTED
         return ConnectorInfo(
             name=name,
             config=await self.masked(config, config),
             type=self.connector_type(config),
             tasks=tuple(range(len(snap.tasks(name)))),
-            target_state=snap.target_state(name) or TargetState.STARTED,
+            target_state=target,
             config_position=snap.position,
+            etag=connector_etag(config, target),
         )
+
+    def _check_etag(self, name: str, etag: str | None) -> None:
+        """AIP-154: with an etag, the connector must exist in exactly the state it names."""
+        if not etag:
+            return
+        snap = self.snapshot()
+        config = snap.connector_config(name)
+        current = (
+            None if config is None else connector_etag(config, snap.target_state(name) or TargetState.STARTED)
+        )
+        if current != etag:
+            state = "no longer exists" if current is None else "has changed"
+            raise AbortedError(
+                f"Connector {name} {state} since etag {etag} was read; read it again and retry",
+                metadata={"connector": name, "etag": etag, "current_etag": current or ""},
+            )
 
     async def masked(self, values: Mapping[str, str], connector_config: Mapping[str, str]) -> dict[str, str]:
         """Password-typed values of the connector's plugin replaced by Kafka's "[hidden]".
@@ -367,6 +387,7 @@ class Herder:
                     (),
                     initial_state,
                     self.snapshot().position,
+                    connector_etag(full, initial_state),
                 )
             with stage("writing the connector configuration to the config topic"):
                 # KIP-980: a non-default initial state is written before the config.
@@ -378,11 +399,12 @@ class Herder:
         return await self.connector_info(name)
 
     async def replace_connector_config(
-        self, name: str, config: Mapping[str, str]
+        self, name: str, config: Mapping[str, str], etag: str | None = None
     ) -> tuple[ConnectorInfo, bool]:
         validate_connector_name(name, "name")
         full = self._with_name(name, config, "name")
         async with self.reconciler.locks[name]:
+            self._check_etag(name, etag)
             created = not self.snapshot().contains(name)
             with stage("validating the connector configuration"):
                 await self._check_config(name, full)
@@ -394,12 +416,13 @@ class Herder:
         return await self.connector_info(name), created
 
     async def patch_connector_config(
-        self, name: str, set_values: Mapping[str, str], remove: Sequence[str]
+        self, name: str, set_values: Mapping[str, str], remove: Sequence[str], etag: str | None = None
     ) -> ConnectorInfo:
         async with self.reconciler.locks[name]:
             current = self.snapshot().connector_config(name)
             if current is None:
                 raise connector_not_found(name)
+            self._check_etag(name, etag)
             if "name" in remove or ("name" in set_values and set_values["name"] != name):
                 raise InvalidArgumentError(
                     f"A patch cannot change or remove the 'name' of connector {name}",
@@ -420,10 +443,11 @@ class Herder:
         await self.reconciler.reconcile_now(name)
         return await self.connector_info(name)
 
-    async def delete_connector(self, name: str) -> None:
+    async def delete_connector(self, name: str, etag: str | None = None) -> None:
         async with self.reconciler.locks[name]:
             if not self.snapshot().contains(name):
                 raise connector_not_found(name)
+            self._check_etag(name, etag)
             with stage("writing the connector tombstone to the config topic"):
                 await asyncio.to_thread(
                     lambda: self.config_store.remove_connector_config(name, self.store_timeout)

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sluiceway_server.model import ConnectorType, State, TargetState
 from sluiceway_server.storage import ConnectorStatusRecord, ErrorEntry, TaskStatusRecord
+
+
+def connector_etag(config: Mapping[str, str], target: TargetState) -> str:
+    """AIP-154 etag of a connector: a digest of its stored (unmasked) config and target state, so
+    every replica computes the same one and any change to either changes it."""
+    blob = json.dumps({"config": dict(config), "target": target.value}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
 @dataclass(frozen=True)
@@ -17,6 +26,7 @@ class ConnectorInfo:
     tasks: tuple[int, ...]
     target_state: TargetState
     config_position: int
+    etag: str = ""
 
 
 @dataclass(frozen=True)

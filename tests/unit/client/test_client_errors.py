@@ -10,6 +10,7 @@ from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-unty
 
 from sluiceway.client import RetryPolicy, SluicewayClient
 from sluiceway.errors import (
+    AbortedError,
     AlreadyExistsError,
     DeadlineExceededError,
     FailedPreconditionError,
@@ -61,6 +62,7 @@ def _error_from(status: grpc.Status) -> FakeRpcError:
         (grpc.StatusCode.ALREADY_EXISTS, AlreadyExistsError),
         (grpc.StatusCode.INVALID_ARGUMENT, InvalidArgumentError),
         (grpc.StatusCode.FAILED_PRECONDITION, FailedPreconditionError),
+        (grpc.StatusCode.ABORTED, AbortedError),
         (grpc.StatusCode.UNAVAILABLE, UnavailableError),
         (grpc.StatusCode.PERMISSION_DENIED, PermissionDeniedError),
         (grpc.StatusCode.UNAUTHENTICATED, UnauthenticatedError),

@@ -72,6 +72,20 @@ def test_connector_lifecycle(served: Served) -> None:
         assert delete.request_id
 
 
+def test_etags_reach_the_server(served: Served) -> None:
+    fake = served.fake
+    with SluicewayClient(served.target) as client:
+        client.create_connector("gen", {"connector.class": DATAGEN, "topic": "t"})
+        client.replace_connector_config("gen", {"connector.class": DATAGEN, "topic": "u"}, etag="e1")
+        client.patch_connector_config("gen", set={"a": "1"}, etag="e2")
+        client.delete_connector("gen", etag="e3")
+        client.create_connector("plain", {"connector.class": DATAGEN, "topic": "t"})
+        client.delete_connector("plain")
+    assert fake.attempts_of("ReplaceConnectorConfig")[0].request.etag == "e1"
+    assert fake.attempts_of("PatchConnectorConfig")[0].request.etag == "e2"
+    assert [a.request.etag for a in fake.attempts_of("DeleteConnector")] == ["e3", ""]
+
+
 def test_list_connectors_follows_pages(served: Served) -> None:
     for name in ("e", "a", "d", "b", "c"):
         served.fake.add_connector(name)

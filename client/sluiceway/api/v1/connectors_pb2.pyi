@@ -104,6 +104,7 @@ class Connector(_message.Message):
     TARGET_STATE_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
     CONFIG_POSITION_FIELD_NUMBER: _builtins.int
+    ETAG_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Resource name, `connectors/{connector}`; `{connector}` is the Kafka Connect connector name."""
     type: _common_pb2.ConnectorType.ValueType
@@ -111,6 +112,11 @@ class Connector(_message.Message):
     config_position: _builtins.int
     """Position in the config log of the last change this response reflects; pass it as
     `min_config_position` to a read on any replica to read your own write.
+    """
+    etag: _builtins.str
+    """Opaque tag of the connector's current config and target state (AIP-154). Pass it back in a
+    replace, patch or delete to have the call fail ABORTED (reason ETAG_MISMATCH) if the
+    connector changed since it was read. Present in the INFO and FULL views.
     """
     @_builtins.property
     def config(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
@@ -134,10 +140,11 @@ class Connector(_message.Message):
         target_state: _common_pb2.TargetState.ValueType = ...,
         status: Global___ConnectorStatus | None = ...,
         config_position: _builtins.int = ...,
+        etag: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["status", b"status"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "config_position", b"config_position", "name", b"name", "status", b"status", "target_state", b"target_state", "tasks", b"tasks", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "config_position", b"config_position", "etag", b"etag", "name", b"name", "status", b"status", "target_state", b"target_state", "tasks", b"tasks", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -290,8 +297,13 @@ class ReplaceConnectorConfigRequest(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     CONFIG_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    ETAG_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     request_id: _builtins.str
+    etag: _builtins.str
+    """When set, the connector must exist with this etag, else the call fails ABORTED and changes
+    nothing.
+    """
     @_builtins.property
     def config(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     def __init__(
@@ -300,10 +312,11 @@ class ReplaceConnectorConfigRequest(_message.Message):
         name: _builtins.str = ...,
         config: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         request_id: _builtins.str = ...,
+        etag: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "name", b"name", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "etag", b"etag", "name", b"name", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -361,8 +374,13 @@ class PatchConnectorConfigRequest(_message.Message):
     SET_FIELD_NUMBER: _builtins.int
     REMOVE_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    ETAG_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     request_id: _builtins.str
+    etag: _builtins.str
+    """When set, the connector's current etag must equal it, else the call fails ABORTED and
+    changes nothing.
+    """
     @_builtins.property
     def set(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Keys to set or overwrite."""
@@ -378,10 +396,11 @@ class PatchConnectorConfigRequest(_message.Message):
         set: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         remove: _abc.Iterable[_builtins.str] | None = ...,
         request_id: _builtins.str = ...,
+        etag: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "remove", b"remove", "request_id", b"request_id", "set", b"set"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["etag", b"etag", "name", b"name", "remove", b"remove", "request_id", b"request_id", "set", b"set"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -395,6 +414,7 @@ class DeleteConnectorRequest(_message.Message):
     DELETE_OFFSETS_FIELD_NUMBER: _builtins.int
     WAIT_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    ETAG_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     delete_offsets: _builtins.bool
     """Also reset the connector's offsets. Not supported yet (KIP-875 offsets management is not
@@ -406,6 +426,10 @@ class DeleteConnectorRequest(_message.Message):
     the tasks stop on their executors right after.
     """
     request_id: _builtins.str
+    etag: _builtins.str
+    """When set, the connector's current etag must equal it, else the call fails ABORTED and
+    deletes nothing.
+    """
     def __init__(
         self,
         *,
@@ -413,10 +437,11 @@ class DeleteConnectorRequest(_message.Message):
         delete_offsets: _builtins.bool = ...,
         wait: _builtins.bool = ...,
         request_id: _builtins.str = ...,
+        etag: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["delete_offsets", b"delete_offsets", "name", b"name", "request_id", b"request_id", "wait", b"wait"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delete_offsets", b"delete_offsets", "etag", b"etag", "name", b"name", "request_id", b"request_id", "wait", b"wait"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

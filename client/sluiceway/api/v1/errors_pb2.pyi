@@ -82,6 +82,10 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """FAILED_PRECONDITION: the connector plugin itself failed while serving the request (its
     config() raised while its config definition was being built).
     """
+    ETAG_MISMATCH: _ErrorReason.ValueType  # 23
+    """ABORTED: the request's etag is not the connector's current one: it changed since it was read.
+    Read it again and retry.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """The `reason` of the google.rpc.ErrorInfo attached to every error Sluiceway returns.
@@ -148,5 +152,9 @@ NOT_AUTHORIZED: ErrorReason.ValueType  # 21
 CONNECTOR_ERROR: ErrorReason.ValueType  # 22
 """FAILED_PRECONDITION: the connector plugin itself failed while serving the request (its
 config() raised while its config definition was being built).
+"""
+ETAG_MISMATCH: ErrorReason.ValueType  # 23
+"""ABORTED: the request's etag is not the connector's current one: it changed since it was read.
+Read it again and retry.
 """
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
