@@ -1,45 +1,71 @@
-"""Connector offsets (KIP-875's partition → offset maps) as they travel in protos: a
-`google.protobuf.Struct` per partition and per offset, an unset offset meaning null (reset).
-Shared by the control plane and the executors."""
+"""Connector offsets (KIP-875's partition → offset maps) as they travel in protos: an `OffsetMap`
+of typed primitives per partition and per offset, an unset offset meaning null (reset). Integers
+are int64 on the wire, so every Java long arrives exactly. Shared by the control plane, the
+executors and the client library."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import struct_pb2
 
 from sluiceway.api.v1 import common_pb2
+
+__all__ = [
+    "OffsetPair",
+    "OffsetValueError",
+    "map_from_proto",
+    "map_to_proto",
+    "offsets_from_proto",
+    "offsets_to_proto",
+]
 
 OffsetPair = tuple[dict[str, Any], dict[str, Any] | None]
 """A source partition and its offset (None resets it), or a sink partition and its Kafka offset."""
 
+_INT64 = (-(2**63), 2**63 - 1)
 
-def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:
-    """A Struct as a dict; Struct numbers are doubles, so integral ones come back as ints (offsets)."""
 
-    def fix(value: Any) -> Any:
-        if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
-            return int(value)
-        if isinstance(value, dict):
-            return {key: fix(item) for key, item in value.items()}
-        if isinstance(value, list):
-            return [fix(item) for item in value]
-        return value
+class OffsetValueError(ValueError):
+    """A partition or offset map holds something other than primitives (KIP-875 allows strings,
+    numbers, booleans and null), or an integer outside int64."""
 
-    result: dict[str, Any] = fix(json_format.MessageToDict(message))
+
+def map_to_proto(values: Mapping[str, Any]) -> common_pb2.OffsetMap:
+    result = common_pb2.OffsetMap()
+    for key, value in values.items():
+        if not isinstance(key, str):
+            raise OffsetValueError(f"keys must be strings, got {key!r}")
+        field = result.fields[key]
+        if value is None:
+            field.null_value = struct_pb2.NULL_VALUE
+        elif isinstance(value, bool):
+            field.bool_value = value
+        elif isinstance(value, int):
+            if not _INT64[0] <= value <= _INT64[1]:
+                raise OffsetValueError(f"{key}: {value} does not fit in a 64-bit integer")
+            field.int_value = value
+        elif isinstance(value, float):
+            field.double_value = value
+        elif isinstance(value, str):
+            field.string_value = value
+        else:
+            raise OffsetValueError(f"{key}: expected a string, number, boolean or null, got {value!r}")
     return result
 
 
-def dict_to_struct(values: Mapping[str, Any]) -> struct_pb2.Struct:
-    message = struct_pb2.Struct()
-    message.update(dict(values))
-    return message
+def map_from_proto(message: common_pb2.OffsetMap) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, field in message.fields.items():
+        kind = field.WhichOneof("kind")
+        result[key] = None if kind in (None, "null_value") else getattr(field, kind)
+    return result
 
 
 def offsets_from_proto(offsets: Iterable[common_pb2.PartitionOffset]) -> list[OffsetPair]:
     return [
-        (struct_to_dict(item.partition), struct_to_dict(item.offset) if item.HasField("offset") else None)
+        (map_from_proto(item.partition), map_from_proto(item.offset) if item.HasField("offset") else None)
         for item in offsets
     ]
 
@@ -47,8 +73,8 @@ def offsets_from_proto(offsets: Iterable[common_pb2.PartitionOffset]) -> list[Of
 def offsets_to_proto(offsets: Iterable[OffsetPair]) -> list[common_pb2.PartitionOffset]:
     result = []
     for partition, offset in offsets:
-        item = common_pb2.PartitionOffset(partition=dict_to_struct(partition))
+        item = common_pb2.PartitionOffset(partition=map_to_proto(partition))
         if offset is not None:
-            item.offset.CopyFrom(dict_to_struct(offset))
+            item.offset.CopyFrom(map_to_proto(offset))
         result.append(item)
     return result

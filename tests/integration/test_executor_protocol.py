@@ -14,7 +14,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from sluiceway.api.v1 import cluster_pb2, common_pb2, connectors_pb2, executor_pb2
-from sluiceway.offsets import dict_to_struct
+from sluiceway.offsets import map_from_proto, map_to_proto
 from tests.integration.api_helpers import Stubs, read_topic, wait_until
 from tests.integration.executor_peer import ExecutorPeer, wait_for
 
@@ -164,7 +164,7 @@ def test_offset_commits_are_applied_and_fenced(
     wait_until(lambda: task in peer.tasks(), what="source task assigned")
     generation = peer.assigned[task].generation
     offsets = [
-        common_pb2.PartitionOffset(partition=dict_to_struct({"task": 0}), offset=dict_to_struct({"seq": 99}))
+        common_pb2.PartitionOffset(partition=map_to_proto({"task": 0}), offset=map_to_proto({"seq": 99}))
     ]
     result = peer.commit(
         executor_pb2.OffsetCommit(task=task, generation=generation, commit_id=1, offsets=offsets)
@@ -181,7 +181,7 @@ def test_offset_commits_are_applied_and_fenced(
     stubs.connectors.RestartTask(connectors_pb2.RestartTaskRequest(name=task), timeout=10)
     wait_until(lambda: peer.assigned[task].generation > generation, what="restarted under a new generation")
     carried = peer.assigned[task].source_offsets
-    assert len(carried) == 1 and dict(carried[0].offset)["seq"] == 99
+    assert len(carried) == 1 and map_from_proto(carried[0].offset)["seq"] == 99
 
     sink = f"sink-{unique}"
     topic = f"in-{unique}"
@@ -193,8 +193,8 @@ def test_offset_commits_are_applied_and_fenced(
     wait_until(lambda: sink_task in peer.tasks(), what="sink task assigned")
     sink_offsets = [
         common_pb2.PartitionOffset(
-            partition=dict_to_struct({"kafka_topic": topic, "kafka_partition": 0}),
-            offset=dict_to_struct({"kafka_offset": 42}),
+            partition=map_to_proto({"kafka_topic": topic, "kafka_partition": 0}),
+            offset=map_to_proto({"kafka_offset": 42}),
         )
     ]
     result = peer.commit(
@@ -236,7 +236,7 @@ def test_source_offsets_go_to_the_connectors_own_offsets_topic(
     wait_until(lambda: task in peer.tasks(), what="assigned")
     generation = peer.assigned[task].generation
     offsets = [
-        common_pb2.PartitionOffset(partition=dict_to_struct({"task": 0}), offset=dict_to_struct({"seq": 7}))
+        common_pb2.PartitionOffset(partition=map_to_proto({"task": 0}), offset=map_to_proto({"seq": 7}))
     ]
     result = peer.commit(
         executor_pb2.OffsetCommit(task=task, generation=generation, commit_id=1, offsets=offsets)
@@ -249,7 +249,7 @@ def test_source_offsets_go_to_the_connectors_own_offsets_topic(
     stubs.connectors.RestartTask(connectors_pb2.RestartTaskRequest(name=task), timeout=10)
     wait_until(lambda: peer.assigned[task].generation > generation, what="reassigned")
     carried = peer.assigned[task].source_offsets
-    assert len(carried) == 1 and dict(carried[0].offset)["seq"] == 7
+    assert len(carried) == 1 and map_from_proto(carried[0].offset)["seq"] == 7
 
 
 def test_sink_offsets_go_to_the_overridden_consumer_group(
@@ -274,8 +274,8 @@ def test_sink_offsets_go_to_the_overridden_consumer_group(
     wait_until(lambda: task in peer.tasks(), what="assigned")
     offsets = [
         common_pb2.PartitionOffset(
-            partition=dict_to_struct({"kafka_topic": topic, "kafka_partition": 0}),
-            offset=dict_to_struct({"kafka_offset": 9}),
+            partition=map_to_proto({"kafka_topic": topic, "kafka_partition": 0}),
+            offset=map_to_proto({"kafka_offset": 9}),
         )
     ]
     result = peer.commit(

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from google.protobuf import json_format
-
 from sluiceway.cli import output
 from sluiceway.cli.common import Context, add_command, add_group
 from sluiceway.client import connector_id, load_offsets_file
+from sluiceway.offsets import offsets_from_proto
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -38,23 +37,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _get(ctx: Context, args: argparse.Namespace) -> int:
     offsets = ctx.client.get_offsets(args.name)
+    pairs = offsets_from_proto(offsets.offsets)
 
     def table() -> None:
-        if not offsets.offsets:
+        if not pairs:
             ctx.write(f"No offsets for connector {connector_id(args.name)}.\n")
             return
         rows = [
-            [
-                output.compact_json(json_format.MessageToDict(item.partition)),
-                output.compact_json(json_format.MessageToDict(item.offset))
-                if item.HasField("offset")
-                else "null",
-            ]
-            for item in offsets.offsets
+            [output.compact_json(partition), output.compact_json(offset) if offset is not None else "null"]
+            for partition, offset in pairs
         ]
         output.print_table(["PARTITION", "OFFSET"], rows, ctx.out)
 
-    ctx.emit(offsets, table)
+    # Kafka Connect's body, which `offsets alter --file` reads back; integers stay exact.
+    body = {"offsets": [{"partition": partition, "offset": offset} for partition, offset in pairs]}
+    ctx.emit(body, table)
     return 0
 
 

@@ -16,30 +16,13 @@ from google.protobuf.message import Message
 from sluiceway.api.v1 import common_pb2, plugins_pb2
 from sluiceway.errors import SluicewayError
 
-_MAX_EXACT_FLOAT_INT = 2**53
-
 
 def message_to_json(message: Message) -> dict[str, Any]:
-    """Protobuf JSON with the proto field names, every field present (scripts need not
-    guess defaults), and integral Struct numbers (offsets, partitions) as integers."""
-    data = json_format.MessageToDict(
+    """Protobuf JSON with the proto field names and every field present (scripts need not guess
+    defaults)."""
+    return json_format.MessageToDict(
         message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
-    result = _integral_numbers(data)
-    assert isinstance(result, dict)
-    return result
-
-
-def _integral_numbers(value: Any) -> Any:
-    # google.protobuf.Struct stores every number as a double, so {"kafka_offset": 5} would
-    # print as 5.0. Our messages have no double fields, so only Struct values are affected.
-    if isinstance(value, float) and value.is_integer() and abs(value) <= _MAX_EXACT_FLOAT_INT:
-        return int(value)
-    if isinstance(value, dict):
-        return {key: _integral_numbers(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_integral_numbers(item) for item in value]
-    return value
 
 
 def print_json(data: Any, out: TextIO | None = None) -> None:
@@ -51,7 +34,7 @@ def print_json(data: Any, out: TextIO | None = None) -> None:
 
 def compact_json(data: Any) -> str:
     """One-line JSON for table cells (partitions and offsets)."""
-    return json.dumps(_integral_numbers(data), sort_keys=True, separators=(", ", ": "), ensure_ascii=False)
+    return json.dumps(data, sort_keys=True, separators=(", ", ": "), ensure_ascii=False)
 
 
 def _cell(value: object) -> str:

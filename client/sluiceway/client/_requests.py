@@ -7,8 +7,6 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeAlias
 
-from google.protobuf import struct_pb2
-
 from sluiceway.api.v1 import (
     cluster_pb2,
     common_pb2,
@@ -19,6 +17,7 @@ from sluiceway.api.v1 import (
 )
 from sluiceway.client._names import connector_name, plugin_name, task_name
 from sluiceway.errors import FieldViolation, InvalidArgumentError
+from sluiceway.offsets import OffsetValueError, map_to_proto
 
 ConfigValue: TypeAlias = str | int | float | bool
 ConfigMapping: TypeAlias = Mapping[str, ConfigValue]
@@ -26,9 +25,6 @@ InitialStateLike: TypeAlias = str | connectors_pb2.InitialState.ValueType
 ViewLike: TypeAlias = str | connectors_pb2.ConnectorView.ValueType
 # A PartitionOffset, or Kafka Connect's JSON shape {"partition": {...}, "offset": {...} | None}.
 OffsetLike: TypeAlias = common_pb2.PartitionOffset | Mapping[str, Any]
-
-# Struct numbers are doubles: integers beyond this would silently change value.
-_MAX_EXACT_INT = 2**53
 
 
 def _invalid(field: str, description: str) -> InvalidArgumentError:
@@ -104,33 +100,13 @@ def connector_view(value: ViewLike) -> connectors_pb2.ConnectorView.ValueType:
     return value
 
 
-def _check_struct_value(path: str, value: object) -> None:
-    if isinstance(value, bool) or value is None or isinstance(value, str | float):
-        return
-    if isinstance(value, int):
-        if abs(value) > _MAX_EXACT_INT:
-            raise _invalid(path, f"{value} cannot be represented exactly (integers up to 2**53)")
-        return
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise _invalid(path, f"keys must be strings, got {key!r}")
-            _check_struct_value(f"{path}.{key}", item)
-        return
-    if isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            _check_struct_value(f"{path}[{index}]", item)
-        return
-    raise _invalid(path, f"unsupported value {value!r} (expected JSON values)")
-
-
-def _struct(path: str, value: object) -> struct_pb2.Struct:
+def _offset_map(path: str, value: object) -> common_pb2.OffsetMap:
     if not isinstance(value, Mapping):
         raise _invalid(path, f"expected an object, got {value!r}")
-    _check_struct_value(path, value)
-    result = struct_pb2.Struct()
-    result.update(value)
-    return result
+    try:
+        return map_to_proto(value)
+    except OffsetValueError as exc:
+        raise _invalid(path, str(exc)) from None
 
 
 def partition_offset(index: int, item: OffsetLike) -> common_pb2.PartitionOffset:
@@ -144,11 +120,11 @@ def partition_offset(index: int, item: OffsetLike) -> common_pb2.PartitionOffset
         raise _invalid(path, f"unknown keys {sorted(unknown)} (expected 'partition' and 'offset')")
     if "partition" not in item or item["partition"] is None:
         raise _invalid(f"{path}.partition", "a partition is required")
-    result = common_pb2.PartitionOffset(partition=_struct(f"{path}.partition", item["partition"]))
+    result = common_pb2.PartitionOffset(partition=_offset_map(f"{path}.partition", item["partition"]))
     # A missing or null offset resets that partition (KIP-875).
     offset = item.get("offset")
     if offset is not None:
-        result.offset.CopyFrom(_struct(f"{path}.offset", offset))
+        result.offset.CopyFrom(_offset_map(f"{path}.offset", offset))
     return result
 
 

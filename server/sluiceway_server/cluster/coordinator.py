@@ -16,7 +16,7 @@ from typing import Any
 from google.protobuf import duration_pb2
 
 from sluiceway.api.v1 import common_pb2, executor_pb2
-from sluiceway.offsets import dict_to_struct, offsets_from_proto
+from sluiceway.offsets import map_to_proto, offsets_from_proto
 from sluiceway_server.cluster.assignor import Plan, TaskId, plan
 from sluiceway_server.cluster.offset_committer import CommitRejectedError, OffsetCommitter
 from sluiceway_server.herder.errors import UnavailableError
@@ -349,7 +349,7 @@ class ExecutorCoordinator:
                     desired.task.connector, desired.connector_config
                 ):
                     assignment.source_offsets.add(
-                        partition=dict_to_struct(partition), offset=dict_to_struct(offset)
+                        partition=map_to_proto(partition), offset=map_to_proto(offset)
                     )
         log.info(
             "assigning %s to %s",

@@ -16,7 +16,7 @@ from concurrent import futures
 from typing import Any
 
 import grpc
-from google.protobuf import duration_pb2, empty_pb2, struct_pb2, timestamp_pb2
+from google.protobuf import duration_pb2, empty_pb2, timestamp_pb2
 from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
 from grpc_status import rpc_status
 
@@ -33,6 +33,7 @@ from sluiceway.api.v1 import (
     topics_pb2,
     topics_pb2_grpc,
 )
+from sluiceway.offsets import offsets_to_proto
 
 DATAGEN = "io.sluiceway.connectors.DataGenSourceConnector"
 FILESINK = "io.sluiceway.connectors.FileStreamSinkConnector"
@@ -607,12 +608,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
 
 
 def offset_of(partition: dict[str, Any], offset: dict[str, Any] | None) -> common_pb2.PartitionOffset:
-    item = common_pb2.PartitionOffset()
-    item.partition.update(partition)
-    if offset is not None:
-        item.offset.CopyFrom(struct_pb2.Struct())
-        item.offset.update(offset)
-    return item
+    return offsets_to_proto([(partition, offset)])[0]
 
 
 class VirtualClock:

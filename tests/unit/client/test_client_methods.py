@@ -9,6 +9,7 @@ import pytest
 from sluiceway.api.v1 import common_pb2, connectors_pb2, plugins_pb2
 from sluiceway.client import AsyncSluicewayClient, SluicewayClient
 from sluiceway.errors import InvalidArgumentError, NotFoundError
+from sluiceway.offsets import map_from_proto
 from tests.unit.client.fake_control_plane import DATAGEN, Served, offset_of
 
 
@@ -149,12 +150,20 @@ def test_plugins_offsets_topics_cluster(served: Served) -> None:
         )
         assert response.connector_acknowledged
         sent = fake.attempts_of("AlterConnectorOffsets")[0].request
-        assert sent.offsets[0].offset["seq"] == 41
+        assert map_from_proto(sent.offsets[0].offset)["seq"] == 41
         assert not sent.offsets[2].HasField("offset")
         offsets = client.get_offsets("gen")
-        assert [dict(o.offset) for o in offsets.offsets] == [{"seq": 41}, {"seq": 7}]
-        with pytest.raises(InvalidArgumentError, match="2\\*\\*53"):
-            client.alter_offsets("gen", [{"partition": {"p": 0}, "offset": {"o": 2**60}}])
+        assert [map_from_proto(o.offset) for o in offsets.offsets] == [{"seq": 41}, {"seq": 7}]
+        # Offsets are exact to 64 bits, both ways.
+        client.alter_offsets(
+            "gen", [{"partition": {"task": 0}, "offset": {"seq": 2**63 - 1, "neg": -(2**63)}}]
+        )
+        exact = [o for o in client.get_offsets("gen").offsets if map_from_proto(o.partition) == {"task": 0}]
+        assert map_from_proto(exact[0].offset) == {"seq": 2**63 - 1, "neg": -(2**63)}
+        with pytest.raises(InvalidArgumentError, match="64-bit"):
+            client.alter_offsets("gen", [{"partition": {"p": 0}, "offset": {"o": 2**63}}])
+        with pytest.raises(InvalidArgumentError, match="string, number, boolean or null"):
+            client.alter_offsets("gen", [{"partition": {"p": 0}, "offset": {"o": {"nested": 1}}}])
         with pytest.raises(InvalidArgumentError, match="at least one"):
             client.alter_offsets("gen", [])
         with pytest.raises(InvalidArgumentError, match="unknown keys"):

@@ -17,7 +17,7 @@ import pytest
 from google.protobuf import duration_pb2
 
 from sluiceway.api.v1 import common_pb2, executor_pb2, executor_pb2_grpc
-from sluiceway.offsets import dict_to_struct, offsets_from_proto
+from sluiceway.offsets import map_to_proto, offsets_from_proto
 from sluiceway_executor.attach import AttachSettings, ExecutorAgent
 from sluiceway_executor.pipelines import parse_task_name
 from sluiceway_executor.pipelines.client_config import kafka_client_config
@@ -142,7 +142,7 @@ class Stream:
             task_count=task_count,
         )
         for partition, offset in offsets or []:
-            assignment.source_offsets.add(partition=dict_to_struct(partition), offset=dict_to_struct(offset))
+            assignment.source_offsets.add(partition=map_to_proto(partition), offset=map_to_proto(offset))
         self.send(assignment=executor_pb2.Assignment(tasks=[assignment]))
 
     def status(
@@ -768,8 +768,8 @@ def test_task_spec_reads_the_assignment() -> None:
         target_state=common_pb2.RUNNING,
         task_count=4,
     )
-    assignment.source_offsets.add(partition=dict_to_struct({"file": "x"}), offset=dict_to_struct({"pos": 12}))
-    assignment.source_offsets.add(partition=dict_to_struct({"file": "y"}))
+    assignment.source_offsets.add(partition=map_to_proto({"file": "x"}), offset=map_to_proto({"pos": 12}))
+    assignment.source_offsets.add(partition=map_to_proto({"file": "y"}))
     spec = TaskSpec.from_proto(assignment)
     assert (spec.connector, spec.task_index, spec.task_count, spec.paused) == ("my-conn", 3, 4, False)
     assert spec.generation == (5 << 32) + 1

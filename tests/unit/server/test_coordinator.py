@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from sluiceway.api.v1 import executor_pb2
+from sluiceway.offsets import map_from_proto
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
 from sluiceway_server.cluster.offset_committer import OffsetCommitter
 from sluiceway_server.herder.errors import UnavailableError
@@ -202,7 +203,7 @@ def test_a_slow_own_offsets_topic_blocks_neither_the_loop_nor_other_connectors()
             if message is not None and message.WhichOneof("kind") == "assignment":
                 sent.extend(message.assignment.tasks)
         own_task = next(t for t in sent if t.task == "connectors/own/tasks/0")
-        assert [dict(o.offset) for o in own_task.source_offsets] == [{"seq": 41.0}]
+        assert [map_from_proto(o.offset) for o in own_task.source_offsets] == [{"seq": 41}]
         await coordinator.stop()
         store.stop()
 

@@ -3,10 +3,12 @@
 isort:skip_file
 """
 
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
@@ -124,6 +126,87 @@ class ErrorEvent(_message.Message):
 Global___ErrorEvent: _TypeAlias = ErrorEvent  # noqa: Y015
 
 @_typing.final
+class OffsetValue(_message.Message):
+    """One primitive value of a partition or offset map. Integers travel as int64, so every offset a
+    Kafka Connect connector can store (a Java long) arrives exactly; google.protobuf.Struct would
+    carry them as doubles, exact only up to 2^53.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NULL_VALUE_FIELD_NUMBER: _builtins.int
+    BOOL_VALUE_FIELD_NUMBER: _builtins.int
+    INT_VALUE_FIELD_NUMBER: _builtins.int
+    DOUBLE_VALUE_FIELD_NUMBER: _builtins.int
+    STRING_VALUE_FIELD_NUMBER: _builtins.int
+    null_value: _struct_pb2.NullValue.ValueType
+    bool_value: _builtins.bool
+    int_value: _builtins.int
+    double_value: _builtins.float
+    string_value: _builtins.str
+    def __init__(
+        self,
+        *,
+        null_value: _struct_pb2.NullValue.ValueType = ...,
+        bool_value: _builtins.bool = ...,
+        int_value: _builtins.int = ...,
+        double_value: _builtins.float = ...,
+        string_value: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["bool_value", b"bool_value", "double_value", b"double_value", "int_value", b"int_value", "kind", b"kind", "null_value", b"null_value", "string_value", b"string_value"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bool_value", b"bool_value", "double_value", b"double_value", "int_value", b"int_value", "kind", b"kind", "null_value", b"null_value", "string_value", b"string_value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["null_value", "bool_value", "int_value", "double_value", "string_value"]  # noqa: Y015
+    _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
+
+Global___OffsetValue: _TypeAlias = OffsetValue  # noqa: Y015
+
+@_typing.final
+class OffsetMap(_message.Message):
+    """A source partition or offset: a map of primitives, as KIP-875 defines them."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class FieldsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        @_builtins.property
+        def value(self) -> Global___OffsetValue: ...
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: Global___OffsetValue | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    FIELDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def fields(self) -> _containers.MessageMap[_builtins.str, Global___OffsetValue]: ...
+    def __init__(
+        self,
+        *,
+        fields: _abc.Mapping[_builtins.str, Global___OffsetValue] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fields", b"fields"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OffsetMap: _TypeAlias = OffsetMap  # noqa: Y015
+
+@_typing.final
 class PartitionOffset(_message.Message):
     """One partition and its offset, in Kafka Connect's offsets format (KIP-875).
     Source connectors: connector-defined maps of primitives.
@@ -135,16 +218,16 @@ class PartitionOffset(_message.Message):
     PARTITION_FIELD_NUMBER: _builtins.int
     OFFSET_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def partition(self) -> _struct_pb2.Struct: ...
+    def partition(self) -> Global___OffsetMap: ...
     @_builtins.property
-    def offset(self) -> _struct_pb2.Struct:
+    def offset(self) -> Global___OffsetMap:
         """Unset means null: resets the offset of this partition."""
 
     def __init__(
         self,
         *,
-        partition: _struct_pb2.Struct | None = ...,
-        offset: _struct_pb2.Struct | None = ...,
+        partition: Global___OffsetMap | None = ...,
+        offset: Global___OffsetMap | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["offset", b"offset", "partition", b"partition"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
