@@ -163,8 +163,10 @@ def test_offset_commits_are_applied_and_fenced(
     task = f"connectors/{source}/tasks/0"
     wait_until(lambda: task in peer.tasks(), what="source task assigned")
     generation = peer.assigned[task].generation
+    # The largest Java long: it must reach Kafka and come back in the next assignment exactly.
+    top = 2**63 - 1
     offsets = [
-        common_pb2.PartitionOffset(partition=map_to_proto({"task": 0}), offset=map_to_proto({"seq": 99}))
+        common_pb2.PartitionOffset(partition=map_to_proto({"task": 0}), offset=map_to_proto({"seq": top}))
     ]
     result = peer.commit(
         executor_pb2.OffsetCommit(task=task, generation=generation, commit_id=1, offsets=offsets)
@@ -175,13 +177,13 @@ def test_offset_commits_are_applied_and_fenced(
     )
     assert not stale.ok and "stale generation" in stale.error
     records = read_topic(broker.bootstrap_servers, plane.topics["offset"])
-    assert (f'["{source}",{{"task":0}}]', {"seq": 99}) in records
+    assert (f'["{source}",{{"task":0}}]', {"seq": top}) in records
 
     # a restarted task gets a new generation and the committed offsets with its assignment
     stubs.connectors.RestartTask(connectors_pb2.RestartTaskRequest(name=task), timeout=10)
     wait_until(lambda: peer.assigned[task].generation > generation, what="restarted under a new generation")
     carried = peer.assigned[task].source_offsets
-    assert len(carried) == 1 and map_from_proto(carried[0].offset)["seq"] == 99
+    assert len(carried) == 1 and map_from_proto(carried[0].offset)["seq"] == top
 
     sink = f"sink-{unique}"
     topic = f"in-{unique}"
