@@ -9,7 +9,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from sluiceway.api.v1 import cluster_pb2, common_pb2, connectors_pb2
+from sluiceway.api.v1 import cluster_pb2, common_pb2, connectors_pb2, plugins_pb2
 from tests.integration.api_helpers import Stubs, failure, read_topic, wait_until
 
 pytestmark = pytest.mark.integration
@@ -691,3 +691,63 @@ def test_etags_guard_replace_patch_and_delete(stubs: Stubs, unique: str) -> None
     )
     assert (rejected.code, rejected.reason) == (grpc.StatusCode.ABORTED, "ETAG_MISMATCH")
     assert failure(get).code == grpc.StatusCode.NOT_FOUND
+
+
+def test_list_tasks_and_plugins_page_with_tokens_tied_to_their_request(stubs: Stubs, unique: str) -> None:
+    name, other = f"pages-{unique}", f"pages2-{unique}"
+    for connector in (name, other):
+        create(stubs, connector, {"connector.class": CONTROLLABLE, "task.count": "5", "tasks.max": "5"})
+    wait_until(lambda: task_count(stubs, name) == 5 and task_count(stubs, other) == 5, what="5 + 5 tasks")
+
+    def tasks_page(parent: str, token: str = "") -> connectors_pb2.ListTasksResponse:
+        return stubs.connectors.ListTasks(
+            connectors_pb2.ListTasksRequest(parent=cname(parent), page_size=2, page_token=token), timeout=10
+        )
+
+    seen: list[str] = []
+    token, pages = "", 0
+    while True:
+        page = tasks_page(name, token)
+        pages += 1
+        seen.extend(t.name for t in page.tasks)
+        token = page.next_page_token
+        if not token:
+            break
+    assert pages == 3
+    assert seen == [f"connectors/{name}/tasks/{n}" for n in range(5)]
+
+    # A token of one connector's task list is no good for another's.
+    first = tasks_page(name)
+    refused = failure(lambda: tasks_page(other, first.next_page_token))
+    assert refused.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert list(refused.violations) == ["page_token"]
+
+    plugins: list[str] = []
+    token = ""
+    while True:
+        listed = stubs.plugins.ListPlugins(
+            plugins_pb2.ListPluginsRequest(page_size=2, page_token=token), timeout=10
+        )
+        plugins.extend(p.class_name for p in listed.plugins)
+        token = listed.next_page_token
+        if not token:
+            break
+    everything = stubs.plugins.ListPlugins(plugins_pb2.ListPluginsRequest(), timeout=10)
+    assert plugins == [p.class_name for p in everything.plugins] == sorted(plugins)
+    assert len(plugins) >= 6
+
+    # ListConnectors: a token issued for one view is refused for another.
+    names = stubs.connectors.ListConnectors(connectors_pb2.ListConnectorsRequest(page_size=1), timeout=10)
+    assert names.next_page_token
+    wrong_view = failure(
+        lambda: stubs.connectors.ListConnectors(
+            connectors_pb2.ListConnectorsRequest(
+                page_size=1, page_token=names.next_page_token, view=connectors_pb2.FULL
+            ),
+            timeout=10,
+        )
+    )
+    assert (wrong_view.code, list(wrong_view.violations)) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        ["page_token"],
+    )

@@ -262,8 +262,15 @@ class SluicewayClient:
     def list_tasks(
         self, name: str, *, min_config_position: int = 0, timeout: TimeoutArg = UNSET
     ) -> list[connectors_pb2.Task]:
+        """Every task config of the connector, in task order (all pages)."""
         request = _requests.list_tasks(name, min_config_position)
-        return list(self._unary(self._connectors.ListTasks, request, timeout).tasks)
+        tasks: list[connectors_pb2.Task] = []
+        while True:
+            page = self._unary(self._connectors.ListTasks, request, timeout)
+            tasks.extend(page.tasks)
+            if not page.next_page_token:
+                return tasks
+            request.page_token = page.next_page_token
 
     def connector_status(self, name: str, *, timeout: TimeoutArg = UNSET) -> connectors_pb2.ConnectorStatus:
         request = _requests.connector_status(name)
@@ -298,10 +305,16 @@ class SluicewayClient:
     def list_plugins(
         self, *, include_all_types: bool = False, timeout: TimeoutArg = UNSET
     ) -> list[plugins_pb2.Plugin]:
-        """Installed connector plugins; with `include_all_types` also converters, transforms
-        and predicates."""
+        """Installed connector plugins, sorted by class name (all pages). The server lists only
+        connector plugins so far, whatever `include_all_types` says."""
         request = _requests.list_plugins(include_all_types)
-        return list(self._unary(self._plugins.ListPlugins, request, timeout).plugins)
+        plugins: list[plugins_pb2.Plugin] = []
+        while True:
+            page = self._unary(self._plugins.ListPlugins, request, timeout)
+            plugins.extend(page.plugins)
+            if not page.next_page_token:
+                return plugins
+            request.page_token = page.next_page_token
 
     def plugin_config(
         self, plugin: str, *, timeout: TimeoutArg = UNSET

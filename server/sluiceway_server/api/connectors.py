@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any, TypeVar
 
@@ -15,6 +14,7 @@ from sluiceway_server.api import convert
 from sluiceway_server.api.errors import abort, invalid_request, mapped
 from sluiceway_server.api.idempotency import RequestIdCache
 from sluiceway_server.api.names import connector_name, format_connector, format_task, task_name
+from sluiceway_server.api.paging import page_request, take
 from sluiceway_server.herder.deadlines import with_deadline
 from sluiceway_server.herder.errors import HerderError
 from sluiceway_server.herder.herder import Herder
@@ -23,8 +23,6 @@ from sluiceway_server.model import TargetState
 
 Context = grpc.aio.ServicerContext[Any, Any]
 T = TypeVar("T")
-DEFAULT_PAGE_SIZE = 100
-MAX_PAGE_SIZE = 1000
 
 
 class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
@@ -122,28 +120,18 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
     async def ListConnectors(
         self, request: connectors_pb2.ListConnectorsRequest, context: Context
     ) -> connectors_pb2.ListConnectorsResponse:
-        if request.page_size < 0:
-            raise invalid_request("page_size", "must not be negative")
-        size = min(request.page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
-        after = ""
-        if request.page_token:
-            try:
-                after = base64.b64decode(request.page_token.encode(), altchars=b"-_", validate=True).decode()
-            except (ValueError, UnicodeDecodeError):
-                raise invalid_request("page_token", "not a token this API returned") from None
+        view = request.view or connectors_pb2.NAMES
+        page = page_request(request.page_size, request.page_token, "connectors", view)
         await self._catch_up(request.min_config_position, context)
-        names = [n for n in self.herder.connector_names() if n > after]
-        page, rest = names[:size], names[size:]
-        response = connectors_pb2.ListConnectorsResponse()
-        for name in page:
+        names, next_token = take(self.herder.connector_names(), str, page, "connectors", view)
+        response = connectors_pb2.ListConnectorsResponse(next_page_token=next_token)
+        for name in names:
             try:
                 response.connectors.append(
-                    await self._run(context, self._view(name, request.view, connectors_pb2.NAMES))
+                    await self._run(context, self._view(name, view, connectors_pb2.NAMES))
                 )
             except HerderError:
                 continue  # deleted between listing and reading
-        if rest:
-            response.next_page_token = base64.urlsafe_b64encode(page[-1].encode()).decode()
         return response
 
     @mapped
@@ -246,12 +234,15 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
         self, request: connectors_pb2.ListTasksRequest, context: Context
     ) -> connectors_pb2.ListTasksResponse:
         name = connector_name(request.parent, "parent")
+        page = page_request(request.page_size, request.page_token, "tasks", name)
         await self._catch_up(request.min_config_position, context)
+        tasks = await self._run(context, self.herder.task_configs(name))
+        chosen, next_token = take(tasks, lambda t: t.task, page, "tasks", name)
         return connectors_pb2.ListTasksResponse(
             tasks=[
-                connectors_pb2.Task(name=format_task(name, t.task), config=dict(t.config))
-                for t in await self._run(context, self.herder.task_configs(name))
-            ]
+                connectors_pb2.Task(name=format_task(name, t.task), config=dict(t.config)) for t in chosen
+            ],
+            next_page_token=next_token,
         )
 
     @mapped

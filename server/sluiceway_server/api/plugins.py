@@ -12,6 +12,7 @@ from sluiceway.connect.validation import secret_keys
 from sluiceway_server.api import convert
 from sluiceway_server.api.errors import invalid_request, mapped
 from sluiceway_server.api.names import plugin_name
+from sluiceway_server.api.paging import page_request, take
 from sluiceway_server.herder.deadlines import with_deadline
 from sluiceway_server.herder.errors import HerderError
 from sluiceway_server.herder.herder import Herder
@@ -47,8 +48,12 @@ class PluginServicer(plugins_pb2_grpc.PluginServiceServicer):
     ) -> plugins_pb2.ListPluginsResponse:
         # Connector plugins only, whatever include_all_types says: converters are built in, and
         # transforms and predicates are not implemented.
+        query = ("plugins", request.include_all_types)
+        page = page_request(request.page_size, request.page_token, *query)
+        plugins = sorted(self.herder.plugins.connectors(), key=lambda d: d.class_name)
+        chosen, next_token = take(plugins, lambda d: d.class_name, page, *query)
         return plugins_pb2.ListPluginsResponse(
-            plugins=[convert.plugin(d) for d in self.herder.plugins.connectors()]
+            plugins=[convert.plugin(d) for d in chosen], next_page_token=next_token
         )
 
     @mapped

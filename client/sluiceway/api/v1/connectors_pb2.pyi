@@ -226,6 +226,7 @@ class ListConnectorsRequest(_message.Message):
     page_size: _builtins.int
     """At most this many connectors; 0 means 100; capped at 1000."""
     page_token: _builtins.str
+    """From the previous response of a request with the same view; opaque."""
     view: Global___ConnectorView.ValueType
     """Defaults to NAMES."""
     min_config_position: _builtins.int
@@ -597,17 +598,25 @@ class ListTasksRequest(_message.Message):
 
     PARENT_FIELD_NUMBER: _builtins.int
     MIN_CONFIG_POSITION_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     parent: _builtins.str
     min_config_position: _builtins.int
+    page_size: _builtins.int
+    """At most this many tasks; 0 means 100; capped at 1000."""
+    page_token: _builtins.str
+    """From the previous response of a request with the same parent."""
     def __init__(
         self,
         *,
         parent: _builtins.str = ...,
         min_config_position: _builtins.int = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["min_config_position", b"min_config_position", "parent", b"parent"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["min_config_position", b"min_config_position", "page_size", b"page_size", "page_token", b"page_token", "parent", b"parent"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -618,16 +627,21 @@ class ListTasksResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TASKS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
     @_builtins.property
-    def tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___Task]: ...
+    def tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___Task]:
+        """In task order."""
+
     def __init__(
         self,
         *,
         tasks: _abc.Iterable[Global___Task] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["tasks", b"tasks"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "tasks", b"tasks"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

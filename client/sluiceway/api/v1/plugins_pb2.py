@@ -26,7 +26,7 @@ from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior_
 from google.api import resource_pb2 as google_dot_api_dot_resource__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1esluiceway/api/v1/plugins.proto\x12\x10sluiceway.api.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x19google/api/resource.proto\"\xbb\x01\n\x06Plugin\x12\x12\n\x04name\x18\x01 \x01(\tB\x04\xe2\x41\x01\x08\x12\x12\n\nclass_name\x18\x02 \x01(\t\x12*\n\x04type\x18\x03 \x01(\x0e\x32\x1c.sluiceway.api.v1.PluginType\x12\x0f\n\x07version\x18\x04 \x01(\t\x12\x0f\n\x07\x61liases\x18\x05 \x03(\t:;\xea\x41\x38\n\x13sluiceway.io/Plugin\x12\x10plugins/{plugin}*\x07plugins2\x06plugin\"/\n\x12ListPluginsRequest\x12\x19\n\x11include_all_types\x18\x01 \x01(\x08\"@\n\x13ListPluginsResponse\x12)\n\x07plugins\x18\x01 \x03(\x0b\x32\x18.sluiceway.api.v1.Plugin\"\xbf\x02\n\x13\x43onfigKeyDefinition\x12\x0c\n\x04name\x18\x01 \x01(\t\x12*\n\x04type\x18\x02 \x01(\x0e\x32\x1c.sluiceway.api.v1.ConfigType\x12\x10\n\x08required\x18\x03 \x01(\x08\x12\x1a\n\rdefault_value\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x30\n\nimportance\x18\x05 \x01(\x0e\x32\x1c.sluiceway.api.v1.Importance\x12\x15\n\rdocumentation\x18\x06 \x01(\t\x12\r\n\x05group\x18\x07 \x01(\t\x12\x16\n\x0eorder_in_group\x18\x08 \x01(\x05\x12\x14\n\x0c\x64isplay_name\x18\t \x01(\t\x12\x12\n\ndependents\x18\n \x03(\t\x12\x14\n\x0cvalid_values\x18\x0b \x01(\tB\x10\n\x0e_default_value\"N\n GetPluginConfigDefinitionRequest\x12*\n\x04name\x18\x01 \x01(\tB\x1c\xe2\x41\x01\x02\xfa\x41\x15\n\x13sluiceway.io/Plugin\"w\n\x16PluginConfigDefinition\x12(\n\x06plugin\x18\x01 \x01(\x0b\x32\x18.sluiceway.api.v1.Plugin\x12\x33\n\x04keys\x18\x02 \x03(\x0b\x32%.sluiceway.api.v1.ConfigKeyDefinition\"\xb3\x01\n\x1eValidateConnectorConfigRequest\x12\x0e\n\x06plugin\x18\x01 \x01(\t\x12R\n\x06\x63onfig\x18\x02 \x03(\x0b\x32<.sluiceway.api.v1.ValidateConnectorConfigRequest.ConfigEntryB\x04\xe2\x41\x01\x02\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"v\n\x0b\x43onfigValue\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\x05value\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x1a\n\x12recommended_values\x18\x03 \x03(\t\x12\x0e\n\x06\x65rrors\x18\x04 \x03(\t\x12\x0f\n\x07visible\x18\x05 \x01(\x08\x42\x08\n\x06_value\"u\n\nConfigInfo\x12\x39\n\ndefinition\x18\x01 \x01(\x0b\x32%.sluiceway.api.v1.ConfigKeyDefinition\x12,\n\x05value\x18\x02 \x01(\x0b\x32\x1d.sluiceway.api.v1.ConfigValue\"\x90\x01\n\x1fValidateConnectorConfigResponse\x12\x19\n\x11plugin_class_name\x18\x01 \x01(\t\x12\x13\n\x0b\x65rror_count\x18\x02 \x01(\x05\x12\x0e\n\x06groups\x18\x03 \x03(\t\x12-\n\x07\x63onfigs\x18\x04 \x03(\x0b\x32\x1c.sluiceway.api.v1.ConfigInfo*\x85\x01\n\nPluginType\x12\x1b\n\x17PLUGIN_TYPE_UNSPECIFIED\x10\x00\x12\x14\n\x10SOURCE_CONNECTOR\x10\x01\x12\x12\n\x0eSINK_CONNECTOR\x10\x02\x12\r\n\tCONVERTER\x10\x03\x12\x12\n\x0eTRANSFORMATION\x10\x04\x12\r\n\tPREDICATE\x10\x05*\x8f\x01\n\nConfigType\x12\x1b\n\x17\x43ONFIG_TYPE_UNSPECIFIED\x10\x00\x12\x0b\n\x07\x42OOLEAN\x10\x01\x12\n\n\x06STRING\x10\x02\x12\x07\n\x03INT\x10\x03\x12\t\n\x05SHORT\x10\x04\x12\x08\n\x04LONG\x10\x05\x12\n\n\x06\x44OUBLE\x10\x06\x12\x08\n\x04LIST\x10\x07\x12\t\n\x05\x43LASS\x10\x08\x12\x0c\n\x08PASSWORD\x10\t*G\n\nImportance\x12\x1a\n\x16IMPORTANCE_UNSPECIFIED\x10\x00\x12\x08\n\x04HIGH\x10\x01\x12\n\n\x06MEDIUM\x10\x02\x12\x07\n\x03LOW\x10\x03\x32\xe6\x02\n\rPluginService\x12Z\n\x0bListPlugins\x12$.sluiceway.api.v1.ListPluginsRequest\x1a%.sluiceway.api.v1.ListPluginsResponse\x12y\n\x19GetPluginConfigDefinition\x12\x32.sluiceway.api.v1.GetPluginConfigDefinitionRequest\x1a(.sluiceway.api.v1.PluginConfigDefinition\x12~\n\x17ValidateConnectorConfig\x12\x30.sluiceway.api.v1.ValidateConnectorConfigRequest\x1a\x31.sluiceway.api.v1.ValidateConnectorConfigResponseBU\n\x13io.sluiceway.api.v1P\x01Z<github.com/sluiceway/sluiceway/gen/go/sluiceway/api/v1;apiv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1esluiceway/api/v1/plugins.proto\x12\x10sluiceway.api.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x19google/api/resource.proto\"\xbb\x01\n\x06Plugin\x12\x12\n\x04name\x18\x01 \x01(\tB\x04\xe2\x41\x01\x08\x12\x12\n\nclass_name\x18\x02 \x01(\t\x12*\n\x04type\x18\x03 \x01(\x0e\x32\x1c.sluiceway.api.v1.PluginType\x12\x0f\n\x07version\x18\x04 \x01(\t\x12\x0f\n\x07\x61liases\x18\x05 \x03(\t:;\xea\x41\x38\n\x13sluiceway.io/Plugin\x12\x10plugins/{plugin}*\x07plugins2\x06plugin\"V\n\x12ListPluginsRequest\x12\x19\n\x11include_all_types\x18\x01 \x01(\x08\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"Y\n\x13ListPluginsResponse\x12)\n\x07plugins\x18\x01 \x03(\x0b\x32\x18.sluiceway.api.v1.Plugin\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xbf\x02\n\x13\x43onfigKeyDefinition\x12\x0c\n\x04name\x18\x01 \x01(\t\x12*\n\x04type\x18\x02 \x01(\x0e\x32\x1c.sluiceway.api.v1.ConfigType\x12\x10\n\x08required\x18\x03 \x01(\x08\x12\x1a\n\rdefault_value\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x30\n\nimportance\x18\x05 \x01(\x0e\x32\x1c.sluiceway.api.v1.Importance\x12\x15\n\rdocumentation\x18\x06 \x01(\t\x12\r\n\x05group\x18\x07 \x01(\t\x12\x16\n\x0eorder_in_group\x18\x08 \x01(\x05\x12\x14\n\x0c\x64isplay_name\x18\t \x01(\t\x12\x12\n\ndependents\x18\n \x03(\t\x12\x14\n\x0cvalid_values\x18\x0b \x01(\tB\x10\n\x0e_default_value\"N\n GetPluginConfigDefinitionRequest\x12*\n\x04name\x18\x01 \x01(\tB\x1c\xe2\x41\x01\x02\xfa\x41\x15\n\x13sluiceway.io/Plugin\"w\n\x16PluginConfigDefinition\x12(\n\x06plugin\x18\x01 \x01(\x0b\x32\x18.sluiceway.api.v1.Plugin\x12\x33\n\x04keys\x18\x02 \x03(\x0b\x32%.sluiceway.api.v1.ConfigKeyDefinition\"\xb3\x01\n\x1eValidateConnectorConfigRequest\x12\x0e\n\x06plugin\x18\x01 \x01(\t\x12R\n\x06\x63onfig\x18\x02 \x03(\x0b\x32<.sluiceway.api.v1.ValidateConnectorConfigRequest.ConfigEntryB\x04\xe2\x41\x01\x02\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"v\n\x0b\x43onfigValue\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\x05value\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x1a\n\x12recommended_values\x18\x03 \x03(\t\x12\x0e\n\x06\x65rrors\x18\x04 \x03(\t\x12\x0f\n\x07visible\x18\x05 \x01(\x08\x42\x08\n\x06_value\"u\n\nConfigInfo\x12\x39\n\ndefinition\x18\x01 \x01(\x0b\x32%.sluiceway.api.v1.ConfigKeyDefinition\x12,\n\x05value\x18\x02 \x01(\x0b\x32\x1d.sluiceway.api.v1.ConfigValue\"\x90\x01\n\x1fValidateConnectorConfigResponse\x12\x19\n\x11plugin_class_name\x18\x01 \x01(\t\x12\x13\n\x0b\x65rror_count\x18\x02 \x01(\x05\x12\x0e\n\x06groups\x18\x03 \x03(\t\x12-\n\x07\x63onfigs\x18\x04 \x03(\x0b\x32\x1c.sluiceway.api.v1.ConfigInfo*\x85\x01\n\nPluginType\x12\x1b\n\x17PLUGIN_TYPE_UNSPECIFIED\x10\x00\x12\x14\n\x10SOURCE_CONNECTOR\x10\x01\x12\x12\n\x0eSINK_CONNECTOR\x10\x02\x12\r\n\tCONVERTER\x10\x03\x12\x12\n\x0eTRANSFORMATION\x10\x04\x12\r\n\tPREDICATE\x10\x05*\x8f\x01\n\nConfigType\x12\x1b\n\x17\x43ONFIG_TYPE_UNSPECIFIED\x10\x00\x12\x0b\n\x07\x42OOLEAN\x10\x01\x12\n\n\x06STRING\x10\x02\x12\x07\n\x03INT\x10\x03\x12\t\n\x05SHORT\x10\x04\x12\x08\n\x04LONG\x10\x05\x12\n\n\x06\x44OUBLE\x10\x06\x12\x08\n\x04LIST\x10\x07\x12\t\n\x05\x43LASS\x10\x08\x12\x0c\n\x08PASSWORD\x10\t*G\n\nImportance\x12\x1a\n\x16IMPORTANCE_UNSPECIFIED\x10\x00\x12\x08\n\x04HIGH\x10\x01\x12\n\n\x06MEDIUM\x10\x02\x12\x07\n\x03LOW\x10\x03\x32\xe6\x02\n\rPluginService\x12Z\n\x0bListPlugins\x12$.sluiceway.api.v1.ListPluginsRequest\x1a%.sluiceway.api.v1.ListPluginsResponse\x12y\n\x19GetPluginConfigDefinition\x12\x32.sluiceway.api.v1.GetPluginConfigDefinitionRequest\x1a(.sluiceway.api.v1.PluginConfigDefinition\x12~\n\x17ValidateConnectorConfig\x12\x30.sluiceway.api.v1.ValidateConnectorConfigRequest\x1a\x31.sluiceway.api.v1.ValidateConnectorConfigResponseBU\n\x13io.sluiceway.api.v1P\x01Z<github.com/sluiceway/sluiceway/gen/go/sluiceway/api/v1;apiv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -44,34 +44,34 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_VALIDATECONNECTORCONFIGREQUEST_CONFIGENTRY']._serialized_options = b'8\001'
   _globals['_VALIDATECONNECTORCONFIGREQUEST'].fields_by_name['config']._loaded_options = None
   _globals['_VALIDATECONNECTORCONFIGREQUEST'].fields_by_name['config']._serialized_options = b'\342A\001\002'
-  _globals['_PLUGINTYPE']._serialized_start=1509
-  _globals['_PLUGINTYPE']._serialized_end=1642
-  _globals['_CONFIGTYPE']._serialized_start=1645
-  _globals['_CONFIGTYPE']._serialized_end=1788
-  _globals['_IMPORTANCE']._serialized_start=1790
-  _globals['_IMPORTANCE']._serialized_end=1861
+  _globals['_PLUGINTYPE']._serialized_start=1573
+  _globals['_PLUGINTYPE']._serialized_end=1706
+  _globals['_CONFIGTYPE']._serialized_start=1709
+  _globals['_CONFIGTYPE']._serialized_end=1852
+  _globals['_IMPORTANCE']._serialized_start=1854
+  _globals['_IMPORTANCE']._serialized_end=1925
   _globals['_PLUGIN']._serialized_start=113
   _globals['_PLUGIN']._serialized_end=300
   _globals['_LISTPLUGINSREQUEST']._serialized_start=302
-  _globals['_LISTPLUGINSREQUEST']._serialized_end=349
-  _globals['_LISTPLUGINSRESPONSE']._serialized_start=351
-  _globals['_LISTPLUGINSRESPONSE']._serialized_end=415
-  _globals['_CONFIGKEYDEFINITION']._serialized_start=418
-  _globals['_CONFIGKEYDEFINITION']._serialized_end=737
-  _globals['_GETPLUGINCONFIGDEFINITIONREQUEST']._serialized_start=739
-  _globals['_GETPLUGINCONFIGDEFINITIONREQUEST']._serialized_end=817
-  _globals['_PLUGINCONFIGDEFINITION']._serialized_start=819
-  _globals['_PLUGINCONFIGDEFINITION']._serialized_end=938
-  _globals['_VALIDATECONNECTORCONFIGREQUEST']._serialized_start=941
-  _globals['_VALIDATECONNECTORCONFIGREQUEST']._serialized_end=1120
-  _globals['_VALIDATECONNECTORCONFIGREQUEST_CONFIGENTRY']._serialized_start=1075
-  _globals['_VALIDATECONNECTORCONFIGREQUEST_CONFIGENTRY']._serialized_end=1120
-  _globals['_CONFIGVALUE']._serialized_start=1122
-  _globals['_CONFIGVALUE']._serialized_end=1240
-  _globals['_CONFIGINFO']._serialized_start=1242
-  _globals['_CONFIGINFO']._serialized_end=1359
-  _globals['_VALIDATECONNECTORCONFIGRESPONSE']._serialized_start=1362
-  _globals['_VALIDATECONNECTORCONFIGRESPONSE']._serialized_end=1506
-  _globals['_PLUGINSERVICE']._serialized_start=1864
-  _globals['_PLUGINSERVICE']._serialized_end=2222
+  _globals['_LISTPLUGINSREQUEST']._serialized_end=388
+  _globals['_LISTPLUGINSRESPONSE']._serialized_start=390
+  _globals['_LISTPLUGINSRESPONSE']._serialized_end=479
+  _globals['_CONFIGKEYDEFINITION']._serialized_start=482
+  _globals['_CONFIGKEYDEFINITION']._serialized_end=801
+  _globals['_GETPLUGINCONFIGDEFINITIONREQUEST']._serialized_start=803
+  _globals['_GETPLUGINCONFIGDEFINITIONREQUEST']._serialized_end=881
+  _globals['_PLUGINCONFIGDEFINITION']._serialized_start=883
+  _globals['_PLUGINCONFIGDEFINITION']._serialized_end=1002
+  _globals['_VALIDATECONNECTORCONFIGREQUEST']._serialized_start=1005
+  _globals['_VALIDATECONNECTORCONFIGREQUEST']._serialized_end=1184
+  _globals['_VALIDATECONNECTORCONFIGREQUEST_CONFIGENTRY']._serialized_start=1139
+  _globals['_VALIDATECONNECTORCONFIGREQUEST_CONFIGENTRY']._serialized_end=1184
+  _globals['_CONFIGVALUE']._serialized_start=1186
+  _globals['_CONFIGVALUE']._serialized_end=1304
+  _globals['_CONFIGINFO']._serialized_start=1306
+  _globals['_CONFIGINFO']._serialized_end=1423
+  _globals['_VALIDATECONNECTORCONFIGRESPONSE']._serialized_start=1426
+  _globals['_VALIDATECONNECTORCONFIGRESPONSE']._serialized_end=1570
+  _globals['_PLUGINSERVICE']._serialized_start=1928
+  _globals['_PLUGINSERVICE']._serialized_end=2286
 # @@protoc_insertion_point(module_scope)

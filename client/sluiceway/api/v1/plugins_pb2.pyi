@@ -134,19 +134,27 @@ class ListPluginsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     INCLUDE_ALL_TYPES_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     include_all_types: _builtins.bool
     """List converters, transforms and predicates too (Kafka Connect's connectorsOnly=false).
     Ignored for now: only connector plugins are listed (converters are built in, and transforms
     and predicates are not implemented).
     """
+    page_size: _builtins.int
+    """At most this many plugins; 0 means 100; capped at 1000."""
+    page_token: _builtins.str
+    """From the previous response of a request with the same include_all_types; opaque."""
     def __init__(
         self,
         *,
         include_all_types: _builtins.bool = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_all_types", b"include_all_types"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_all_types", b"include_all_types", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -157,16 +165,21 @@ class ListPluginsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     PLUGINS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
     @_builtins.property
-    def plugins(self) -> _containers.RepeatedCompositeFieldContainer[Global___Plugin]: ...
+    def plugins(self) -> _containers.RepeatedCompositeFieldContainer[Global___Plugin]:
+        """Sorted by class name."""
+
     def __init__(
         self,
         *,
         plugins: _abc.Iterable[Global___Plugin] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["plugins", b"plugins"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "plugins", b"plugins"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
