@@ -35,6 +35,7 @@ from sluiceway_server.api.connectors import ConnectorServicer
 from sluiceway_server.api.executors import ExecutorServicer
 from sluiceway_server.api.idempotency import RequestIdCache
 from sluiceway_server.api.plugins import PluginServicer
+from sluiceway_server.api.unbuilt import UnbuiltOffsetServicer, UnbuiltTopicServicer
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
 from sluiceway_server.cluster.offset_committer import OffsetCommitter
 from sluiceway_server.config import WorkerConfig
@@ -215,14 +216,9 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
         server,
     )
     executor_pb2_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(coordinator), server)
-    # Not built yet: every method answers UNIMPLEMENTED (the generated default, which the stubs
-    # mark abstract).
-    unimplemented = (
-        offsets_pb2_grpc.OffsetServiceServicer(),  # type: ignore[abstract]
-        topics_pb2_grpc.TopicServiceServicer(),  # type: ignore[abstract]
-    )
-    offsets_pb2_grpc.add_OffsetServiceServicer_to_server(unimplemented[0], server)
-    topics_pb2_grpc.add_TopicServiceServicer_to_server(unimplemented[1], server)
+    # Built by later issues; until then every call answers UNIMPLEMENTED with an ErrorInfo.
+    offsets_pb2_grpc.add_OffsetServiceServicer_to_server(UnbuiltOffsetServicer(), server)
+    topics_pb2_grpc.add_TopicServiceServicer_to_server(UnbuiltTopicServicer(), server)
 
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -225,7 +225,9 @@ def test_invalid_config_names_the_field_and_writes_nothing(
     result = failure(lambda: create(stubs, name, config))
     assert result.code == grpc.StatusCode.INVALID_ARGUMENT
     assert result.reason == "INVALID_CONFIG"
-    assert field in result.violations, result.violations
+    # BadRequest names the request field (AIP-193); ErrorInfo metadata keeps the config key.
+    assert f'connector.config["{field}"]' in result.violations, result.violations
+    assert field in result.metadata["config_keys"].split(",")
     assert field in result.message
     # Nothing reached the config topic, and the connector does not exist.
     keys = {key for key, _ in read_topic(broker.bootstrap_servers, control_plane.topics["config"])}  # type: ignore[attr-defined]
@@ -267,7 +269,10 @@ def test_invalid_request_fields(stubs: Stubs, unique: str) -> None:
             ),
             "name",
         ),
-        (lambda: create(stubs, f"n-{unique}", {**datagen(unique), "name": "other"}), "name"),
+        (
+            lambda: create(stubs, f"n-{unique}", {**datagen(unique), "name": "other"}),
+            'connector.config["name"]',
+        ),
     ]
     for call, field in cases:
         result = failure(call)
@@ -441,13 +446,13 @@ def test_replace_and_patch_config(stubs: Stubs, unique: str) -> None:
             timeout=30,
         )
     )
-    assert bad.code == grpc.StatusCode.INVALID_ARGUMENT and "records.per.sec" in bad.violations
+    assert bad.code == grpc.StatusCode.INVALID_ARGUMENT and 'set["records.per.sec"]' in bad.violations
     renamed = failure(
         lambda: stubs.connectors.PatchConnectorConfig(
             connectors_pb2.PatchConnectorConfigRequest(name=cname(name), remove=["name"]), timeout=30
         )
     )
-    assert renamed.code == grpc.StatusCode.INVALID_ARGUMENT and "name" in renamed.violations
+    assert renamed.code == grpc.StatusCode.INVALID_ARGUMENT and "remove" in renamed.violations
     unchanged = stubs.connectors.GetConnector(
         connectors_pb2.GetConnectorRequest(name=cname(name)), timeout=10
     )
@@ -461,7 +466,8 @@ def test_replace_and_patch_config(stubs: Stubs, unique: str) -> None:
             timeout=30,
         )
     )
-    assert invalid.code == grpc.StatusCode.INVALID_ARGUMENT and "topic" in invalid.violations
+    assert invalid.code == grpc.StatusCode.INVALID_ARGUMENT and 'config["topic"]' in invalid.violations
+    assert invalid.metadata["config_keys"] == "topic"
 
 
 def test_password_fields_are_masked(stubs: Stubs, unique: str) -> None:
@@ -607,8 +613,9 @@ def test_a_setting_sluiceway_cannot_honour_is_refused(stubs: Stubs, unique: str)
     result = failure(lambda: create(stubs, name, datagen(unique, **{"errors.tolerance": "all"})))
     assert result.code == grpc.StatusCode.INVALID_ARGUMENT
     assert result.reason == "INVALID_CONFIG"
-    assert list(result.violations) == ["errors.tolerance"], result.violations
-    assert result.violations["errors.tolerance"][0].startswith("not supported yet: ")
+    assert list(result.violations) == ['connector.config["errors.tolerance"]'], result.violations
+    assert result.violations['connector.config["errors.tolerance"]'][0].startswith("not supported yet: ")
+    assert result.metadata["config_keys"] == "errors.tolerance"
     assert "errors.tolerance: not supported yet" in result.message
     missing = failure(
         lambda: stubs.connectors.GetConnector(

@@ -10,6 +10,8 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from sluiceway.api.v1 import (
     cluster_pb2,
+    connectors_pb2,
+    connectors_pb2_grpc,
     executor_pb2,
     executor_pb2_grpc,
     offsets_pb2,
@@ -151,10 +153,21 @@ def test_later_services_answer_unimplemented(channel: grpc.Channel) -> None:
         lambda: offsets.GetConnectorOffsets(
             offsets_pb2.GetConnectorOffsetsRequest(name="connectors/x"), timeout=5
         ),
+        lambda: offsets.ResetConnectorOffsets(
+            offsets_pb2.ResetConnectorOffsetsRequest(name="connectors/x"), timeout=5
+        ),
         lambda: topics.GetActiveTopics(topics_pb2.GetActiveTopicsRequest(name="connectors/x"), timeout=5),
+        lambda: topics.ResetActiveTopics(topics_pb2.ResetActiveTopicsRequest(name="connectors/x"), timeout=5),
+        lambda: connectors_pb2_grpc.ConnectorServiceStub(channel).DeleteConnector(
+            connectors_pb2.DeleteConnectorRequest(name="connectors/x", delete_offsets=True), timeout=5
+        ),
     ]
     for call in calls:
-        assert failure(call).code == grpc.StatusCode.UNIMPLEMENTED
+        result = failure(call)
+        assert result.code == grpc.StatusCode.UNIMPLEMENTED
+        # Like every error of the API, it carries an ErrorInfo of our domain.
+        assert (result.domain, result.reason) == ("sluiceway", "ERROR_REASON_UNSPECIFIED")
+        assert "not built yet" in result.message
 
 
 def test_attach_must_start_with_hello(channel: grpc.Channel) -> None:

@@ -121,7 +121,8 @@ def test_sync_client_errors_are_typed(control_plane: Any, unique: str) -> None:
         with pytest.raises(InvalidArgumentError) as info:
             client.create_connector(f"{name}-x", {"connector.class": "DataGenSource"})
         assert info.value.reason == "INVALID_CONFIG"
-        assert [v.field for v in info.value.field_violations] == ["topic"]
+        assert [v.field for v in info.value.field_violations] == ['connector.config["topic"]']
+        assert info.value.metadata["config_keys"] == "topic"
         with pytest.raises(NotFoundError):
             client.connector_status(f"nope-{unique}")
         wait_until(lambda: client.connector_status(name).connector.state == common_pb2.STATE_RUNNING)

@@ -16,7 +16,7 @@ from sluiceway_server.api.idempotency import RequestIdCache
 from sluiceway_server.api.names import connector_name, format_connector, format_task, task_name
 from sluiceway_server.api.paging import page_request, take
 from sluiceway_server.herder.deadlines import with_deadline
-from sluiceway_server.herder.errors import HerderError
+from sluiceway_server.herder.errors import HerderError, UnimplementedError
 from sluiceway_server.herder.herder import Herder
 from sluiceway_server.herder.views import InstanceStatusView
 from sluiceway_server.model import TargetState
@@ -176,9 +176,9 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
     ) -> empty_pb2.Empty:
         name = connector_name(request.name)
         if request.delete_offsets:
-            await context.abort(
-                grpc.StatusCode.UNIMPLEMENTED,
+            raise UnimplementedError(
                 "delete_offsets is not supported: offsets management (KIP-875) is not built yet",
+                metadata={"field": "delete_offsets"},
             )
 
         async def call() -> empty_pb2.Empty:

@@ -41,7 +41,9 @@ class AlreadyExistsError(HerderError):
 
 
 class InvalidArgumentError(HerderError):
-    """Bad input: INVALID_CONFIG (violations name config keys) or INVALID_REQUEST (request fields)."""
+    """Bad input: INVALID_CONFIG (a bad config: violations name request fields such as
+    `connector.config["tasks.max"]`, metadata `config_keys` the keys) or INVALID_REQUEST (other
+    request fields)."""
 
     reason = "INVALID_REQUEST"
 

@@ -11,6 +11,7 @@ plugin_calls.py; statuses are written through the shared StatusWriter.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import time
@@ -84,6 +85,23 @@ def validate_connector_name(name: str, field: str) -> None:
             reason="INVALID_REQUEST",
             violations=[FieldViolation(field, f"connector name {problem}")],
         )
+
+
+FieldOf = Callable[[str], str]
+"""The request field a config key came from, as a BadRequest field path (AIP-193)."""
+
+
+def map_field(request_field: str) -> FieldOf:
+    """Keys of a map field: `connector.config["tasks.max"]`."""
+    return lambda key: f"{request_field}[{json.dumps(key)}]"
+
+
+def patch_field(set_values: Mapping[str, str], remove: Sequence[str]) -> FieldOf:
+    """A patch names a key in `set` or in `remove`; a key it did not touch is blamed on `set`, the
+    part of the patch that can fix it."""
+    return lambda key: (
+        f"set[{json.dumps(key)}]" if key in set_values else ("remove" if key in remove else "set")
+    )
 
 
 class Herder:
@@ -342,30 +360,42 @@ class Herder:
 
     # ------------------------------------------------------------------ mutations
 
-    async def _check_config(self, name: str, config: Mapping[str, str]) -> None:
+    async def _check_config(self, name: str, config: Mapping[str, str], field_of: FieldOf) -> None:
+        """INVALID_ARGUMENT when the config has errors: a BadRequest violation per error naming the
+        request field (`field_of(key)`), the config keys in the ErrorInfo metadata."""
         infos = await self.validate(config)
         if infos.error_count:
+            errors = infos.errors()
             violations = [
-                FieldViolation(key, message)
-                for key, messages in infos.errors().items()
+                FieldViolation(field_of(key), message)
+                for key, messages in errors.items()
                 for message in messages
             ]
-            summary = "; ".join(f"{v.field}: {v.description}" for v in violations)
+            summary = "; ".join(
+                f"{key}: {message}" for key, messages in errors.items() for message in messages
+            )
             raise InvalidArgumentError(
                 f"Config of connector {name} has {infos.error_count} error(s): {summary}",
                 reason="INVALID_CONFIG",
                 violations=violations,
-                metadata={"connector": name, "error_count": str(infos.error_count)},
+                metadata={
+                    "connector": name,
+                    "error_count": str(infos.error_count),
+                    "config_keys": ",".join(sorted(errors)),
+                },
             )
 
     @staticmethod
-    def _with_name(name: str, config: Mapping[str, str], field: str) -> dict[str, str]:
+    def _with_name(name: str, config: Mapping[str, str], field: str, field_of: FieldOf) -> dict[str, str]:
         if "name" in config and config["name"] != name:
             raise InvalidArgumentError(
                 f"The config's name {config['name']!r} differs from the connector name {name!r} "
                 "of the request",
                 reason="INVALID_CONFIG",
-                violations=[FieldViolation("name", f"must equal the connector name {name!r} ({field})")],
+                violations=[
+                    FieldViolation(field_of("name"), f"must equal the connector name {name!r} ({field})")
+                ],
+                metadata={"connector": name, "config_keys": "name"},
             )
         return {**config, "name": name}
 
@@ -373,12 +403,12 @@ class Herder:
         self, name: str, config: Mapping[str, str], initial_state: TargetState, validate_only: bool = False
     ) -> ConnectorInfo:
         validate_connector_name(name, "connector_id")
-        full = self._with_name(name, config, "connector_id")
+        full = self._with_name(name, config, "connector_id", map_field("connector.config"))
         async with self.reconciler.locks[name]:
             if self.snapshot().contains(name):
                 raise AlreadyExistsError(f"Connector {name} already exists", metadata={"connector": name})
             with stage("validating the connector configuration"):
-                await self._check_config(name, full)
+                await self._check_config(name, full, map_field("connector.config"))
             if validate_only:
                 return ConnectorInfo(
                     name,
@@ -402,12 +432,12 @@ class Herder:
         self, name: str, config: Mapping[str, str], etag: str | None = None
     ) -> tuple[ConnectorInfo, bool]:
         validate_connector_name(name, "name")
-        full = self._with_name(name, config, "name")
+        full = self._with_name(name, config, "name", map_field("config"))
         async with self.reconciler.locks[name]:
             self._check_etag(name, etag)
             created = not self.snapshot().contains(name)
             with stage("validating the connector configuration"):
-                await self._check_config(name, full)
+                await self._check_config(name, full, map_field("config"))
             with stage("writing the connector configuration to the config topic"):
                 await asyncio.to_thread(
                     lambda: self.config_store.put_connector_config(name, full, None, self.store_timeout)
@@ -427,12 +457,17 @@ class Herder:
                 raise InvalidArgumentError(
                     f"A patch cannot change or remove the 'name' of connector {name}",
                     reason="INVALID_CONFIG",
-                    violations=[FieldViolation("name", "cannot be changed or removed by a patch")],
+                    violations=[
+                        FieldViolation(
+                            patch_field(set_values, remove)("name"), "cannot be changed or removed by a patch"
+                        )
+                    ],
+                    metadata={"connector": name, "config_keys": "name"},
                 )
             patched = {k: v for k, v in current.items() if k not in set(remove)}
             patched.update(set_values)
             with stage("validating the connector configuration"):
-                await self._check_config(name, patched)
+                await self._check_config(name, patched, patch_field(set_values, remove))
             if patched != dict(current):
                 with stage("writing the connector configuration to the config topic"):
                     await asyncio.to_thread(

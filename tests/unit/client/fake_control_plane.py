@@ -235,22 +235,26 @@ class FakeControlPlane:
             result.status.CopyFrom(self.status_of(connector, stored))
         return result
 
-    def validate(self, name: str, config: dict[str, str], context: grpc.ServicerContext) -> None:
+    def validate(
+        self, name: str, config: dict[str, str], context: grpc.ServicerContext, field: str = "config"
+    ) -> None:
         missing = "no value given, and this key has no default"
         problems = []
         if "connector.class" not in config:
-            problems.append(("connector.class", missing))
+            problems.append(("connector.class", missing))  # field paths as the server names them
         elif config["connector.class"] in (DATAGEN, "DataGenSource") and "topic" not in config:
             problems.append(("topic", missing))
         if problems:
             summary = "; ".join(f"{key}: {problem}" for key, problem in problems)
+            violations = [(f'{field}["{key}"]', problem) for key, problem in problems]
             self.abort(
                 context,
                 rich_status(
                     grpc.StatusCode.INVALID_ARGUMENT,
                     f"Config of connector {name} has {len(problems)} error(s): {summary}",
                     "INVALID_CONFIG",
-                    violations=problems,
+                    metadata={"connector": name, "config_keys": ",".join(sorted(k for k, _ in problems))},
+                    violations=violations,
                 ),
             )
 
@@ -271,7 +275,7 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
         fake = self.fake
         fake.enter("CreateConnector", request, context)
         config = dict(request.connector.config)
-        fake.validate(request.connector_id, config, context)
+        fake.validate(request.connector_id, config, context, "connector.config")
 
         def produce() -> connectors_pb2.Connector:
             if request.connector_id in fake.connectors:

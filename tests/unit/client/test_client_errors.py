@@ -186,7 +186,7 @@ def test_server_errors_reach_the_caller_typed(served: Served) -> None:
         with pytest.raises(InvalidArgumentError) as invalid:
             client.create_connector("gen", {"connector.class": "DataGenSource"})
         assert invalid.value.reason == "INVALID_CONFIG"
-        assert [v.field for v in invalid.value.field_violations] == ["topic"]
+        assert [v.field for v in invalid.value.field_violations] == ['connector.config["topic"]']
 
         client.create_connector("gen", {"connector.class": "DataGenSource", "topic": "t"})
         with pytest.raises(AlreadyExistsError):

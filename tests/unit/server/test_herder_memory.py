@@ -110,7 +110,9 @@ def test_invalid_config_writes_nothing() -> None:
             with pytest.raises(InvalidArgumentError) as info:
                 await bed.herder.create_connector("bad", config, TargetState.STARTED)
             assert info.value.reason == "INVALID_CONFIG"
-            assert field in {v.field for v in info.value.violations}
+            # BadRequest names the request field (AIP-193); ErrorInfo keeps the config key.
+            assert f'connector.config["{field}"]' in {v.field for v in info.value.violations}
+            assert field in info.value.metadata["config_keys"].split(",")
         assert bed.config_records() == []
 
     run(test)

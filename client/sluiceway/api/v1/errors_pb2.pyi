@@ -32,7 +32,10 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     CONNECTOR_ALREADY_EXISTS: _ErrorReason.ValueType  # 4
     """ALREADY_EXISTS: a connector with that name exists."""
     INVALID_CONFIG: _ErrorReason.ValueType  # 5
-    """INVALID_ARGUMENT: the connector configuration is invalid; see BadRequest field violations."""
+    """INVALID_ARGUMENT: the connector configuration is invalid. Each BadRequest field violation
+    names the request field, e.g. `connector.config["tasks.max"]`; ErrorInfo metadata
+    `config_keys` lists the config keys at fault.
+    """
     INVALID_REQUEST: _ErrorReason.ValueType  # 6
     """INVALID_ARGUMENT: a request field is malformed; see BadRequest field violations."""
     INVALID_OFFSETS: _ErrorReason.ValueType  # 7
@@ -103,7 +106,10 @@ PLUGIN_NOT_FOUND: ErrorReason.ValueType  # 3
 CONNECTOR_ALREADY_EXISTS: ErrorReason.ValueType  # 4
 """ALREADY_EXISTS: a connector with that name exists."""
 INVALID_CONFIG: ErrorReason.ValueType  # 5
-"""INVALID_ARGUMENT: the connector configuration is invalid; see BadRequest field violations."""
+"""INVALID_ARGUMENT: the connector configuration is invalid. Each BadRequest field violation
+names the request field, e.g. `connector.config["tasks.max"]`; ErrorInfo metadata
+`config_keys` lists the config keys at fault.
+"""
 INVALID_REQUEST: ErrorReason.ValueType  # 6
 """INVALID_ARGUMENT: a request field is malformed; see BadRequest field violations."""
 INVALID_OFFSETS: ErrorReason.ValueType  # 7
