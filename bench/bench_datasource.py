@@ -35,7 +35,15 @@ from confluent_kafka.admin import AdminClient
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
-from bench_pipelines import RECORD_SIZE, Series, consume_all, create_topic, ratio, topic_end_total
+from bench_pipelines import (
+    RECORD_SIZE,
+    Series,
+    consume_all,
+    create_topic,
+    produce_all,
+    ratio,
+    topic_end_total,
+)
 from sluiceway_executor.datagen_records import datagen_record
 from sluiceway_executor.datasources.registry import register
 from sluiceway_executor.kafka_ranges import exact_end_offsets
@@ -72,25 +80,6 @@ def raw_producer(bootstrap: str) -> Producer:
     return Producer(
         {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", **PRODUCER_SETTINGS}
     )
-
-
-def raw_produce(producer: Producer, topic: str, records: Sequence[Record]) -> float:
-    """Produces every record and waits for all acknowledgements; returns seconds."""
-    started = time.perf_counter()
-    for index, (key, value) in enumerate(records):
-        while True:
-            try:
-                producer.produce(topic, value, key)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        if index % 10_000 == 0:
-            producer.poll(0)
-    remaining = producer.flush(120)
-    elapsed = time.perf_counter() - started
-    if remaining:
-        raise RuntimeError(f"{remaining} records not delivered")
-    return elapsed
 
 
 def pinned_frame(spark: SparkSession, records: Sequence[Record], spark_partitions: int) -> DataFrame:
@@ -183,7 +172,7 @@ def main() -> int:
         spark_write(small, bootstrap, warm)
         spark_read(spark, bootstrap, warm, partitions)
         producer = raw_producer(bootstrap)
-        raw_produce(producer, warm, records[:1_000])
+        produce_all(producer, warm, records[:1_000])
 
         produce, write = Series("raw produce"), Series(f"{FORMAT} write")
         consume, read = Series("raw consume"), Series(f"{FORMAT} read")
@@ -191,7 +180,7 @@ def main() -> int:
         small_read: list[float] = []
         for _ in range(args.runs):
             raw_topic = new_topic(admin, "raw", partitions)
-            produce.add(count, raw_produce(producer, raw_topic, records))
+            produce.add(count, produce_all(producer, raw_topic, records))
             check_written(bootstrap, raw_topic, partitions, count, "the raw producer")
 
             spark_topic = new_topic(admin, "spark", partitions)

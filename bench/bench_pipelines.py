@@ -24,7 +24,7 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,16 +86,28 @@ def produce_datagen(bootstrap: str, topic: str, records: int, partitions: int) -
         }
     )
     ts = int(time.time() * 1000)
+
+    # Generated inside the timed loop, as a source connector must generate its records too.
+    def generated() -> Iterator[tuple[bytes, bytes]]:
+        for seq in range(records):
+            key, value = datagen_record(seq % partitions, seq, ts, RECORD_SIZE)
+            yield key.encode(), value.encode()
+
+    return produce_all(producer, topic, generated())
+
+
+def produce_all(producer: Producer, topic: str, records: Iterable[tuple[bytes, bytes]]) -> float:
+    """Produces every (key, value) and waits for all acknowledgements; returns seconds, counting
+    from before the first record is taken from `records`."""
     started = time.perf_counter()
-    for seq in range(records):
-        key, value = datagen_record(seq % partitions, seq, ts, RECORD_SIZE)
+    for index, (key, value) in enumerate(records):
         while True:
             try:
-                producer.produce(topic, value.encode(), key.encode())
+                producer.produce(topic, value, key)
                 break
             except BufferError:
                 producer.poll(0.05)
-        if seq % 10000 == 0:
+        if index % 10_000 == 0:
             producer.poll(0)
     remaining = producer.flush(120)
     elapsed = time.perf_counter() - started

@@ -26,6 +26,8 @@ from sluiceway.client._base import (
     UNSET,
     ChannelOptions,
     Metadata,
+    PagedRequest,
+    PagedResponse,
     TimeoutArg,
     call_metadata,
     call_timeout,
@@ -39,6 +41,8 @@ __all__ = ["AsyncSluicewayClient"]
 
 _Req = TypeVar("_Req")
 _Resp = TypeVar("_Resp")
+_PageReq = TypeVar("_PageReq", bound=PagedRequest)
+_PageResp = TypeVar("_PageResp", bound=PagedResponse)
 
 
 class AsyncSluicewayClient:
@@ -118,6 +122,20 @@ class AsyncSluicewayClient:
 
         return await self._retrier.call_async(call_timeout(timeout, self.timeout), invoke)
 
+    async def _pages(
+        self,
+        method: grpc.aio.UnaryUnaryMultiCallable[_PageReq, _PageResp],
+        request: _PageReq,
+        timeout: TimeoutArg,
+    ) -> AsyncIterator[_PageResp]:
+        """Every page of a List call, fetched as the iteration advances (`timeout` per page)."""
+        while True:
+            page = await self._unary(method, request, timeout)
+            yield page
+            if not page.next_page_token:
+                return
+            request.page_token = page.next_page_token
+
     # --- connectors ---------------------------------------------------------------------
 
     async def create_connector(
@@ -177,13 +195,9 @@ class AsyncSluicewayClient:
     async def _iter_connectors(
         self, request: connectors_pb2.ListConnectorsRequest, timeout: TimeoutArg
     ) -> AsyncIterator[connectors_pb2.Connector]:
-        while True:
-            page = await self._unary(self._connectors.ListConnectors, request, timeout)
+        async for page in self._pages(self._connectors.ListConnectors, request, timeout):
             for connector in page.connectors:
                 yield connector
-            if not page.next_page_token:
-                return
-            request.page_token = page.next_page_token
 
     async def replace_connector_config(
         self,
@@ -267,13 +281,11 @@ class AsyncSluicewayClient:
     ) -> list[connectors_pb2.Task]:
         """Every task config of the connector, in task order (all pages)."""
         request = _requests.list_tasks(name, min_config_position)
-        tasks: list[connectors_pb2.Task] = []
-        while True:
-            page = await self._unary(self._connectors.ListTasks, request, timeout)
-            tasks.extend(page.tasks)
-            if not page.next_page_token:
-                return tasks
-            request.page_token = page.next_page_token
+        return [
+            task
+            async for page in self._pages(self._connectors.ListTasks, request, timeout)
+            for task in page.tasks
+        ]
 
     async def connector_status(
         self, name: str, *, timeout: TimeoutArg = UNSET
@@ -315,13 +327,11 @@ class AsyncSluicewayClient:
         """Installed connector plugins, sorted by class name (all pages). The server lists only
         connector plugins so far, whatever `include_all_types` says."""
         request = _requests.list_plugins(include_all_types)
-        plugins: list[plugins_pb2.Plugin] = []
-        while True:
-            page = await self._unary(self._plugins.ListPlugins, request, timeout)
-            plugins.extend(page.plugins)
-            if not page.next_page_token:
-                return plugins
-            request.page_token = page.next_page_token
+        return [
+            plugin
+            async for page in self._pages(self._plugins.ListPlugins, request, timeout)
+            for plugin in page.plugins
+        ]
 
     async def plugin_config(
         self, plugin: str, *, timeout: TimeoutArg = UNSET

@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 import os
 from collections.abc import Sequence
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, Protocol, TypeAlias
 
 DEFAULT_TARGET: Final = "localhost:8083"
 TARGET_ENV: Final = "SLUICEWAY_SERVER"
@@ -52,3 +52,16 @@ def call_metadata(metadata: Metadata) -> tuple[tuple[str, str | bytes], ...]:
         if key != key.lower():
             raise ValueError(f"gRPC metadata keys must be lower case, got {key!r}")
     return result
+
+
+class PagedRequest(Protocol):
+    """A List request (AIP-158): the client sets its token to fetch the next page."""
+
+    page_token: str
+
+
+class PagedResponse(Protocol):
+    """A List response: an empty `next_page_token` marks the last page."""
+
+    @property
+    def next_page_token(self) -> str: ...

@@ -26,6 +26,8 @@ from sluiceway.client._base import (
     UNSET,
     ChannelOptions,
     Metadata,
+    PagedRequest,
+    PagedResponse,
     TimeoutArg,
     call_metadata,
     call_timeout,
@@ -39,6 +41,8 @@ __all__ = ["SluicewayClient"]
 
 _Req = TypeVar("_Req")
 _Resp = TypeVar("_Resp")
+_PageReq = TypeVar("_PageReq", bound=PagedRequest)
+_PageResp = TypeVar("_PageResp", bound=PagedResponse)
 
 
 class SluicewayClient:
@@ -116,6 +120,20 @@ class SluicewayClient:
 
         return self._retrier.call(call_timeout(timeout, self.timeout), invoke)
 
+    def _pages(
+        self,
+        method: grpc.UnaryUnaryMultiCallable[_PageReq, _PageResp],
+        request: _PageReq,
+        timeout: TimeoutArg,
+    ) -> Iterator[_PageResp]:
+        """Every page of a List call, fetched as the iterator advances (`timeout` per page)."""
+        while True:
+            page = self._unary(method, request, timeout)
+            yield page
+            if not page.next_page_token:
+                return
+            request.page_token = page.next_page_token
+
     # --- connectors ---------------------------------------------------------------------
 
     def create_connector(
@@ -175,12 +193,8 @@ class SluicewayClient:
     def _iter_connectors(
         self, request: connectors_pb2.ListConnectorsRequest, timeout: TimeoutArg
     ) -> Iterator[connectors_pb2.Connector]:
-        while True:
-            page = self._unary(self._connectors.ListConnectors, request, timeout)
+        for page in self._pages(self._connectors.ListConnectors, request, timeout):
             yield from page.connectors
-            if not page.next_page_token:
-                return
-            request.page_token = page.next_page_token
 
     def replace_connector_config(
         self,
@@ -264,13 +278,9 @@ class SluicewayClient:
     ) -> list[connectors_pb2.Task]:
         """Every task config of the connector, in task order (all pages)."""
         request = _requests.list_tasks(name, min_config_position)
-        tasks: list[connectors_pb2.Task] = []
-        while True:
-            page = self._unary(self._connectors.ListTasks, request, timeout)
-            tasks.extend(page.tasks)
-            if not page.next_page_token:
-                return tasks
-            request.page_token = page.next_page_token
+        return [
+            task for page in self._pages(self._connectors.ListTasks, request, timeout) for task in page.tasks
+        ]
 
     def connector_status(self, name: str, *, timeout: TimeoutArg = UNSET) -> connectors_pb2.ConnectorStatus:
         request = _requests.connector_status(name)
@@ -308,13 +318,11 @@ class SluicewayClient:
         """Installed connector plugins, sorted by class name (all pages). The server lists only
         connector plugins so far, whatever `include_all_types` says."""
         request = _requests.list_plugins(include_all_types)
-        plugins: list[plugins_pb2.Plugin] = []
-        while True:
-            page = self._unary(self._plugins.ListPlugins, request, timeout)
-            plugins.extend(page.plugins)
-            if not page.next_page_token:
-                return plugins
-            request.page_token = page.next_page_token
+        return [
+            plugin
+            for page in self._pages(self._plugins.ListPlugins, request, timeout)
+            for plugin in page.plugins
+        ]
 
     def plugin_config(
         self, plugin: str, *, timeout: TimeoutArg = UNSET
