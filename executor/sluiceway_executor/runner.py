@@ -240,4 +240,4 @@ class TaskRunner:
     def _fail(self, what: str, trace: str) -> None:
         self.failed = True
         log.error("task %s (generation %d): %s\n%s", self.name, self.spec.generation, what, trace)
-        self._host.send_status(self.spec, common_pb2.FAILED, trace)
+        self._host.send_status(self.spec, common_pb2.STATE_FAILED, trace)

@@ -15,14 +15,14 @@ from tests.integration.api_helpers import Stubs, failure, read_topic, wait_until
 pytestmark = pytest.mark.integration
 
 TARGETS = {
-    "running": common_pb2.RUNNING,
-    "paused": common_pb2.PAUSED,
-    "stopped": common_pb2.STOPPED,
+    "running": common_pb2.TARGET_STATE_RUNNING,
+    "paused": common_pb2.TARGET_STATE_PAUSED,
+    "stopped": common_pb2.TARGET_STATE_STOPPED,
 }
 INITIAL = {
-    "running": connectors_pb2.INITIAL_RUNNING,
-    "paused": connectors_pb2.INITIAL_PAUSED,
-    "stopped": connectors_pb2.INITIAL_STOPPED,
+    "running": connectors_pb2.INITIAL_STATE_RUNNING,
+    "paused": connectors_pb2.INITIAL_STATE_PAUSED,
+    "stopped": connectors_pb2.INITIAL_STATE_STOPPED,
 }
 CONTROLLABLE = "testing_connectors.ControllableSourceConnector"
 
@@ -100,12 +100,12 @@ def test_create_get_list_tasks_and_delete(stubs: Stubs, unique: str) -> None:
     created = create(stubs, name, datagen(unique))
     assert created.name == cname(name)
     assert created.config["name"] == name
-    assert created.target_state == common_pb2.RUNNING
-    assert created.type == common_pb2.SOURCE
+    assert created.target_state == common_pb2.TARGET_STATE_RUNNING
+    assert created.type == common_pb2.CONNECTOR_TYPE_SOURCE
 
     current = wait_state(stubs, name, common_pb2.STATE_RUNNING, tasks=2)
     # Tasks exist but no executor runs them yet: UNASSIGNED is the truth.
-    assert [t.status.state for t in current.tasks] == [common_pb2.UNASSIGNED] * 2
+    assert [t.status.state for t in current.tasks] == [common_pb2.STATE_UNASSIGNED] * 2
     assert [t.name for t in current.tasks] == [f"connectors/{name}/tasks/0", f"connectors/{name}/tasks/1"]
 
     got = stubs.connectors.GetConnector(connectors_pb2.GetConnectorRequest(name=cname(name)), timeout=10)
@@ -119,7 +119,7 @@ def test_create_get_list_tasks_and_delete(stubs: Stubs, unique: str) -> None:
     task = stubs.connectors.GetTaskStatus(
         connectors_pb2.GetTaskStatusRequest(name=f"connectors/{name}/tasks/1"), timeout=10
     )
-    assert task.id == 1 and task.status.state == common_pb2.UNASSIGNED
+    assert task.id == 1 and task.status.state == common_pb2.STATE_UNASSIGNED
 
     names = [
         c.name
@@ -295,14 +295,14 @@ def test_transitions_from_every_state(stubs: Stubs, unique: str, initial: str) -
 
     # stop is idempotent and leaves an empty task set
     for _ in range(2):
-        assert transition(stubs, name, "stop").target_state == common_pb2.STOPPED
+        assert transition(stubs, name, "stop").target_state == common_pb2.TARGET_STATE_STOPPED
         wait_state(stubs, name, common_pb2.STATE_STOPPED, tasks=0)
         assert task_count(stubs, name) == 0
     # pause of a stopped connector: PAUSED; as in Kafka, no tasks are generated until it runs
-    assert transition(stubs, name, "pause").target_state == common_pb2.PAUSED
+    assert transition(stubs, name, "pause").target_state == common_pb2.TARGET_STATE_PAUSED
     wait_state(stubs, name, common_pb2.STATE_PAUSED, tasks=0)
     # resume generates the tasks
-    assert transition(stubs, name, "resume").target_state == common_pb2.RUNNING
+    assert transition(stubs, name, "resume").target_state == common_pb2.TARGET_STATE_RUNNING
     wait_state(stubs, name, common_pb2.STATE_RUNNING, tasks=2)
     # pause keeps the tasks; resume runs again
     transition(stubs, name, "pause")
@@ -323,7 +323,7 @@ def test_transitions_from_every_state(stubs: Stubs, unique: str, initial: str) -
 def test_failed_connector_shows_failed_then_stopped(stubs: Stubs, unique: str) -> None:
     name = f"fail-{unique}"
     create(stubs, name, {"connector.class": CONTROLLABLE, "fail.start": "true"})
-    failed = wait_state(stubs, name, common_pb2.FAILED)
+    failed = wait_state(stubs, name, common_pb2.STATE_FAILED)
     assert "start failed on purpose" in failed.connector.trace
     assert (
         failed.connector.recent_errors
@@ -342,7 +342,7 @@ def test_failed_connector_shows_failed_then_stopped(stubs: Stubs, unique: str) -
 
     # resume starts it again — and it fails again
     transition(stubs, name, "resume")
-    wait_state(stubs, name, common_pb2.FAILED)
+    wait_state(stubs, name, common_pb2.STATE_FAILED)
     # fixing the config restarts it with the new config
     stubs.connectors.PatchConnectorConfig(
         connectors_pb2.PatchConnectorConfigRequest(name=cname(name), set={"fail.start": "false"}), timeout=30
@@ -375,8 +375,8 @@ def test_restart_connector_and_plan(stubs: Stubs, unique: str, tmp_path: Path) -
     planned = stubs.connectors.RestartConnector(
         connectors_pb2.RestartConnectorRequest(name=cname(name)), timeout=30
     )
-    assert planned.connector.state == common_pb2.RESTARTING
-    assert [t.status.state for t in planned.tasks] == [common_pb2.UNASSIGNED] * 2
+    assert planned.connector.state == common_pb2.STATE_RESTARTING
+    assert [t.status.state for t in planned.tasks] == [common_pb2.STATE_UNASSIGNED] * 2
     wait_until(
         lambda: marker.read_text().split() == ["start", "stop", "start"], what="connector restarted once"
     )
@@ -388,12 +388,12 @@ def test_restart_connector_and_plan(stubs: Stubs, unique: str, tmp_path: Path) -
         timeout=30,
     )
     assert planned.connector.state == common_pb2.STATE_RUNNING
-    assert [t.status.state for t in planned.tasks] == [common_pb2.UNASSIGNED] * 2
+    assert [t.status.state for t in planned.tasks] == [common_pb2.STATE_UNASSIGNED] * 2
     # include_tasks plans every task
     planned = stubs.connectors.RestartConnector(
         connectors_pb2.RestartConnectorRequest(name=cname(name), include_tasks=True), timeout=30
     )
-    assert [t.status.state for t in planned.tasks] == [common_pb2.RESTARTING] * 2
+    assert [t.status.state for t in planned.tasks] == [common_pb2.STATE_RESTARTING] * 2
     wait_until(lambda: marker.read_text().split().count("start") == 3, what="second restart")
     time.sleep(0.5)
     assert marker.read_text().split() == ["start", "stop", "start", "stop", "start"]
@@ -404,12 +404,12 @@ def test_restart_connector_and_plan(stubs: Stubs, unique: str, tmp_path: Path) -
 def test_restart_failed_connector_with_only_failed(stubs: Stubs, unique: str) -> None:
     name = f"rsf-{unique}"
     create(stubs, name, {"connector.class": CONTROLLABLE, "fail.start": "true"})
-    wait_state(stubs, name, common_pb2.FAILED)
+    wait_state(stubs, name, common_pb2.STATE_FAILED)
     planned = stubs.connectors.RestartConnector(
         connectors_pb2.RestartConnectorRequest(name=cname(name), only_failed=True), timeout=30
     )
-    assert planned.connector.state == common_pb2.RESTARTING
-    again = wait_state(stubs, name, common_pb2.FAILED)
+    assert planned.connector.state == common_pb2.STATE_RESTARTING
+    again = wait_state(stubs, name, common_pb2.STATE_FAILED)
     assert len(again.connector.recent_errors) >= 2
 
 
@@ -478,7 +478,7 @@ def test_password_fields_are_masked(stubs: Stubs, unique: str) -> None:
     got = stubs.connectors.GetConnector(connectors_pb2.GetConnectorRequest(name=cname(name)), timeout=10)
     assert got.config["secret"] == "[hidden]"
     listed = stubs.connectors.ListConnectors(
-        connectors_pb2.ListConnectorsRequest(view=connectors_pb2.FULL), timeout=10
+        connectors_pb2.ListConnectorsRequest(view=connectors_pb2.CONNECTOR_VIEW_FULL), timeout=10
     )
     assert all("hunter2" not in str(c) for c in listed.connectors)
 
@@ -504,17 +504,17 @@ def test_list_pagination_and_views(stubs: Stubs, unique: str) -> None:
     assert seen == sorted(seen)
 
     full = stubs.connectors.ListConnectors(
-        connectors_pb2.ListConnectorsRequest(view=connectors_pb2.FULL), timeout=10
+        connectors_pb2.ListConnectorsRequest(view=connectors_pb2.CONNECTOR_VIEW_FULL), timeout=10
     )
     mine = [c for c in full.connectors if f"page-{unique}" in c.name]
     assert all(c.config["connector.class"] == "DataGenSource" for c in mine)
     assert all(c.status.connector.state == common_pb2.STATE_RUNNING for c in mine)
     only_status = stubs.connectors.ListConnectors(
-        connectors_pb2.ListConnectorsRequest(view=connectors_pb2.STATUS), timeout=10
+        connectors_pb2.ListConnectorsRequest(view=connectors_pb2.CONNECTOR_VIEW_STATUS), timeout=10
     )
     assert all(not c.config and c.status.name for c in only_status.connectors)
     by_name = stubs.connectors.ListConnectors(
-        connectors_pb2.ListConnectorsRequest(view=connectors_pb2.NAMES), timeout=10
+        connectors_pb2.ListConnectorsRequest(view=connectors_pb2.CONNECTOR_VIEW_NAMES), timeout=10
     )
     assert all(not c.config and not c.HasField("status") for c in by_name.connectors)
 
@@ -583,7 +583,7 @@ def test_hung_plugin_fails_only_its_connector(stubs: Stubs, unique: str) -> None
     create(stubs, other, datagen(unique, **{"tasks.max": "1"}))
     wait_state(stubs, other, common_pb2.STATE_RUNNING, tasks=1)
     # the test control plane gives plugin callbacks 5 s
-    failed = wait_state(stubs, hung, common_pb2.FAILED)
+    failed = wait_state(stubs, hung, common_pb2.STATE_FAILED)
     assert "did not return within" in failed.connector.trace
 
 
@@ -597,7 +597,9 @@ def test_watch_status_streams_changes(stubs: Stubs, unique: str) -> None:
     first = next(stream)
     assert first.name == cname(name) and first.status.state == common_pb2.STATE_RUNNING
     task_event = next(stream)
-    assert task_event.name == f"{cname(name)}/tasks/0" and task_event.status.state == common_pb2.UNASSIGNED
+    assert (
+        task_event.name == f"{cname(name)}/tasks/0" and task_event.status.state == common_pb2.STATE_UNASSIGNED
+    )
     transition(stubs, name, "pause")
     paused = next(e for e in stream if e.name == cname(name))
     assert paused.status.state == common_pb2.STATE_PAUSED
@@ -749,7 +751,7 @@ def test_list_tasks_and_plugins_page_with_tokens_tied_to_their_request(stubs: St
     wrong_view = failure(
         lambda: stubs.connectors.ListConnectors(
             connectors_pb2.ListConnectorsRequest(
-                page_size=1, page_token=names.next_page_token, view=connectors_pb2.FULL
+                page_size=1, page_token=names.next_page_token, view=connectors_pb2.CONNECTOR_VIEW_FULL
             ),
             timeout=10,
         )

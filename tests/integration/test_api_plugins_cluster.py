@@ -25,12 +25,12 @@ from tests.integration.api_helpers import Stubs, failure
 pytestmark = pytest.mark.integration
 
 BUILT_INS = {
-    "DataGenSource": plugins_pb2.SOURCE_CONNECTOR,
-    "FileStreamSource": plugins_pb2.SOURCE_CONNECTOR,
-    "FileStreamSink": plugins_pb2.SINK_CONNECTOR,
-    "SparkFileSink": plugins_pb2.SINK_CONNECTOR,
-    "JdbcSource": plugins_pb2.SOURCE_CONNECTOR,
-    "JdbcSink": plugins_pb2.SINK_CONNECTOR,
+    "DataGenSource": plugins_pb2.PLUGIN_TYPE_SOURCE_CONNECTOR,
+    "FileStreamSource": plugins_pb2.PLUGIN_TYPE_SOURCE_CONNECTOR,
+    "FileStreamSink": plugins_pb2.PLUGIN_TYPE_SINK_CONNECTOR,
+    "SparkFileSink": plugins_pb2.PLUGIN_TYPE_SINK_CONNECTOR,
+    "JdbcSource": plugins_pb2.PLUGIN_TYPE_SOURCE_CONNECTOR,
+    "JdbcSink": plugins_pb2.PLUGIN_TYPE_SINK_CONNECTOR,
 }
 
 
@@ -56,13 +56,13 @@ def test_plugin_config_definition(stubs: Stubs) -> None:
     )
     keys = {k.name: k for k in definition.keys}
     assert {"name", "connector.class", "tasks.max", "topic", "max.records", "records.per.sec"} <= set(keys)
-    assert keys["tasks.max"].type == plugins_pb2.INT and keys["tasks.max"].default_value == "1"
+    assert keys["tasks.max"].type == plugins_pb2.CONFIG_TYPE_INT and keys["tasks.max"].default_value == "1"
     assert keys["topic"].required and not keys["topic"].HasField("default_value")
     assert keys["topic"].documentation
     jdbc = stubs.plugins.GetPluginConfigDefinition(
         plugins_pb2.GetPluginConfigDefinitionRequest(name="plugins/JdbcSink"), timeout=10
     )
-    assert {k.name: k.type for k in jdbc.keys}["connection.password"] == plugins_pb2.PASSWORD
+    assert {k.name: k.type for k in jdbc.keys}["connection.password"] == plugins_pb2.CONFIG_TYPE_PASSWORD
 
     missing = failure(
         lambda: stubs.plugins.GetPluginConfigDefinition(

@@ -28,7 +28,10 @@ def _create(
 
 def _state(stubs: Stubs, name: str) -> tuple[int, int, int]:
     connector = stubs.connectors.GetConnector(
-        connectors_pb2.GetConnectorRequest(name=f"connectors/{name}", view=connectors_pb2.FULL), timeout=10
+        connectors_pb2.GetConnectorRequest(
+            name=f"connectors/{name}", view=connectors_pb2.CONNECTOR_VIEW_FULL
+        ),
+        timeout=10,
     )
     return connector.target_state, connector.status.connector.state, len(connector.tasks)
 
@@ -45,17 +48,17 @@ def test_restart_brings_everything_back_and_topics_use_kafka_formats(
     with grpc.insecure_channel(plane.address) as channel:
         stubs = Stubs.of(channel)
         config = {"connector.class": "DataGenSource", "topic": f"t-{unique}", "tasks.max": "2"}
-        _create(stubs, names["running"], config, connectors_pb2.INITIAL_RUNNING)
-        _create(stubs, names["paused"], config, connectors_pb2.INITIAL_RUNNING)
-        _create(stubs, names["stopped"], config, connectors_pb2.INITIAL_STOPPED)
+        _create(stubs, names["running"], config, connectors_pb2.INITIAL_STATE_RUNNING)
+        _create(stubs, names["paused"], config, connectors_pb2.INITIAL_STATE_RUNNING)
+        _create(stubs, names["stopped"], config, connectors_pb2.INITIAL_STATE_STOPPED)
         wait_until(lambda: _state(stubs, names["paused"])[2] == 2, what="tasks of the paused connector")
         stubs.connectors.PauseConnector(
             connectors_pb2.PauseConnectorRequest(name=f"connectors/{names['paused']}"), timeout=30
         )
         expected = {
-            names["running"]: (common_pb2.RUNNING, common_pb2.STATE_RUNNING, 2),
-            names["paused"]: (common_pb2.PAUSED, common_pb2.STATE_PAUSED, 2),
-            names["stopped"]: (common_pb2.STOPPED, common_pb2.STATE_STOPPED, 0),
+            names["running"]: (common_pb2.TARGET_STATE_RUNNING, common_pb2.STATE_RUNNING, 2),
+            names["paused"]: (common_pb2.TARGET_STATE_PAUSED, common_pb2.STATE_PAUSED, 2),
+            names["stopped"]: (common_pb2.TARGET_STATE_STOPPED, common_pb2.STATE_STOPPED, 0),
         }
         for name, want in expected.items():
             _settle(stubs, name, want)
@@ -87,7 +90,10 @@ def test_restart_brings_everything_back_and_topics_use_kafka_formats(
             connectors_pb2.ResumeConnectorRequest(name=f"connectors/{names['stopped']}"), timeout=30
         )
         wait_until(
-            lambda: _state(stubs, names["stopped"]) == (common_pb2.RUNNING, common_pb2.STATE_RUNNING, 2)
+            lambda: (
+                _state(stubs, names["stopped"])
+                == (common_pb2.TARGET_STATE_RUNNING, common_pb2.STATE_RUNNING, 2)
+            )
         )
 
     records = read_topic(broker.bootstrap_servers, plane.topics["config"])
@@ -121,7 +127,7 @@ def test_stop_writes_empty_task_set_then_target_state(control_plane: Any, broker
             stubs,
             name,
             {"connector.class": "DataGenSource", "topic": f"t-{unique}", "tasks.max": "2"},
-            connectors_pb2.INITIAL_RUNNING,
+            connectors_pb2.INITIAL_STATE_RUNNING,
         )
         wait_until(lambda: _state(stubs, name)[2] == 2, what="tasks")
         stubs.connectors.StopConnector(

@@ -75,7 +75,7 @@ def test_balanced_assignment_status_and_failover(
     assignment = next(iter(first.assigned.values()))
     assert assignment.task_count == 4 and assignment.connector_config["connector.class"] == "DataGenSource"
     assert assignment.task_config["task.class"].endswith("Task")
-    assert assignment.target_state == common_pb2.RUNNING
+    assert assignment.target_state == common_pb2.TARGET_STATE_RUNNING
 
     task = sorted(first.tasks())[0]
     first.report(task, common_pb2.STATE_RUNNING)
@@ -87,7 +87,7 @@ def test_balanced_assignment_status_and_failover(
     status = wait_until(running, what="task RUNNING")
     assert status.status.worker_id == first.id
     # a report from a stale generation is refused
-    first.report(task, common_pb2.FAILED, trace="stale", generation=1)
+    first.report(task, common_pb2.STATE_FAILED, trace="stale", generation=1)
     info = stubs.cluster.GetServerInfo(cluster_pb2.GetServerInfoRequest(), timeout=5)
     assert {e.id for e in info.executors} == {first.id, second.id}
     assert stubs.connectors.GetTaskStatus(
@@ -102,7 +102,7 @@ def test_balanced_assignment_status_and_failover(
     # a reported task of the departed executor reads UNASSIGNED until someone reports it
     for task_name in moved:
         state = stubs.connectors.GetTaskStatus(connectors_pb2.GetTaskStatusRequest(name=task_name), timeout=5)
-        assert state.status.state == common_pb2.UNASSIGNED
+        assert state.status.state == common_pb2.STATE_UNASSIGNED
 
 
 def test_new_executor_gets_tasks_only_after_revocation_ack(
@@ -136,7 +136,7 @@ def test_pause_stop_and_heartbeat_expiry(
         connectors_pb2.PauseConnectorRequest(name=f"connectors/{name}"), timeout=30
     )
     wait_until(
-        lambda: all(a.target_state == common_pb2.PAUSED for a in peer.assigned.values()),
+        lambda: all(a.target_state == common_pb2.TARGET_STATE_PAUSED for a in peer.assigned.values()),
         what="paused assignment",
     )
     assert all(peer.assigned[t].generation > g for t, g in generations.items())

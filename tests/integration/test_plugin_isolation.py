@@ -29,10 +29,10 @@ def _reads(stubs: Stubs, healthy: str) -> dict[str, Callable[[], Any]]:
     name = f"connectors/{healthy}"
     return {
         "GetConnector": lambda: stubs.connectors.GetConnector(
-            connectors_pb2.GetConnectorRequest(name=name, view=connectors_pb2.FULL), timeout=10
+            connectors_pb2.GetConnectorRequest(name=name, view=connectors_pb2.CONNECTOR_VIEW_FULL), timeout=10
         ),
         "ListConnectors": lambda: stubs.connectors.ListConnectors(
-            connectors_pb2.ListConnectorsRequest(view=connectors_pb2.FULL), timeout=10
+            connectors_pb2.ListConnectorsRequest(view=connectors_pb2.CONNECTOR_VIEW_FULL), timeout=10
         ),
         "ListTasks": lambda: stubs.connectors.ListTasks(
             connectors_pb2.ListTasksRequest(parent=name), timeout=10
@@ -56,7 +56,7 @@ def test_slow_plugin_callbacks_never_stall_reads(stubs: Stubs, unique: str) -> N
             connector=connectors_pb2.Connector(
                 config={"connector.class": "DataGenSource", "topic": f"t-{unique}", "tasks.max": "2"}
             ),
-            initial_state=connectors_pb2.INITIAL_PAUSED,
+            initial_state=connectors_pb2.INITIAL_STATE_PAUSED,
         ),
         timeout=30,
     )
@@ -87,7 +87,9 @@ def test_slow_plugin_callbacks_never_stall_reads(stubs: Stubs, unique: str) -> N
             timeout=60,
         )
         outcomes["get"] = stubs.connectors.GetConnector(
-            connectors_pb2.GetConnectorRequest(name=f"connectors/{slow}", view=connectors_pb2.FULL),
+            connectors_pb2.GetConnectorRequest(
+                name=f"connectors/{slow}", view=connectors_pb2.CONNECTOR_VIEW_FULL
+            ),
             timeout=60,
         )
         outcomes["definition"] = stubs.plugins.GetPluginConfigDefinition(

@@ -78,17 +78,17 @@ test('connector lifecycle', async (t) => {
     const created = await call('CreateConnector', {
       connector_id: connectorId,
       connector: { config },
-      initial_state: 'INITIAL_PAUSED',
+      initial_state: 'INITIAL_STATE_PAUSED',
     });
     assert.equal(created.name, name);
-    assert.equal(created.target_state, 'PAUSED');
+    assert.equal(created.target_state, 'TARGET_STATE_PAUSED');
   });
 
   await t.test('get returns the config and an etag', async () => {
     const got = await call('GetConnector', { name, view: 'INFO' });
     assert.equal(got.name, name);
     for (const [key, value] of Object.entries(config)) assert.equal(got.config[key], value, key);
-    assert.equal(got.type, 'SOURCE');
+    assert.equal(got.type, 'CONNECTOR_TYPE_SOURCE');
     assert.ok(got.etag, 'no etag');
   });
 
@@ -97,7 +97,7 @@ test('connector lifecycle', async (t) => {
     let pages = 0;
     let found = false;
     do {
-      const page = await call('ListConnectors', { page_size: 1, page_token: pageToken, view: 'NAMES' });
+      const page = await call('ListConnectors', { page_size: 1, page_token: pageToken, view: 'CONNECTOR_VIEW_NAMES' });
       assert.ok(page.connectors.length <= 1);
       found = page.connectors.some((c) => c.name === name);
       pageToken = page.next_page_token;
@@ -109,14 +109,14 @@ test('connector lifecycle', async (t) => {
   await t.test('status', async () => {
     const status = await call('GetConnectorStatus', { name });
     assert.equal(status.name, name);
-    assert.equal(status.type, 'SOURCE');
+    assert.equal(status.type, 'CONNECTOR_TYPE_SOURCE');
     assert.ok(status.connector, 'no connector instance status');
     assert.equal(typeof status.connector.state, 'string');
   });
 
   await t.test('pause and resume', async () => {
-    assert.equal((await call('PauseConnector', { name })).target_state, 'PAUSED');
-    assert.equal((await call('ResumeConnector', { name })).target_state, 'RUNNING');
+    assert.equal((await call('PauseConnector', { name })).target_state, 'TARGET_STATE_PAUSED');
+    assert.equal((await call('ResumeConnector', { name })).target_state, 'TARGET_STATE_RUNNING');
   });
 
   await t.test('watch status: the first event, then cancel', async () => {
@@ -149,7 +149,7 @@ test('a rejected config carries ErrorInfo and BadRequest', async () => {
   const err = await rejection('CreateConnector', {
     connector_id: `node-bad-${testId}`,
     connector: { config: { ...config, 'tasks.max': '0' } },
-    initial_state: 'INITIAL_PAUSED',
+    initial_state: 'INITIAL_STATE_PAUSED',
   });
   assert.equal(err.code, grpc.status.INVALID_ARGUMENT, err.message);
   const details = statusDetails(err);

@@ -82,37 +82,38 @@ def truncate(text: str, width: int) -> str:
 # --- readable enum values -----------------------------------------------------------------
 
 
+def _value_name(enum_type: Any, value: int, prefix: str) -> str | None:
+    """The value's name without its enum's prefix; None when unset or unknown to this client."""
+    if value == 0 or value not in enum_type.values():
+        return None
+    return str(enum_type.Name(value)).removeprefix(prefix)
+
+
 def state_label(state: common_pb2.State.ValueType) -> str:
     """STATE_RUNNING -> RUNNING; unknown or unset -> "-"."""
-    if state == common_pb2.STATE_UNSPECIFIED or state not in common_pb2.State.values():
-        return "-"
-    return common_pb2.State.Name(state).removeprefix("STATE_")
+    return _value_name(common_pb2.State, state, "STATE_") or "-"
 
 
 def target_state_label(state: common_pb2.TargetState.ValueType) -> str:
-    if state == common_pb2.TARGET_STATE_UNSPECIFIED or state not in common_pb2.TargetState.values():
-        return "-"
-    return common_pb2.TargetState.Name(state)
+    """TARGET_STATE_PAUSED -> PAUSED."""
+    return _value_name(common_pb2.TargetState, state, "TARGET_STATE_") or "-"
 
 
 def connector_type_label(kind: common_pb2.ConnectorType.ValueType) -> str:
     """Kafka Connect's lower-case "source" / "sink"."""
-    if kind == common_pb2.CONNECTOR_TYPE_UNSPECIFIED or kind not in common_pb2.ConnectorType.values():
-        return "-"
-    return common_pb2.ConnectorType.Name(kind).lower()
+    name = _value_name(common_pb2.ConnectorType, kind, "CONNECTOR_TYPE_")
+    return name.lower() if name else "-"
 
 
 def plugin_type_label(kind: plugins_pb2.PluginType.ValueType) -> str:
-    if kind == plugins_pb2.PLUGIN_TYPE_UNSPECIFIED or kind not in plugins_pb2.PluginType.values():
-        return "-"
-    return plugins_pb2.PluginType.Name(kind).removesuffix("_CONNECTOR").lower()
+    """PLUGIN_TYPE_SINK_CONNECTOR -> sink."""
+    name = _value_name(plugins_pb2.PluginType, kind, "PLUGIN_TYPE_")
+    return name.removesuffix("_CONNECTOR").lower() if name else "-"
 
 
-def enum_label(enum_type: Any, value: int) -> str:
-    """Any other enum: its name, or "-" when unset."""
-    if value == 0 or value not in enum_type.values():
-        return "-"
-    return str(enum_type.Name(value))
+def enum_label(enum_type: Any, value: int, prefix: str = "") -> str:
+    """Any other enum: its name without `prefix`, or "-" when unset."""
+    return _value_name(enum_type, value, prefix) or "-"
 
 
 def timestamp_label(ts: timestamp_pb2.Timestamp) -> str:

@@ -50,10 +50,10 @@ def _config(ctx: Context, args: argparse.Namespace) -> int:
         rows = [
             [
                 key.name,
-                output.enum_label(plugins_pb2.ConfigType, key.type),
+                output.enum_label(plugins_pb2.ConfigType, key.type, "CONFIG_TYPE_"),
                 "yes" if key.required else "no",
                 key.default_value if key.HasField("default_value") else "-",
-                output.enum_label(plugins_pb2.Importance, key.importance),
+                output.enum_label(plugins_pb2.Importance, key.importance, "IMPORTANCE_"),
                 output.truncate(key.documentation, _DOC_WIDTH),
             ]
             for key in definition.keys

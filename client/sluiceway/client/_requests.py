@@ -61,25 +61,25 @@ def config_map(config: ConfigMapping, field: str = "config") -> dict[str, str]:
 
 
 _INITIAL_STATES: dict[str, connectors_pb2.InitialState.ValueType] = {
-    "RUNNING": connectors_pb2.INITIAL_RUNNING,
+    "RUNNING": connectors_pb2.INITIAL_STATE_RUNNING,
     # Kafka Connect's own spelling of RUNNING.
-    "STARTED": connectors_pb2.INITIAL_RUNNING,
-    "PAUSED": connectors_pb2.INITIAL_PAUSED,
-    "STOPPED": connectors_pb2.INITIAL_STOPPED,
+    "STARTED": connectors_pb2.INITIAL_STATE_RUNNING,
+    "PAUSED": connectors_pb2.INITIAL_STATE_PAUSED,
+    "STOPPED": connectors_pb2.INITIAL_STATE_STOPPED,
 }
 
 _VIEWS: dict[str, connectors_pb2.ConnectorView.ValueType] = {
-    "NAMES": connectors_pb2.NAMES,
-    "INFO": connectors_pb2.INFO,
-    "STATUS": connectors_pb2.STATUS,
-    "FULL": connectors_pb2.FULL,
+    "NAMES": connectors_pb2.CONNECTOR_VIEW_NAMES,
+    "INFO": connectors_pb2.CONNECTOR_VIEW_INFO,
+    "STATUS": connectors_pb2.CONNECTOR_VIEW_STATUS,
+    "FULL": connectors_pb2.CONNECTOR_VIEW_FULL,
 }
 
 
 def initial_state(value: InitialStateLike) -> connectors_pb2.InitialState.ValueType:
-    """RUNNING, PAUSED or STOPPED (any case, with or without INITIAL_) or the enum value."""
+    """RUNNING, PAUSED or STOPPED (any case, with or without INITIAL_STATE_) or the enum value."""
     if isinstance(value, str):
-        key = value.strip().upper().removeprefix("INITIAL_")
+        key = value.strip().upper().removeprefix("INITIAL_STATE_")
         if key in _INITIAL_STATES:
             return _INITIAL_STATES[key]
         raise _invalid("initial_state", f"expected RUNNING, PAUSED or STOPPED, got {value!r}")
@@ -89,9 +89,9 @@ def initial_state(value: InitialStateLike) -> connectors_pb2.InitialState.ValueT
 
 
 def connector_view(value: ViewLike) -> connectors_pb2.ConnectorView.ValueType:
-    """NAMES, INFO, STATUS or FULL (any case) or the enum value."""
+    """NAMES, INFO, STATUS or FULL (any case, with or without CONNECTOR_VIEW_) or the enum value."""
     if isinstance(value, str):
-        key = value.strip().upper()
+        key = value.strip().upper().removeprefix("CONNECTOR_VIEW_")
         if key in _VIEWS:
             return _VIEWS[key]
         raise _invalid("view", f"expected NAMES, INFO, STATUS or FULL, got {value!r}")

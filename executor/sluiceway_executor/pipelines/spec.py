@@ -41,7 +41,7 @@ class TaskSpec:
             generation=assignment.generation,
             connector_config=dict(assignment.connector_config),
             task_config=dict(assignment.task_config),
-            paused=assignment.target_state == common_pb2.PAUSED,
+            paused=assignment.target_state == common_pb2.TARGET_STATE_PAUSED,
             task_count=max(assignment.task_count, index + 1),
             source_offsets=tuple(offsets_from_proto(assignment.source_offsets)),
         )

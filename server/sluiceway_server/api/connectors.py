@@ -73,16 +73,16 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
 
     async def _view(self, name: str, view: int, default: int) -> connectors_pb2.Connector:
         view = view or default
-        if view == connectors_pb2.NAMES:
+        if view == connectors_pb2.CONNECTOR_VIEW_NAMES:
             return convert.connector(None, name=name)
         info = (
             await self.herder.connector_info(name)
-            if view in (connectors_pb2.INFO, connectors_pb2.FULL)
+            if view in (connectors_pb2.CONNECTOR_VIEW_INFO, connectors_pb2.CONNECTOR_VIEW_FULL)
             else None
         )
         status = (
             self.herder.connector_status(name)
-            if view in (connectors_pb2.STATUS, connectors_pb2.FULL)
+            if view in (connectors_pb2.CONNECTOR_VIEW_STATUS, connectors_pb2.CONNECTOR_VIEW_FULL)
             else None
         )
         return convert.connector(info, status)
@@ -114,13 +114,13 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
     ) -> connectors_pb2.Connector:
         name = connector_name(request.name)
         await self._catch_up(request.min_config_position, context)
-        return await self._run(context, self._view(name, request.view, connectors_pb2.INFO))
+        return await self._run(context, self._view(name, request.view, connectors_pb2.CONNECTOR_VIEW_INFO))
 
     @mapped
     async def ListConnectors(
         self, request: connectors_pb2.ListConnectorsRequest, context: Context
     ) -> connectors_pb2.ListConnectorsResponse:
-        view = request.view or connectors_pb2.NAMES
+        view = request.view or connectors_pb2.CONNECTOR_VIEW_NAMES
         page = page_request(request.page_size, request.page_token, "connectors", view)
         await self._catch_up(request.min_config_position, context)
         names, next_token = take(self.herder.connector_names(), str, page, "connectors", view)
@@ -128,7 +128,7 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
         for name in names:
             try:
                 response.connectors.append(
-                    await self._run(context, self._view(name, view, connectors_pb2.NAMES))
+                    await self._run(context, self._view(name, view, connectors_pb2.CONNECTOR_VIEW_NAMES))
                 )
             except HerderError:
                 continue  # deleted between listing and reading

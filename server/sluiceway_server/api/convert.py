@@ -23,28 +23,28 @@ from sluiceway_server.storage import ErrorEntry
 HIDDEN = "[hidden]"
 
 CONNECTOR_TYPES = {
-    ConnectorType.SOURCE: common_pb2.SOURCE,
-    ConnectorType.SINK: common_pb2.SINK,
+    ConnectorType.SOURCE: common_pb2.CONNECTOR_TYPE_SOURCE,
+    ConnectorType.SINK: common_pb2.CONNECTOR_TYPE_SINK,
     ConnectorType.UNKNOWN: common_pb2.CONNECTOR_TYPE_UNSPECIFIED,
 }
 TARGET_STATES = {
-    TargetState.STARTED: common_pb2.RUNNING,
-    TargetState.PAUSED: common_pb2.PAUSED,
-    TargetState.STOPPED: common_pb2.STOPPED,
+    TargetState.STARTED: common_pb2.TARGET_STATE_RUNNING,
+    TargetState.PAUSED: common_pb2.TARGET_STATE_PAUSED,
+    TargetState.STOPPED: common_pb2.TARGET_STATE_STOPPED,
 }
 STATES = {
-    State.UNASSIGNED: common_pb2.UNASSIGNED,
+    State.UNASSIGNED: common_pb2.STATE_UNASSIGNED,
     State.RUNNING: common_pb2.STATE_RUNNING,
     State.PAUSED: common_pb2.STATE_PAUSED,
     State.STOPPED: common_pb2.STATE_STOPPED,
-    State.FAILED: common_pb2.FAILED,
-    State.RESTARTING: common_pb2.RESTARTING,
+    State.FAILED: common_pb2.STATE_FAILED,
+    State.RESTARTING: common_pb2.STATE_RESTARTING,
 }
 INITIAL_STATES = {
     connectors_pb2.INITIAL_STATE_UNSPECIFIED: TargetState.STARTED,
-    connectors_pb2.INITIAL_RUNNING: TargetState.STARTED,
-    connectors_pb2.INITIAL_PAUSED: TargetState.PAUSED,
-    connectors_pb2.INITIAL_STOPPED: TargetState.STOPPED,
+    connectors_pb2.INITIAL_STATE_RUNNING: TargetState.STARTED,
+    connectors_pb2.INITIAL_STATE_PAUSED: TargetState.PAUSED,
+    connectors_pb2.INITIAL_STATE_STOPPED: TargetState.STOPPED,
 }
 
 
@@ -113,7 +113,9 @@ def plugin(desc: PluginDesc) -> plugins_pb2.Plugin:
     return plugins_pb2.Plugin(
         name=f"plugins/{desc.class_name}",
         class_name=desc.class_name,
-        type=plugins_pb2.SOURCE_CONNECTOR if desc.type is PluginType.SOURCE else plugins_pb2.SINK_CONNECTOR,
+        type=plugins_pb2.PLUGIN_TYPE_SOURCE_CONNECTOR
+        if desc.type is PluginType.SOURCE
+        else plugins_pb2.PLUGIN_TYPE_SINK_CONNECTOR,
         version=desc.version,
         aliases=list(desc.aliases),
     )
@@ -122,9 +124,9 @@ def plugin(desc: PluginDesc) -> plugins_pb2.Plugin:
 def config_key(key: ConfigKey) -> plugins_pb2.ConfigKeyDefinition:
     definition = plugins_pb2.ConfigKeyDefinition(
         name=key.name,
-        type=getattr(plugins_pb2, key.type.name),
+        type=plugins_pb2.ConfigType.Value(f"CONFIG_TYPE_{key.type.name}"),
         required=key.required,
-        importance=getattr(plugins_pb2, key.importance.name),
+        importance=plugins_pb2.Importance.Value(f"IMPORTANCE_{key.importance.name}"),
         documentation=key.documentation or "",
         group=key.group or "",
         order_in_group=key.order_in_group,

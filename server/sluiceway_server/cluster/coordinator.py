@@ -26,17 +26,17 @@ from sluiceway_server.status_writer import StatusWriter
 log = logging.getLogger(__name__)
 
 _STATES = {
-    common_pb2.UNASSIGNED: State.UNASSIGNED,
+    common_pb2.STATE_UNASSIGNED: State.UNASSIGNED,
     common_pb2.STATE_RUNNING: State.RUNNING,
     common_pb2.STATE_PAUSED: State.PAUSED,
     common_pb2.STATE_STOPPED: State.STOPPED,
-    common_pb2.FAILED: State.FAILED,
-    common_pb2.RESTARTING: State.RESTARTING,
+    common_pb2.STATE_FAILED: State.FAILED,
+    common_pb2.STATE_RESTARTING: State.RESTARTING,
 }
 _TARGETS = {
-    TargetState.STARTED: common_pb2.RUNNING,
-    TargetState.PAUSED: common_pb2.PAUSED,
-    TargetState.STOPPED: common_pb2.STOPPED,
+    TargetState.STARTED: common_pb2.TARGET_STATE_RUNNING,
+    TargetState.PAUSED: common_pb2.TARGET_STATE_PAUSED,
+    TargetState.STOPPED: common_pb2.TARGET_STATE_STOPPED,
 }
 
 

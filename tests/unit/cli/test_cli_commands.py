@@ -64,8 +64,8 @@ def test_list_json_uses_proto_field_names(cli: Cli) -> None:
     data = cli.json("connectors", "list", "--view", "info")
     assert [c["name"] for c in data["connectors"]] == ["connectors/alpha", "connectors/beta"]
     first = data["connectors"][0]
-    assert first["target_state"] == "RUNNING"
-    assert first["type"] == "SOURCE"
+    assert first["target_state"] == "TARGET_STATE_RUNNING"
+    assert first["type"] == "CONNECTOR_TYPE_SOURCE"
     assert "config_position" in first
     assert first["config"]["topic"] == "alpha-topic"
 
@@ -83,7 +83,7 @@ def test_create_from_arguments(cli: Cli) -> None:
     assert out.startswith("Created connector gen.\n")
     assert "Target state:  PAUSED" in out
     request = cli.served.fake.attempts_of("CreateConnector")[0].request
-    assert request.initial_state == connectors_pb2.INITIAL_PAUSED
+    assert request.initial_state == connectors_pb2.INITIAL_STATE_PAUSED
     assert dict(request.connector.config) == {"connector.class": DATAGEN, "topic": "t"}
 
 
@@ -97,7 +97,7 @@ def test_create_from_a_kafka_connect_body(cli: Cli, tmp_path: Path) -> None:
     path.write_text(json.dumps(body))
     created = cli.json("connectors", "create", "gen", "--file", str(path), "topic=override")
     assert created["config"] == {"connector.class": DATAGEN, "topic": "override", "tasks.max": "3"}
-    assert created["target_state"] == "STOPPED"
+    assert created["target_state"] == "TARGET_STATE_STOPPED"
     cli("connectors", "create", "other", "--file", str(path), code=2)
     assert "names connector 'gen', not 'other'" in cli.err
 
@@ -182,9 +182,9 @@ def test_patch(cli: Cli, tmp_path: Path) -> None:
 
 def test_lifecycle_commands(cli: Cli) -> None:
     assert cli("connectors", "stop", "alpha") == "Stopped connector alpha.\n"
-    assert cli.served.fake.connectors["alpha"].target == common_pb2.STOPPED
+    assert cli.served.fake.connectors["alpha"].target == common_pb2.TARGET_STATE_STOPPED
     assert cli("connectors", "pause", "alpha") == "Paused connector alpha.\n"
-    assert cli.json("connectors", "resume", "alpha")["target_state"] == "RUNNING"
+    assert cli.json("connectors", "resume", "alpha")["target_state"] == "TARGET_STATE_RUNNING"
     assert (
         cli("connectors", "delete", "beta", "--delete-offsets", "--wait")
         == "Deleted connector beta and its offsets.\n"
@@ -235,7 +235,7 @@ def test_status_and_tasks(cli: Cli) -> None:
     assert "Task 1 trace:\n" + FAILED_TASK_TRACE in traced
     assert cli("connectors", "status", "alpha", "--trace") == traced
     data = cli.json("connectors", "status", "alpha")
-    assert data["tasks"][1]["status"]["state"] == "FAILED"
+    assert data["tasks"][1]["status"]["state"] == "STATE_FAILED"
     assert data["connector"]["worker_id"] == "replica-1"
 
     tasks = _lines(cli("connectors", "tasks", "alpha"))

@@ -110,7 +110,11 @@ class StoredConnector:
 
 
 def _type_of(config: dict[str, str]) -> common_pb2.ConnectorType.ValueType:
-    return common_pb2.SINK if "Sink" in config.get("connector.class", "") else common_pb2.SOURCE
+    return (
+        common_pb2.CONNECTOR_TYPE_SINK
+        if "Sink" in config.get("connector.class", "")
+        else common_pb2.CONNECTOR_TYPE_SOURCE
+    )
 
 
 class FakeControlPlane:
@@ -139,7 +143,7 @@ class FakeControlPlane:
         config: dict[str, str] | None = None,
         *,
         tasks: int = 1,
-        target: common_pb2.TargetState.ValueType = common_pb2.RUNNING,
+        target: common_pb2.TargetState.ValueType = common_pb2.TARGET_STATE_RUNNING,
         failed_task: int | None = None,
     ) -> None:
         cfg = dict(config or {"connector.class": DATAGEN, "topic": f"{name}-topic", "tasks.max": str(tasks)})
@@ -189,9 +193,9 @@ class FakeControlPlane:
 
     def status_of(self, connector: str, stored: StoredConnector) -> connectors_pb2.ConnectorStatus:
         state = {
-            common_pb2.RUNNING: common_pb2.STATE_RUNNING,
-            common_pb2.PAUSED: common_pb2.STATE_PAUSED,
-            common_pb2.STOPPED: common_pb2.STATE_STOPPED,
+            common_pb2.TARGET_STATE_RUNNING: common_pb2.STATE_RUNNING,
+            common_pb2.TARGET_STATE_PAUSED: common_pb2.STATE_PAUSED,
+            common_pb2.TARGET_STATE_STOPPED: common_pb2.STATE_STOPPED,
         }[stored.target]
         updated = timestamp_pb2.Timestamp(seconds=1_700_000_000)
         status = connectors_pb2.ConnectorStatus(
@@ -205,7 +209,7 @@ class FakeControlPlane:
             task_state = state
             trace = ""
             if stored.failed_task == index:
-                task_state = common_pb2.FAILED
+                task_state = common_pb2.STATE_FAILED
                 trace = FAILED_TASK_TRACE
             status.tasks.add(
                 name=f"connectors/{connector}/tasks/{index}",
@@ -224,13 +228,13 @@ class FakeControlPlane:
         self, connector: str, stored: StoredConnector, view: connectors_pb2.ConnectorView.ValueType
     ) -> connectors_pb2.Connector:
         result = connectors_pb2.Connector(name=f"connectors/{connector}", config_position=self.position)
-        if view in (connectors_pb2.INFO, connectors_pb2.FULL):
+        if view in (connectors_pb2.CONNECTOR_VIEW_INFO, connectors_pb2.CONNECTOR_VIEW_FULL):
             masked = {k: ("[hidden]" if "password" in k else v) for k, v in stored.config.items()}
             result.config.update(masked)
             result.type = _type_of(stored.config)
             result.tasks.extend(f"connectors/{connector}/tasks/{i}" for i in range(len(stored.tasks)))
             result.target_state = stored.target
-        if view in (connectors_pb2.STATUS, connectors_pb2.FULL):
+        if view in (connectors_pb2.CONNECTOR_VIEW_STATUS, connectors_pb2.CONNECTOR_VIEW_FULL):
             result.type = _type_of(stored.config)
             result.status.CopyFrom(self.status_of(connector, stored))
         return result
@@ -288,9 +292,9 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
                     ),
                 )
             target = {
-                connectors_pb2.INITIAL_PAUSED: common_pb2.PAUSED,
-                connectors_pb2.INITIAL_STOPPED: common_pb2.STOPPED,
-            }.get(request.initial_state, common_pb2.RUNNING)
+                connectors_pb2.INITIAL_STATE_PAUSED: common_pb2.TARGET_STATE_PAUSED,
+                connectors_pb2.INITIAL_STATE_STOPPED: common_pb2.TARGET_STATE_STOPPED,
+            }.get(request.initial_state, common_pb2.TARGET_STATE_RUNNING)
             if request.validate_only:
                 stored = StoredConnector(config=config, target=target, tasks=[])
             else:
@@ -298,14 +302,14 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
                 stored = fake.connectors[request.connector_id]
                 stored.target = target
                 fake.position += 1
-            return fake.view(request.connector_id, stored, connectors_pb2.INFO)
+            return fake.view(request.connector_id, stored, connectors_pb2.CONNECTOR_VIEW_INFO)
 
         return fake.idempotent(request.request_id, produce)
 
     def GetConnector(self, request: Any, context: Any) -> Any:
         self.fake.enter("GetConnector", request, context)
         connector, stored = self.fake.lookup(request.name, context)
-        return self.fake.view(connector, stored, request.view or connectors_pb2.INFO)
+        return self.fake.view(connector, stored, request.view or connectors_pb2.CONNECTOR_VIEW_INFO)
 
     def ListConnectors(self, request: Any, context: Any) -> Any:
         self.fake.enter("ListConnectors", request, context)
@@ -315,7 +319,10 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
         page = names[start : start + size]
         response = connectors_pb2.ListConnectorsResponse(
             connectors=[
-                self.fake.view(n, self.fake.connectors[n], request.view or connectors_pb2.NAMES) for n in page
+                self.fake.view(
+                    n, self.fake.connectors[n], request.view or connectors_pb2.CONNECTOR_VIEW_NAMES
+                )
+                for n in page
             ]
         )
         if start + size < len(names):
@@ -335,7 +342,8 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
             fake.connectors[connector].config = config
         fake.position += 1
         return connectors_pb2.ReplaceConnectorConfigResponse(
-            connector=fake.view(connector, fake.connectors[connector], connectors_pb2.INFO), created=created
+            connector=fake.view(connector, fake.connectors[connector], connectors_pb2.CONNECTOR_VIEW_INFO),
+            created=created,
         )
 
     def PatchConnectorConfig(self, request: Any, context: Any) -> Any:
@@ -345,7 +353,7 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
         stored.config.update(request.set)
         for key in request.remove:
             stored.config.pop(key, None)
-        return fake.view(connector, stored, connectors_pb2.INFO)
+        return fake.view(connector, stored, connectors_pb2.CONNECTOR_VIEW_INFO)
 
     def DeleteConnector(self, request: Any, context: Any) -> Any:
         fake = self.fake
@@ -359,28 +367,28 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
         fake.enter(method, request, context)
         connector, stored = fake.lookup(request.name, context)
         stored.target = target
-        return fake.view(connector, stored, connectors_pb2.INFO)
+        return fake.view(connector, stored, connectors_pb2.CONNECTOR_VIEW_INFO)
 
     def PauseConnector(self, request: Any, context: Any) -> Any:
-        return self._target("PauseConnector", request, context, common_pb2.PAUSED)
+        return self._target("PauseConnector", request, context, common_pb2.TARGET_STATE_PAUSED)
 
     def ResumeConnector(self, request: Any, context: Any) -> Any:
-        return self._target("ResumeConnector", request, context, common_pb2.RUNNING)
+        return self._target("ResumeConnector", request, context, common_pb2.TARGET_STATE_RUNNING)
 
     def StopConnector(self, request: Any, context: Any) -> Any:
-        return self._target("StopConnector", request, context, common_pb2.STOPPED)
+        return self._target("StopConnector", request, context, common_pb2.TARGET_STATE_STOPPED)
 
     def RestartConnector(self, request: Any, context: Any) -> Any:
         fake = self.fake
         fake.enter("RestartConnector", request, context)
         connector, stored = fake.lookup(request.name, context)
         status = fake.status_of(connector, stored)
-        if not request.only_failed or status.connector.state == common_pb2.FAILED:
-            status.connector.state = common_pb2.RESTARTING
+        if not request.only_failed or status.connector.state == common_pb2.STATE_FAILED:
+            status.connector.state = common_pb2.STATE_RESTARTING
         if request.include_tasks:
             for task in status.tasks:
-                if not request.only_failed or task.status.state == common_pb2.FAILED:
-                    task.status.state = common_pb2.RESTARTING
+                if not request.only_failed or task.status.state == common_pb2.STATE_FAILED:
+                    task.status.state = common_pb2.STATE_RESTARTING
         return status
 
     def ListTasks(self, request: Any, context: Any) -> Any:
@@ -446,14 +454,14 @@ class PluginServicer(plugins_pb2_grpc.PluginServiceServicer):
         plugins_pb2.Plugin(
             name=f"plugins/{DATAGEN}",
             class_name=DATAGEN,
-            type=plugins_pb2.SOURCE_CONNECTOR,
+            type=plugins_pb2.PLUGIN_TYPE_SOURCE_CONNECTOR,
             version="0.1.0",
             aliases=["DataGenSource", "DataGenSourceConnector"],
         ),
         plugins_pb2.Plugin(
             name=f"plugins/{FILESINK}",
             class_name=FILESINK,
-            type=plugins_pb2.SINK_CONNECTOR,
+            type=plugins_pb2.PLUGIN_TYPE_SINK_CONNECTOR,
             version="0.1.0",
             aliases=["FileStreamSink"],
         ),
@@ -461,7 +469,7 @@ class PluginServicer(plugins_pb2_grpc.PluginServiceServicer):
     CONVERTER = plugins_pb2.Plugin(
         name="plugins/io.sluiceway.converters.JsonConverter",
         class_name="io.sluiceway.converters.JsonConverter",
-        type=plugins_pb2.CONVERTER,
+        type=plugins_pb2.PLUGIN_TYPE_CONVERTER,
         version="0.1.0",
     )
 
@@ -491,16 +499,16 @@ class PluginServicer(plugins_pb2_grpc.PluginServiceServicer):
             keys=[
                 plugins_pb2.ConfigKeyDefinition(
                     name="topic",
-                    type=plugins_pb2.STRING,
+                    type=plugins_pb2.CONFIG_TYPE_STRING,
                     required=True,
-                    importance=plugins_pb2.HIGH,
+                    importance=plugins_pb2.IMPORTANCE_HIGH,
                     documentation="The topic to write to.\nSecond line.",
                 ),
                 plugins_pb2.ConfigKeyDefinition(
                     name="max.records",
-                    type=plugins_pb2.LONG,
+                    type=plugins_pb2.CONFIG_TYPE_LONG,
                     default_value="-1",
-                    importance=plugins_pb2.MEDIUM,
+                    importance=plugins_pb2.IMPORTANCE_MEDIUM,
                     documentation="Records per task; then the task idles.",
                 ),
             ],
@@ -526,12 +534,13 @@ class OffsetServicer(offsets_pb2_grpc.OffsetServiceServicer):
         self.fake = fake
 
     def _stopped(self, connector: str, stored: StoredConnector, context: Any) -> None:
-        if stored.target != common_pb2.STOPPED:
+        if stored.target != common_pb2.TARGET_STATE_STOPPED:
+            state = common_pb2.TargetState.Name(stored.target).removeprefix("TARGET_STATE_")
             self.fake.abort(
                 context,
                 rich_status(
                     grpc.StatusCode.FAILED_PRECONDITION,
-                    f"Connector {connector} is {common_pb2.TargetState.Name(stored.target)}; offsets "
+                    f"Connector {connector} is {state}; offsets "
                     f"change only while it is stopped: run `sluiceway connectors stop {connector}` first",
                     "CONNECTOR_NOT_STOPPED",
                 ),

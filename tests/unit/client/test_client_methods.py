@@ -20,10 +20,10 @@ def test_connector_lifecycle(served: Served) -> None:
             "gen", {"connector.class": DATAGEN, "topic": "t", "tasks.max": 2}, initial_state="paused"
         )
         assert isinstance(created, connectors_pb2.Connector)
-        assert created.target_state == common_pb2.PAUSED
+        assert created.target_state == common_pb2.TARGET_STATE_PAUSED
         request = fake.attempts_of("CreateConnector")[0].request
         assert request.connector_id == "gen"
-        assert request.initial_state == connectors_pb2.INITIAL_PAUSED
+        assert request.initial_state == connectors_pb2.INITIAL_STATE_PAUSED
         assert dict(request.connector.config)["tasks.max"] == "2"
 
         checked = client.create_connector(
@@ -35,7 +35,7 @@ def test_connector_lifecycle(served: Served) -> None:
         full = client.get_connector("gen", view="full")
         assert full.HasField("status")
         assert len(full.tasks) == 2
-        assert fake.attempts_of("GetConnector")[0].request.view == connectors_pb2.FULL
+        assert fake.attempts_of("GetConnector")[0].request.view == connectors_pb2.CONNECTOR_VIEW_FULL
 
         connector, was_created = client.replace_connector_config(
             "gen", {"connector.class": DATAGEN, "topic": "u"}
@@ -49,13 +49,13 @@ def test_connector_lifecycle(served: Served) -> None:
         with pytest.raises(InvalidArgumentError, match="both set and removed"):
             client.patch_connector_config("gen", set={"a": "1"}, remove=["a"])
 
-        assert client.stop_connector("gen").target_state == common_pb2.STOPPED
-        assert client.pause_connector("gen").target_state == common_pb2.PAUSED
-        assert client.resume_connector("gen").target_state == common_pb2.RUNNING
+        assert client.stop_connector("gen").target_state == common_pb2.TARGET_STATE_STOPPED
+        assert client.pause_connector("gen").target_state == common_pb2.TARGET_STATE_PAUSED
+        assert client.resume_connector("gen").target_state == common_pb2.TARGET_STATE_RUNNING
 
         status = client.restart_connector("gen", include_tasks=True)
-        assert status.connector.state == common_pb2.RESTARTING
-        assert {t.status.state for t in status.tasks} == {common_pb2.RESTARTING}
+        assert status.connector.state == common_pb2.STATE_RESTARTING
+        assert {t.status.state for t in status.tasks} == {common_pb2.STATE_RESTARTING}
         assert fake.attempts_of("RestartConnector")[0].request.include_tasks
 
         tasks = client.list_tasks("gen")
@@ -95,7 +95,7 @@ def test_list_connectors_follows_pages(served: Served) -> None:
         assert names == [f"connectors/{n}" for n in "abcde"]
         requests = [a.request for a in served.fake.attempts_of("ListConnectors")]
         assert [r.page_token for r in requests] == ["", "2", "4"]
-        assert {r.view for r in requests} == {connectors_pb2.STATUS}
+        assert {r.view for r in requests} == {connectors_pb2.CONNECTOR_VIEW_STATUS}
 
         page = client.list_connectors_page(page_size=3)
         assert len(page.connectors) == 3
@@ -109,16 +109,18 @@ def test_list_connectors_follows_pages(served: Served) -> None:
 def test_enum_arguments(served: Served) -> None:
     served.fake.add_connector("gen")
     with SluicewayClient(served.target) as client:
-        client.get_connector("gen", view=connectors_pb2.STATUS)
+        client.get_connector("gen", view=connectors_pb2.CONNECTOR_VIEW_STATUS)
         client.create_connector(
-            "x", {"connector.class": DATAGEN, "topic": "t"}, initial_state=connectors_pb2.INITIAL_STOPPED
+            "x",
+            {"connector.class": DATAGEN, "topic": "t"},
+            initial_state=connectors_pb2.INITIAL_STATE_STOPPED,
         )
         with pytest.raises(InvalidArgumentError, match="RUNNING, PAUSED or STOPPED"):
             client.create_connector("y", {"connector.class": DATAGEN}, initial_state="sleeping")
         with pytest.raises(InvalidArgumentError, match=r"config\.bad"):
             client.create_connector("y", {"bad": None})  # type: ignore[dict-item]
-    assert served.fake.attempts_of("GetConnector")[0].request.view == connectors_pb2.STATUS
-    assert served.fake.connectors["x"].target == common_pb2.STOPPED
+    assert served.fake.attempts_of("GetConnector")[0].request.view == connectors_pb2.CONNECTOR_VIEW_STATUS
+    assert served.fake.connectors["x"].target == common_pb2.TARGET_STATE_STOPPED
 
 
 def test_plugins_offsets_topics_cluster(served: Served) -> None:
@@ -197,9 +199,9 @@ def test_async_client_covers_the_same_calls(served: Served) -> None:
             )
             assert not created_flag
             assert "x" in (await client.patch_connector_config("gen", set={"x": "1"})).config
-            assert (await client.stop_connector("gen")).target_state == common_pb2.STOPPED
-            assert (await client.pause_connector("gen")).target_state == common_pb2.PAUSED
-            assert (await client.resume_connector("gen")).target_state == common_pb2.RUNNING
+            assert (await client.stop_connector("gen")).target_state == common_pb2.TARGET_STATE_STOPPED
+            assert (await client.pause_connector("gen")).target_state == common_pb2.TARGET_STATE_PAUSED
+            assert (await client.resume_connector("gen")).target_state == common_pb2.TARGET_STATE_RUNNING
             await client.restart_connector("gen", only_failed=True)
             assert len(await client.list_tasks("b")) == 2
             assert (await client.connector_status("b")).name == "connectors/b"

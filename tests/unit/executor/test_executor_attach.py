@@ -138,7 +138,7 @@ class Stream:
             generation=generation,
             connector_config={"connector.class": "Fake", **(config or {})},
             task_config={"task.class": "fake.Task"},
-            target_state=common_pb2.PAUSED if paused else common_pb2.RUNNING,
+            target_state=common_pb2.TARGET_STATE_PAUSED if paused else common_pb2.TARGET_STATE_RUNNING,
             task_count=task_count,
         )
         for partition, offset in offsets or []:
@@ -417,7 +417,7 @@ def test_a_refused_commit_fails_the_task_with_the_leaders_message(
     stream.welcome()
     stream.assign(generation=3)
     stream.answer(stream.commit(), ok=False, error="stale generation 3")
-    failed = stream.status(common_pb2.FAILED)
+    failed = stream.status(common_pb2.STATE_FAILED)
     assert failed.generation == 3
     assert "stale generation 3" in failed.trace
     (pipeline,) = work.of(TASK)
@@ -434,7 +434,7 @@ def test_an_unanswered_commit_times_out_and_fails_the_task(
     stream.welcome()
     stream.assign()
     stream.commit()
-    failed = stream.status(common_pb2.FAILED)
+    failed = stream.status(common_pb2.STATE_FAILED)
     assert "no answer to offset commit" in failed.trace
     eventually(lambda: work.of(TASK)[0].stopped)
 
@@ -448,7 +448,7 @@ def test_a_failing_batch_reports_failed_with_the_full_trace(
     stream.welcome()
     stream.assign(generation=5)
     stream.answer(stream.commit())
-    failed = stream.status(common_pb2.FAILED)
+    failed = stream.status(common_pb2.STATE_FAILED)
     assert failed.generation == 5
     assert "Traceback (most recent call last)" in failed.trace
     assert "RuntimeError: batch 1 exploded" in failed.trace
@@ -467,7 +467,7 @@ def test_a_task_that_cannot_start_reports_failed(
     stream = server.leader.next_stream()
     stream.welcome()
     stream.assign()
-    failed = stream.status(common_pb2.FAILED)
+    failed = stream.status(common_pb2.STATE_FAILED)
     assert "ValueError: cannot start: bad config" in failed.trace
     assert stream.of_kind("offset_commit") == []
 
@@ -765,7 +765,7 @@ def test_task_spec_reads_the_assignment() -> None:
         generation=(5 << 32) + 1,
         connector_config={"a": "1"},
         task_config={"b": "2"},
-        target_state=common_pb2.RUNNING,
+        target_state=common_pb2.TARGET_STATE_RUNNING,
         task_count=4,
     )
     assignment.source_offsets.add(partition=map_to_proto({"file": "x"}), offset=map_to_proto({"pos": 12}))

@@ -28,15 +28,15 @@ class _ConnectorType:
 class _ConnectorTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ConnectorType.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     CONNECTOR_TYPE_UNSPECIFIED: _ConnectorType.ValueType  # 0
-    SOURCE: _ConnectorType.ValueType  # 1
-    SINK: _ConnectorType.ValueType  # 2
+    CONNECTOR_TYPE_SOURCE: _ConnectorType.ValueType  # 1
+    CONNECTOR_TYPE_SINK: _ConnectorType.ValueType  # 2
 
 class ConnectorType(_ConnectorType, metaclass=_ConnectorTypeEnumTypeWrapper):
     """Whether a connector moves data into Kafka (source) or out of it (sink)."""
 
 CONNECTOR_TYPE_UNSPECIFIED: ConnectorType.ValueType  # 0
-SOURCE: ConnectorType.ValueType  # 1
-SINK: ConnectorType.ValueType  # 2
+CONNECTOR_TYPE_SOURCE: ConnectorType.ValueType  # 1
+CONNECTOR_TYPE_SINK: ConnectorType.ValueType  # 2
 Global___ConnectorType: _TypeAlias = ConnectorType  # noqa: Y015
 
 class _TargetState:
@@ -46,22 +46,22 @@ class _TargetState:
 class _TargetStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TargetState.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     TARGET_STATE_UNSPECIFIED: _TargetState.ValueType  # 0
-    RUNNING: _TargetState.ValueType  # 1
+    TARGET_STATE_RUNNING: _TargetState.ValueType  # 1
     """Kafka Connect's STARTED: the connector and its tasks run."""
-    PAUSED: _TargetState.ValueType  # 2
+    TARGET_STATE_PAUSED: _TargetState.ValueType  # 2
     """The connector instance is stopped; its tasks stay assigned but idle."""
-    STOPPED: _TargetState.ValueType  # 3
+    TARGET_STATE_STOPPED: _TargetState.ValueType  # 3
     """KIP-875: the connector and its tasks are shut down and its task set is empty."""
 
 class TargetState(_TargetState, metaclass=_TargetStateEnumTypeWrapper):
     """The state a user asked a connector to be in (Kafka Connect's target state)."""
 
 TARGET_STATE_UNSPECIFIED: TargetState.ValueType  # 0
-RUNNING: TargetState.ValueType  # 1
+TARGET_STATE_RUNNING: TargetState.ValueType  # 1
 """Kafka Connect's STARTED: the connector and its tasks run."""
-PAUSED: TargetState.ValueType  # 2
+TARGET_STATE_PAUSED: TargetState.ValueType  # 2
 """The connector instance is stopped; its tasks stay assigned but idle."""
-STOPPED: TargetState.ValueType  # 3
+TARGET_STATE_STOPPED: TargetState.ValueType  # 3
 """KIP-875: the connector and its tasks are shut down and its task set is empty."""
 Global___TargetState: _TypeAlias = TargetState  # noqa: Y015
 
@@ -72,23 +72,23 @@ class _State:
 class _StateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_State.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     STATE_UNSPECIFIED: _State.ValueType  # 0
-    UNASSIGNED: _State.ValueType  # 1
+    STATE_UNASSIGNED: _State.ValueType  # 1
     STATE_RUNNING: _State.ValueType  # 2
     STATE_PAUSED: _State.ValueType  # 3
     STATE_STOPPED: _State.ValueType  # 4
-    FAILED: _State.ValueType  # 5
-    RESTARTING: _State.ValueType  # 6
+    STATE_FAILED: _State.ValueType  # 5
+    STATE_RESTARTING: _State.ValueType  # 6
 
 class State(_State, metaclass=_StateEnumTypeWrapper):
     """The observed state of a connector or a task (Kafka Connect's status states)."""
 
 STATE_UNSPECIFIED: State.ValueType  # 0
-UNASSIGNED: State.ValueType  # 1
+STATE_UNASSIGNED: State.ValueType  # 1
 STATE_RUNNING: State.ValueType  # 2
 STATE_PAUSED: State.ValueType  # 3
 STATE_STOPPED: State.ValueType  # 4
-FAILED: State.ValueType  # 5
-RESTARTING: State.ValueType  # 6
+STATE_FAILED: State.ValueType  # 5
+STATE_RESTARTING: State.ValueType  # 6
 Global___State: _TypeAlias = State  # noqa: Y015
 
 @_typing.final

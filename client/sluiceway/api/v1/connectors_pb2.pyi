@@ -28,26 +28,26 @@ class _ConnectorView:
 class _ConnectorViewEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ConnectorView.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     CONNECTOR_VIEW_UNSPECIFIED: _ConnectorView.ValueType  # 0
-    NAMES: _ConnectorView.ValueType  # 1
+    CONNECTOR_VIEW_NAMES: _ConnectorView.ValueType  # 1
     """Only the name."""
-    INFO: _ConnectorView.ValueType  # 2
+    CONNECTOR_VIEW_INFO: _ConnectorView.ValueType  # 2
     """Name, config, type, tasks and target state (Kafka Connect's expand=info)."""
-    STATUS: _ConnectorView.ValueType  # 3
+    CONNECTOR_VIEW_STATUS: _ConnectorView.ValueType  # 3
     """Name, type and status (Kafka Connect's expand=status)."""
-    FULL: _ConnectorView.ValueType  # 4
+    CONNECTOR_VIEW_FULL: _ConnectorView.ValueType  # 4
     """Everything."""
 
 class ConnectorView(_ConnectorView, metaclass=_ConnectorViewEnumTypeWrapper):
     """How much of a connector a read returns."""
 
 CONNECTOR_VIEW_UNSPECIFIED: ConnectorView.ValueType  # 0
-NAMES: ConnectorView.ValueType  # 1
+CONNECTOR_VIEW_NAMES: ConnectorView.ValueType  # 1
 """Only the name."""
-INFO: ConnectorView.ValueType  # 2
+CONNECTOR_VIEW_INFO: ConnectorView.ValueType  # 2
 """Name, config, type, tasks and target state (Kafka Connect's expand=info)."""
-STATUS: ConnectorView.ValueType  # 3
+CONNECTOR_VIEW_STATUS: ConnectorView.ValueType  # 3
 """Name, type and status (Kafka Connect's expand=status)."""
-FULL: ConnectorView.ValueType  # 4
+CONNECTOR_VIEW_FULL: ConnectorView.ValueType  # 4
 """Everything."""
 Global___ConnectorView: _TypeAlias = ConnectorView  # noqa: Y015
 
@@ -58,17 +58,17 @@ class _InitialState:
 class _InitialStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_InitialState.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     INITIAL_STATE_UNSPECIFIED: _InitialState.ValueType  # 0
-    INITIAL_RUNNING: _InitialState.ValueType  # 1
-    INITIAL_PAUSED: _InitialState.ValueType  # 2
-    INITIAL_STOPPED: _InitialState.ValueType  # 3
+    INITIAL_STATE_RUNNING: _InitialState.ValueType  # 1
+    INITIAL_STATE_PAUSED: _InitialState.ValueType  # 2
+    INITIAL_STATE_STOPPED: _InitialState.ValueType  # 3
 
 class InitialState(_InitialState, metaclass=_InitialStateEnumTypeWrapper):
     """How a connector starts when it is created (KIP-980)."""
 
 INITIAL_STATE_UNSPECIFIED: InitialState.ValueType  # 0
-INITIAL_RUNNING: InitialState.ValueType  # 1
-INITIAL_PAUSED: InitialState.ValueType  # 2
-INITIAL_STOPPED: InitialState.ValueType  # 3
+INITIAL_STATE_RUNNING: InitialState.ValueType  # 1
+INITIAL_STATE_PAUSED: InitialState.ValueType  # 2
+INITIAL_STATE_STOPPED: InitialState.ValueType  # 3
 Global___InitialState: _TypeAlias = InitialState  # noqa: Y015
 
 @_typing.final
@@ -116,7 +116,7 @@ class Connector(_message.Message):
     etag: _builtins.str
     """Opaque tag of the connector's current config and target state (AIP-154). Pass it back in a
     replace, patch or delete to have the call fail ABORTED (reason ETAG_MISMATCH) if the
-    connector changed since it was read. Present in the INFO and FULL views.
+    connector changed since it was read. Present in the CONNECTOR_VIEW_INFO and CONNECTOR_VIEW_FULL views.
     """
     @_builtins.property
     def config(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
@@ -128,7 +128,7 @@ class Connector(_message.Message):
 
     @_builtins.property
     def status(self) -> Global___ConnectorStatus:
-        """Present in the STATUS and FULL views."""
+        """Present in the CONNECTOR_VIEW_STATUS and CONNECTOR_VIEW_FULL views."""
 
     def __init__(
         self,
@@ -164,7 +164,7 @@ class CreateConnectorRequest(_message.Message):
     `name` key it must be equal.
     """
     initial_state: Global___InitialState.ValueType
-    """Defaults to INITIAL_RUNNING."""
+    """Defaults to INITIAL_STATE_RUNNING."""
     request_id: _builtins.str
     validate_only: _builtins.bool
     """Validate only; write nothing."""
@@ -198,7 +198,7 @@ class GetConnectorRequest(_message.Message):
     MIN_CONFIG_POSITION_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     view: Global___ConnectorView.ValueType
-    """Defaults to INFO."""
+    """Defaults to CONNECTOR_VIEW_INFO."""
     min_config_position: _builtins.int
     def __init__(
         self,
@@ -228,7 +228,7 @@ class ListConnectorsRequest(_message.Message):
     page_token: _builtins.str
     """From the previous response of a request with the same view; opaque."""
     view: Global___ConnectorView.ValueType
-    """Defaults to NAMES."""
+    """Defaults to CONNECTOR_VIEW_NAMES."""
     min_config_position: _builtins.int
     def __init__(
         self,
@@ -526,7 +526,7 @@ class RestartConnectorRequest(_message.Message):
     include_tasks: _builtins.bool
     """Restart the tasks too."""
     only_failed: _builtins.bool
-    """Restart only instances that are FAILED."""
+    """Restart only instances that are STATE_FAILED."""
     request_id: _builtins.str
     def __init__(
         self,

@@ -133,7 +133,7 @@ class ConnectorServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetConnector(self, request, context):
-        """Kafka Connect: GET /connectors/{name} (and /status with the FULL view).
+        """Kafka Connect: GET /connectors/{name} (and /status with CONNECTOR_VIEW_FULL).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

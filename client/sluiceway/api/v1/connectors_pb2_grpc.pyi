@@ -42,7 +42,7 @@ class ConnectorServiceStub:
     CreateConnector: _grpc.UnaryUnaryMultiCallable[_connectors_pb2.CreateConnectorRequest, _connectors_pb2.Connector]
     """Creates a connector. Kafka Connect: POST /connectors."""
     GetConnector: _grpc.UnaryUnaryMultiCallable[_connectors_pb2.GetConnectorRequest, _connectors_pb2.Connector]
-    """Kafka Connect: GET /connectors/{name} (and /status with the FULL view)."""
+    """Kafka Connect: GET /connectors/{name} (and /status with CONNECTOR_VIEW_FULL)."""
     ListConnectors: _grpc.UnaryUnaryMultiCallable[_connectors_pb2.ListConnectorsRequest, _connectors_pb2.ListConnectorsResponse]
     """Kafka Connect: GET /connectors?expand=status&expand=info."""
     ReplaceConnectorConfig: _grpc.UnaryUnaryMultiCallable[_connectors_pb2.ReplaceConnectorConfigRequest, _connectors_pb2.ReplaceConnectorConfigResponse]
@@ -85,7 +85,7 @@ class ConnectorServiceAsyncStub(ConnectorServiceStub):
     CreateConnector: _aio.UnaryUnaryMultiCallable[_connectors_pb2.CreateConnectorRequest, _connectors_pb2.Connector]  # type: ignore[assignment]
     """Creates a connector. Kafka Connect: POST /connectors."""
     GetConnector: _aio.UnaryUnaryMultiCallable[_connectors_pb2.GetConnectorRequest, _connectors_pb2.Connector]  # type: ignore[assignment]
-    """Kafka Connect: GET /connectors/{name} (and /status with the FULL view)."""
+    """Kafka Connect: GET /connectors/{name} (and /status with CONNECTOR_VIEW_FULL)."""
     ListConnectors: _aio.UnaryUnaryMultiCallable[_connectors_pb2.ListConnectorsRequest, _connectors_pb2.ListConnectorsResponse]  # type: ignore[assignment]
     """Kafka Connect: GET /connectors?expand=status&expand=info."""
     ReplaceConnectorConfig: _aio.UnaryUnaryMultiCallable[_connectors_pb2.ReplaceConnectorConfigRequest, _connectors_pb2.ReplaceConnectorConfigResponse]  # type: ignore[assignment]
@@ -137,7 +137,7 @@ class ConnectorServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _connectors_pb2.GetConnectorRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_connectors_pb2.Connector, _abc.Awaitable[_connectors_pb2.Connector]]:
-        """Kafka Connect: GET /connectors/{name} (and /status with the FULL view)."""
+        """Kafka Connect: GET /connectors/{name} (and /status with CONNECTOR_VIEW_FULL)."""
 
     @_abc_1.abstractmethod
     def ListConnectors(

@@ -26,20 +26,20 @@ class _PluginType:
 class _PluginTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_PluginType.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     PLUGIN_TYPE_UNSPECIFIED: _PluginType.ValueType  # 0
-    SOURCE_CONNECTOR: _PluginType.ValueType  # 1
-    SINK_CONNECTOR: _PluginType.ValueType  # 2
-    CONVERTER: _PluginType.ValueType  # 3
-    TRANSFORMATION: _PluginType.ValueType  # 4
-    PREDICATE: _PluginType.ValueType  # 5
+    PLUGIN_TYPE_SOURCE_CONNECTOR: _PluginType.ValueType  # 1
+    PLUGIN_TYPE_SINK_CONNECTOR: _PluginType.ValueType  # 2
+    PLUGIN_TYPE_CONVERTER: _PluginType.ValueType  # 3
+    PLUGIN_TYPE_TRANSFORMATION: _PluginType.ValueType  # 4
+    PLUGIN_TYPE_PREDICATE: _PluginType.ValueType  # 5
 
 class PluginType(_PluginType, metaclass=_PluginTypeEnumTypeWrapper): ...
 
 PLUGIN_TYPE_UNSPECIFIED: PluginType.ValueType  # 0
-SOURCE_CONNECTOR: PluginType.ValueType  # 1
-SINK_CONNECTOR: PluginType.ValueType  # 2
-CONVERTER: PluginType.ValueType  # 3
-TRANSFORMATION: PluginType.ValueType  # 4
-PREDICATE: PluginType.ValueType  # 5
+PLUGIN_TYPE_SOURCE_CONNECTOR: PluginType.ValueType  # 1
+PLUGIN_TYPE_SINK_CONNECTOR: PluginType.ValueType  # 2
+PLUGIN_TYPE_CONVERTER: PluginType.ValueType  # 3
+PLUGIN_TYPE_TRANSFORMATION: PluginType.ValueType  # 4
+PLUGIN_TYPE_PREDICATE: PluginType.ValueType  # 5
 Global___PluginType: _TypeAlias = PluginType  # noqa: Y015
 
 class _ConfigType:
@@ -49,29 +49,29 @@ class _ConfigType:
 class _ConfigTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ConfigType.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     CONFIG_TYPE_UNSPECIFIED: _ConfigType.ValueType  # 0
-    BOOLEAN: _ConfigType.ValueType  # 1
-    STRING: _ConfigType.ValueType  # 2
-    INT: _ConfigType.ValueType  # 3
-    SHORT: _ConfigType.ValueType  # 4
-    LONG: _ConfigType.ValueType  # 5
-    DOUBLE: _ConfigType.ValueType  # 6
-    LIST: _ConfigType.ValueType  # 7
-    CLASS: _ConfigType.ValueType  # 8
-    PASSWORD: _ConfigType.ValueType  # 9
+    CONFIG_TYPE_BOOLEAN: _ConfigType.ValueType  # 1
+    CONFIG_TYPE_STRING: _ConfigType.ValueType  # 2
+    CONFIG_TYPE_INT: _ConfigType.ValueType  # 3
+    CONFIG_TYPE_SHORT: _ConfigType.ValueType  # 4
+    CONFIG_TYPE_LONG: _ConfigType.ValueType  # 5
+    CONFIG_TYPE_DOUBLE: _ConfigType.ValueType  # 6
+    CONFIG_TYPE_LIST: _ConfigType.ValueType  # 7
+    CONFIG_TYPE_CLASS: _ConfigType.ValueType  # 8
+    CONFIG_TYPE_PASSWORD: _ConfigType.ValueType  # 9
 
 class ConfigType(_ConfigType, metaclass=_ConfigTypeEnumTypeWrapper):
     """Data types of config values (Kafka's ConfigDef.Type)."""
 
 CONFIG_TYPE_UNSPECIFIED: ConfigType.ValueType  # 0
-BOOLEAN: ConfigType.ValueType  # 1
-STRING: ConfigType.ValueType  # 2
-INT: ConfigType.ValueType  # 3
-SHORT: ConfigType.ValueType  # 4
-LONG: ConfigType.ValueType  # 5
-DOUBLE: ConfigType.ValueType  # 6
-LIST: ConfigType.ValueType  # 7
-CLASS: ConfigType.ValueType  # 8
-PASSWORD: ConfigType.ValueType  # 9
+CONFIG_TYPE_BOOLEAN: ConfigType.ValueType  # 1
+CONFIG_TYPE_STRING: ConfigType.ValueType  # 2
+CONFIG_TYPE_INT: ConfigType.ValueType  # 3
+CONFIG_TYPE_SHORT: ConfigType.ValueType  # 4
+CONFIG_TYPE_LONG: ConfigType.ValueType  # 5
+CONFIG_TYPE_DOUBLE: ConfigType.ValueType  # 6
+CONFIG_TYPE_LIST: ConfigType.ValueType  # 7
+CONFIG_TYPE_CLASS: ConfigType.ValueType  # 8
+CONFIG_TYPE_PASSWORD: ConfigType.ValueType  # 9
 Global___ConfigType: _TypeAlias = ConfigType  # noqa: Y015
 
 class _Importance:
@@ -81,16 +81,16 @@ class _Importance:
 class _ImportanceEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Importance.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     IMPORTANCE_UNSPECIFIED: _Importance.ValueType  # 0
-    HIGH: _Importance.ValueType  # 1
-    MEDIUM: _Importance.ValueType  # 2
-    LOW: _Importance.ValueType  # 3
+    IMPORTANCE_HIGH: _Importance.ValueType  # 1
+    IMPORTANCE_MEDIUM: _Importance.ValueType  # 2
+    IMPORTANCE_LOW: _Importance.ValueType  # 3
 
 class Importance(_Importance, metaclass=_ImportanceEnumTypeWrapper): ...
 
 IMPORTANCE_UNSPECIFIED: Importance.ValueType  # 0
-HIGH: Importance.ValueType  # 1
-MEDIUM: Importance.ValueType  # 2
-LOW: Importance.ValueType  # 3
+IMPORTANCE_HIGH: Importance.ValueType  # 1
+IMPORTANCE_MEDIUM: Importance.ValueType  # 2
+IMPORTANCE_LOW: Importance.ValueType  # 3
 Global___Importance: _TypeAlias = Importance  # noqa: Y015
 
 @_typing.final
