@@ -40,11 +40,17 @@ if ! command -v node >/dev/null 2>&1; then
 fi
 # Pinned Node packages: buf for `make lint` (protos/) and the Node client test's gRPC libraries
 # (tests/node). Each is reinstalled only when its package-lock.json differs from the one last installed.
+# protos/ uses `npm install --no-save`: buf comes as one binary package per platform, the lock lists
+# only those the registry served when it was made, and `npm ci` would refuse the others' absence.
 for dir in protos tests/node; do
   stamp="$dir/node_modules/.sluiceway-installed"
   if ! cmp -s "$dir/package-lock.json" "$stamp"; then
-    echo "bootstrap: installing the Node packages of $dir (npm ci)"
-    npm ci --prefix "$dir" --ignore-scripts --no-audit --no-fund --loglevel=error
+    echo "bootstrap: installing the Node packages of $dir"
+    if [ "$dir" = protos ]; then
+      npm install --prefix "$dir" --no-save --ignore-scripts --no-audit --no-fund --loglevel=error
+    else
+      npm ci --prefix "$dir" --ignore-scripts --no-audit --no-fund --loglevel=error
+    fi
     cp "$dir/package-lock.json" "$stamp"
   fi
 done
