@@ -34,17 +34,19 @@ from sluiceway_server.api.cluster import ClusterServicer
 from sluiceway_server.api.connectors import ConnectorServicer
 from sluiceway_server.api.executors import ExecutorServicer
 from sluiceway_server.api.idempotency import RequestIdCache
+from sluiceway_server.api.offsets import OffsetServicer
 from sluiceway_server.api.plugins import PluginServicer
-from sluiceway_server.api.unbuilt import UnbuiltOffsetServicer, UnbuiltTopicServicer
+from sluiceway_server.api.unbuilt import UnbuiltTopicServicer
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
-from sluiceway_server.cluster.offset_committer import OffsetCommitter
 from sluiceway_server.config import WorkerConfig
 from sluiceway_server.herder.herder import Herder
 from sluiceway_server.storage import (
     ConfigStore,
+    ConnectorOffsetStorage,
     KafkaLog,
     LogRecord,
     OffsetStore,
+    OwnOffsetsTopic,
     RecordLog,
     StatusStore,
     TopicSpec,
@@ -80,22 +82,24 @@ def kafka_log_factory(config: WorkerConfig, topic_key: str, partitions: int, rf_
     return factory
 
 
-def connector_offset_store(config: WorkerConfig, timeout: float, topic: str) -> OffsetStore:
-    """A connector's own `offsets.storage.topic`, created like the worker's offsets topic."""
+def connector_offset_store(config: WorkerConfig, timeout: float, own: OwnOffsetsTopic) -> OffsetStore:
+    """A connector's own offsets topic, on the cluster its producer writes to, created like the
+    worker's offsets topic."""
+    connection = own.connection
     store = OffsetStore(
         lambda on_record: KafkaLog(
-            topic,
-            config.get("bootstrap.servers"),
+            own.topic,
+            connection["bootstrap.servers"],
             on_record,
             TopicSpec(
                 config.get_int("offset.storage.partitions"),
                 config.get_int("offset.storage.replication.factor"),
                 COMPACT,
             ),
-            producer_config=config.prefixed("producer."),
-            consumer_config=config.prefixed("consumer."),
-            client_config=config.prefixed("admin."),
-            name=f"offsets-{topic}",
+            producer_config={k: v for k, v in own.producer.items() if k != "bootstrap.servers"},
+            consumer_config={k: v for k, v in connection.items() if k != "bootstrap.servers"},
+            client_config={k: v for k, v in connection.items() if k != "bootstrap.servers"},
+            name=f"offsets-{own.topic}",
         )
     )
     store.start(timeout)
@@ -172,25 +176,26 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
     if port == 0:
         raise RuntimeError(f"cannot listen on {config.listen_address()}")
     advertised = config.advertised_address(port)
+    offsets = ConnectorOffsetStorage(
+        worker_config=config.props,
+        offset_store=offset_store,
+        offset_store_factory=functools.partial(connector_offset_store, config, startup_timeout),
+        admin_factory=AdminClient,
+    )
     herder = Herder(
         worker_id=advertised,
         config_store=config_store,
         status_store=status_store,
         plugins=plugins or PluginRegistry.discover(),
         plugin_timeout=config.seconds("plugin.callback.timeout.ms"),
+        offset_storage=offsets,
     )
     await herder.start()
     coordinator = ExecutorCoordinator(
         snapshot=herder.snapshot,
         connector_type=herder.connector_type,
         status=herder.status,
-        offsets=OffsetCommitter(
-            offset_store=offset_store,
-            offset_store_factory=functools.partial(connector_offset_store, config, startup_timeout),
-            admin=AdminClient(
-                {"bootstrap.servers": config.get("bootstrap.servers"), **config.prefixed("admin.")}
-            ),
-        ),
+        offsets=offsets,
         worker_config=config.props,
         heartbeat_interval=config.seconds("executor.heartbeat.interval.ms"),
         session_timeout=config.seconds("executor.session.timeout.ms"),
@@ -201,8 +206,12 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
     coordinator.request_rebalance()
 
     default_timeout = config.seconds("request.timeout.ms")
+    request_ids = RequestIdCache()
     connectors_pb2_grpc.add_ConnectorServiceServicer_to_server(
-        ConnectorServicer(herder, RequestIdCache(), default_timeout), server
+        ConnectorServicer(herder, request_ids, default_timeout), server
+    )
+    offsets_pb2_grpc.add_OffsetServiceServicer_to_server(
+        OffsetServicer(herder.offsets, request_ids, default_timeout), server
     )
     plugins_pb2_grpc.add_PluginServiceServicer_to_server(PluginServicer(herder, default_timeout), server)
     cluster_pb2_grpc.add_ClusterServiceServicer_to_server(
@@ -216,8 +225,7 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
         server,
     )
     executor_pb2_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(coordinator), server)
-    # Built by later issues; until then every call answers UNIMPLEMENTED with an ErrorInfo.
-    offsets_pb2_grpc.add_OffsetServiceServicer_to_server(UnbuiltOffsetServicer(), server)
+    # Built by a later issue (KIP-558); until then every call answers UNIMPLEMENTED with an ErrorInfo.
     topics_pb2_grpc.add_TopicServiceServicer_to_server(UnbuiltTopicServicer(), server)
 
     health_servicer = health.aio.HealthServicer()

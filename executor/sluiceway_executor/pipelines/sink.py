@@ -27,6 +27,7 @@ from sluiceway.connect import (
     SinkTask,
     Task,
 )
+from sluiceway.connect.kafka_clients import kafka_client_config, sink_consumer_group
 from sluiceway.offsets import OffsetPair
 from sluiceway_executor.kafka_ranges import (
     PartitionRange,
@@ -38,7 +39,6 @@ from sluiceway_executor.kafka_ranges import (
     plan_ranges,
     task_partitions,
 )
-from sluiceway_executor.pipelines.client_config import kafka_client_config
 from sluiceway_executor.pipelines.pipeline import BatchOutcome
 from sluiceway_executor.pipelines.spec import TaskSpec, batch_max_records
 
@@ -49,7 +49,6 @@ __all__ = ["SinkPipeline", "consumer_group", "sink_offsets", "split_batch"]
 
 log = logging.getLogger(__name__)
 
-GROUP_ID_OVERRIDE: Final = "consumer.override.group.id"
 # Timeout of each Kafka metadata/offsets call a batch plans with.
 KAFKA_CALL_TIMEOUT_S: Final = 30.0
 
@@ -57,9 +56,8 @@ _FORMAT: Final = "sluiceway-kafka"
 
 
 def consumer_group(spec: TaskSpec) -> str:
-    """The consumer group holding the sink's offsets: ``consumer.override.group.id`` or
-    ``connect-{connector}`` (Kafka Connect's)."""
-    return (spec.connector_config.get(GROUP_ID_OVERRIDE) or "").strip() or f"connect-{spec.connector}"
+    """The consumer group holding the sink's offsets."""
+    return sink_consumer_group(spec.connector, spec.connector_config)
 
 
 def split_batch(batch_records: int, pending_partitions: int) -> int:

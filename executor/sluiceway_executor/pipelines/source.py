@@ -28,8 +28,8 @@ from sluiceway.connect import (
     SourceTask,
     Task,
 )
+from sluiceway.connect.kafka_clients import kafka_client_config
 from sluiceway.offsets import OffsetPair
-from sluiceway_executor.pipelines.client_config import kafka_client_config
 from sluiceway_executor.pipelines.pipeline import BatchOutcome, canonical
 from sluiceway_executor.pipelines.spec import TaskSpec, batch_max_records
 

@@ -11,12 +11,13 @@ from google.protobuf import empty_pb2
 
 from sluiceway.api.v1 import connectors_pb2, connectors_pb2_grpc
 from sluiceway_server.api import convert
+from sluiceway_server.api.deadline import call_timeout
 from sluiceway_server.api.errors import abort, invalid_request, mapped
 from sluiceway_server.api.idempotency import RequestIdCache
 from sluiceway_server.api.names import connector_name, format_connector, format_task, task_name
 from sluiceway_server.api.paging import page_request, take
 from sluiceway_server.herder.deadlines import with_deadline
-from sluiceway_server.herder.errors import HerderError, UnimplementedError
+from sluiceway_server.herder.errors import HerderError
 from sluiceway_server.herder.herder import Herder
 from sluiceway_server.herder.views import InstanceStatusView
 from sluiceway_server.model import TargetState
@@ -56,11 +57,7 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
         self.default_timeout = default_timeout
 
     def _timeout(self, context: Context) -> float:
-        remaining = context.time_remaining()
-        if remaining is None:
-            return self.default_timeout
-        # Answer a little before the caller's deadline, so it gets our DEADLINE_EXCEEDED naming the stage.
-        return max(remaining - min(0.1, remaining * 0.1), 0.0)
+        return call_timeout(context, self.default_timeout)
 
     async def _run(self, context: Context, work: Awaitable[T]) -> T:
         return await with_deadline(work, self._timeout(context))
@@ -175,14 +172,14 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
         self, request: connectors_pb2.DeleteConnectorRequest, context: Context
     ) -> empty_pb2.Empty:
         name = connector_name(request.name)
-        if request.delete_offsets:
-            raise UnimplementedError(
-                "delete_offsets is not supported: offsets management (KIP-875) is not built yet",
-                metadata={"field": "delete_offsets"},
-            )
 
         async def call() -> empty_pb2.Empty:
-            await self._run(context, self.herder.delete_connector(name, request.etag))
+            await self._run(
+                context,
+                self.herder.delete_connector(
+                    name, request.etag, delete_offsets=request.delete_offsets, wait=request.wait
+                ),
+            )
             return empty_pb2.Empty()
 
         return await self.request_ids.run("DeleteConnector", request, call)

@@ -10,6 +10,7 @@ from sluiceway.api.v1 import plugins_pb2, plugins_pb2_grpc
 from sluiceway.connect.framework_config import common_config_def
 from sluiceway.connect.validation import secret_keys
 from sluiceway_server.api import convert
+from sluiceway_server.api.deadline import call_timeout
 from sluiceway_server.api.errors import invalid_request, mapped
 from sluiceway_server.api.names import plugin_name
 from sluiceway_server.api.paging import page_request, take
@@ -87,5 +88,4 @@ class PluginServicer(plugins_pb2_grpc.PluginServiceServicer):
         return convert.validation(infos, secret_keys(config, definition))
 
     def _timeout(self, context: Context) -> float:
-        remaining = context.time_remaining()
-        return self.default_timeout if remaining is None else remaining
+        return call_timeout(context, self.default_timeout)

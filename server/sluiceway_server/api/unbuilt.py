@@ -1,6 +1,5 @@
-"""OffsetService and TopicService until their issues build them (KIP-875 offsets, KIP-558 active
-topics): every method answers UNIMPLEMENTED with an ErrorInfo, as every error of the API does,
-rather than gRPC's bare default."""
+"""TopicService until its issue builds it (KIP-558 active topics): every method answers
+UNIMPLEMENTED with an ErrorInfo, as every error of the API does, rather than gRPC's bare default."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ from typing import Any, NoReturn
 
 import grpc
 
-from sluiceway.api.v1 import offsets_pb2_grpc, topics_pb2_grpc
+from sluiceway.api.v1 import topics_pb2_grpc
 from sluiceway_server.api.errors import mapped
 from sluiceway_server.herder.errors import UnimplementedError
 
@@ -17,22 +16,6 @@ Context = grpc.aio.ServicerContext[Any, Any]
 
 def _not_built(method: str, feature: str) -> NoReturn:
     raise UnimplementedError(f"{method} is not built yet ({feature})", metadata={"method": method})
-
-
-class UnbuiltOffsetServicer(offsets_pb2_grpc.OffsetServiceServicer):
-    """Answers every OffsetService call UNIMPLEMENTED, with ErrorInfo."""
-
-    @mapped
-    async def GetConnectorOffsets(self, request: Any, context: Context) -> Any:
-        _not_built("GetConnectorOffsets", "KIP-875 offsets management")
-
-    @mapped
-    async def AlterConnectorOffsets(self, request: Any, context: Context) -> Any:
-        _not_built("AlterConnectorOffsets", "KIP-875 offsets management")
-
-    @mapped
-    async def ResetConnectorOffsets(self, request: Any, context: Context) -> Any:
-        _not_built("ResetConnectorOffsets", "KIP-875 offsets management")
 
 
 class UnbuiltTopicServicer(topics_pb2_grpc.TopicServiceServicer):

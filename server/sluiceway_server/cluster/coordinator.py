@@ -18,10 +18,10 @@ from google.protobuf import duration_pb2
 from sluiceway.api.v1 import common_pb2, executor_pb2
 from sluiceway.offsets import map_to_proto, offsets_from_proto
 from sluiceway_server.cluster.assignor import Plan, TaskId, plan
-from sluiceway_server.cluster.offset_committer import CommitRejectedError, OffsetCommitter
 from sluiceway_server.herder.errors import UnavailableError
 from sluiceway_server.model import ConnectorType, State, TargetState
 from sluiceway_server.status_writer import StatusWriter
+from sluiceway_server.storage.connector_offsets import CommitRejectedError, ConnectorOffsetStorage
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class ExecutorCoordinator:
     It owns the attached executors (members), their heartbeats and expiry, and which task each one
     runs under which generation; it plans assignments (balanced, sticky, revoke before reassign)
     and applies what executors report — statuses through the StatusWriter, offset commits through
-    the OffsetCommitter, active topics — only when the report's generation is the one the task is
+    the ConnectorOffsetStorage, active topics — only when the report's generation is the one the task is
     assigned under. It runs on the control plane's event loop; rebalances are coalesced and
     serialised by one lock; Kafka calls happen in worker threads. On stop() it detaches every
     executor, records their tasks as UNASSIGNED and waits for those writes.
@@ -100,7 +100,7 @@ class ExecutorCoordinator:
         snapshot: Callable[[], Any],
         connector_type: Callable[[Mapping[str, str]], ConnectorType],
         status: StatusWriter,
-        offsets: OffsetCommitter,
+        offsets: ConnectorOffsetStorage,
         worker_config: Mapping[str, str],
         heartbeat_interval: float,
         session_timeout: float,
@@ -126,6 +126,8 @@ class ExecutorCoordinator:
         self._stopping = False
         # Status writes for released tasks; stop() waits for them so none outlives the stores.
         self._releases: set[asyncio.Task[None]] = set()
+        # Set (and replaced) whenever an executor gives up tasks; see wait_until_released.
+        self._tasks_released = asyncio.Event()
 
     # ------------------------------------------------------------------ life cycle
 
@@ -149,6 +151,24 @@ class ExecutorCoordinator:
 
     def executors(self) -> list[Member]:
         return sorted(self.members.values(), key=lambda m: m.id)
+
+    def running_tasks(self, connector: str) -> list[TaskId]:
+        """The connector's tasks that some executor still holds (running, or revoked and not yet
+        acknowledged): until this is empty, they may still commit offsets."""
+        return sorted(
+            (t for m in self.members.values() for t in m.owned if t.connector == connector),
+            key=lambda t: t.task,
+        )
+
+    async def wait_until_released(self, connector: str) -> None:
+        """Return once no executor holds a task of the connector (the caller bounds the wait)."""
+        self.request_rebalance()
+        while self.running_tasks(connector):
+            await self._tasks_released.wait()
+
+    def _released(self) -> None:
+        self._tasks_released.set()
+        self._tasks_released = asyncio.Event()
 
     def _next_generation(self) -> int:
         self._generation += 1
@@ -210,6 +230,7 @@ class ExecutorCoordinator:
         released = list(member.owned)
         member.owned.clear()
         member.revoking.clear()
+        self._released()
         log.warning("executor %s detached: %s; releasing %d task(s)", member.id, reason, len(released))
 
         async def release() -> None:
@@ -433,6 +454,7 @@ class ExecutorCoordinator:
                 if task in member.revoking:
                     member.revoking.discard(task)
                     member.owned.pop(task, None)
+            self._released()
             self.request_rebalance()
 
     async def _put_task_status(

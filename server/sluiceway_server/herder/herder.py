@@ -11,9 +11,7 @@ plugin_calls.py; statuses are written through the shared StatusWriter.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
@@ -37,6 +35,8 @@ from sluiceway_server.herder.errors import (
     UnavailableError,
     connector_not_found,
 )
+from sluiceway_server.herder.fields import FieldOf, map_field, patch_field, validate_connector_name
+from sluiceway_server.herder.offsets import OffsetManager
 from sluiceway_server.herder.plugin_calls import PluginCalls, PluginDefinitions
 from sluiceway_server.herder.reconciler import ConnectorReconciler, TaskScheduler
 from sluiceway_server.herder.views import (
@@ -53,6 +53,7 @@ from sluiceway_server.status_writer import StatusWriter
 from sluiceway_server.storage import (
     ClusterConfigState,
     ConfigStore,
+    ConnectorOffsetStorage,
     RestartRequest,
     StatusChange,
     StatusStore,
@@ -63,45 +64,6 @@ T = TypeVar("T")
 
 # Kafka masks password values with this literal.
 HIDDEN = "[hidden]"
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def validate_connector_name(name: str, field: str) -> None:
-    """Kafka's rules (non-empty, no ISO control characters) plus no '/' so resource names stay unambiguous."""
-    problem = None
-    if not name or not name.strip():
-        problem = "must not be empty or blank"
-    elif name != name.strip():
-        problem = "must not start or end with whitespace"
-    elif _CONTROL_CHARS.search(name):
-        problem = "must not contain ISO control characters"
-    elif "/" in name:
-        problem = "must not contain '/'"
-    elif len(name) > 249:
-        problem = "must be at most 249 characters"
-    if problem:
-        raise InvalidArgumentError(
-            f"Invalid connector name {name!r}: {problem}",
-            reason="INVALID_REQUEST",
-            violations=[FieldViolation(field, f"connector name {problem}")],
-        )
-
-
-FieldOf = Callable[[str], str]
-"""The request field a config key came from, as a BadRequest field path (AIP-193)."""
-
-
-def map_field(request_field: str) -> FieldOf:
-    """Keys of a map field: `connector.config["tasks.max"]`."""
-    return lambda key: f"{request_field}[{json.dumps(key)}]"
-
-
-def patch_field(set_values: Mapping[str, str], remove: Sequence[str]) -> FieldOf:
-    """A patch names a key in `set` or in `remove`; a key it did not touch is blamed on `set`, the
-    part of the patch that can fix it."""
-    return lambda key: (
-        f"set[{json.dumps(key)}]" if key in set_values else ("remove" if key in remove else "set")
-    )
 
 
 class Herder:
@@ -126,6 +88,7 @@ class Herder:
         status_store: StatusStore,
         plugins: PluginRegistry,
         plugin_timeout: float,
+        offset_storage: ConnectorOffsetStorage,
         store_timeout: float = 30.0,
     ) -> None:
         self.worker_id = worker_id
@@ -144,6 +107,14 @@ class Herder:
             plugin_timeout=plugin_timeout,
             post=self._post,
             store_timeout=store_timeout,
+        )
+        self.offsets = OffsetManager(
+            snapshot=self.snapshot,
+            plugins=plugins,
+            plugin_calls=self.plugin_calls,
+            storage=offset_storage,
+            locks=self.reconciler.locks,
+            releases=lambda: self.scheduler,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._subscribers: set[asyncio.Queue[StatusChange]] = set()
@@ -478,16 +449,52 @@ class Herder:
         await self.reconciler.reconcile_now(name)
         return await self.connector_info(name)
 
-    async def delete_connector(self, name: str, etag: str | None = None) -> None:
+    async def delete_connector(
+        self, name: str, etag: str | None = None, *, delete_offsets: bool = False, wait: bool = False
+    ) -> None:
+        """Delete the connector. With `delete_offsets`, stop it first, wait for its tasks to leave
+        the executors and reset its offsets (KIP-875, as `reset` would), then delete it; if the
+        reset fails, the connector stays STOPPED and is not deleted. With `wait` (implied by
+        `delete_offsets`), return only once no executor runs a task of it any more."""
         async with self.reconciler.locks[name]:
             if not self.snapshot().contains(name):
                 raise connector_not_found(name)
             self._check_etag(name, etag)
+            if delete_offsets:
+                await self._write_stopped(name)
+        if delete_offsets:
+            await self.reconciler.reconcile_now(name)
+            await self._tasks_gone(name)
+        async with self.reconciler.locks[name]:
+            if not self.snapshot().contains(name):
+                raise connector_not_found(name)
+            if delete_offsets:
+                with stage("resetting the offsets of the connector"):
+                    await self.offsets.reset_locked(name)
             with stage("writing the connector tombstone to the config topic"):
                 await asyncio.to_thread(
                     lambda: self.config_store.remove_connector_config(name, self.store_timeout)
                 )
         await self.reconciler.reconcile_now(name)
+        if wait or delete_offsets:
+            await self._tasks_gone(name)
+
+    async def _tasks_gone(self, name: str) -> None:
+        scheduler = self.scheduler
+        if scheduler is not None and scheduler.running_tasks(name):
+            with stage(f"waiting for the executors to stop the tasks of connector {name}"):
+                await scheduler.wait_until_released(name)
+
+    async def _write_stopped(self, name: str) -> None:
+        """The STOPPED target state, the empty task set first (as Kafka does: a crash in between
+        leaves a RUNNING connector without tasks rather than a STOPPED one with tasks). The
+        caller holds the connector's lock."""
+        with stage("writing an empty set of task configs to the config topic"):
+            await asyncio.to_thread(lambda: self.config_store.put_task_configs(name, [], self.store_timeout))
+        with stage("writing the STOPPED target state to the config topic"):
+            await asyncio.to_thread(
+                lambda: self.config_store.put_target_state(name, TargetState.STOPPED, self.store_timeout)
+            )
 
     async def set_target_state(self, name: str, target: TargetState) -> ConnectorInfo:
         async with self.reconciler.locks[name]:
@@ -495,16 +502,12 @@ class Herder:
             if not snap.contains(name):
                 raise connector_not_found(name)
             if target is TargetState.STOPPED:
-                # As Kafka does: empty task set first, so a crash in between leaves a RUNNING connector
-                # without tasks rather than a STOPPED one with tasks.
-                with stage("writing an empty set of task configs to the config topic"):
+                await self._write_stopped(name)
+            else:
+                with stage(f"writing the {target.value} target state to the config topic"):
                     await asyncio.to_thread(
-                        lambda: self.config_store.put_task_configs(name, [], self.store_timeout)
+                        lambda: self.config_store.put_target_state(name, target, self.store_timeout)
                     )
-            with stage(f"writing the {target.value} target state to the config topic"):
-                await asyncio.to_thread(
-                    lambda: self.config_store.put_target_state(name, target, self.store_timeout)
-                )
         await self.reconciler.reconcile_now(name)
         return await self.connector_info(name)
 

@@ -31,6 +31,10 @@ class TaskScheduler(Protocol):
 
     def forget_connector(self, connector: str) -> None: ...
 
+    def running_tasks(self, connector: str) -> Sequence[object]: ...
+
+    async def wait_until_released(self, connector: str) -> None: ...
+
 
 class ConnectorReconciler:
     """Runs the connectors' plugin instances for the herder, one reconciliation at a time per

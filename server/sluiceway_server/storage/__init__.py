@@ -8,6 +8,12 @@ from sluiceway_server.storage.config_store import (
     ConfigUpdateListener,
     RestartRequest,
 )
+from sluiceway_server.storage.connector_offsets import (
+    CommitRejectedError,
+    ConnectorOffsetStorage,
+    ConsumerGroupActiveError,
+    OwnOffsetsTopic,
+)
 from sluiceway_server.storage.kafka_log import KafkaLog, LogPosition, LogRecord, LogStoppedError, RecordLog
 from sluiceway_server.storage.memory_log import MemoryCluster, MemoryLog
 from sluiceway_server.storage.offset_store import OffsetStore, offset_key
@@ -23,9 +29,12 @@ from sluiceway_server.storage.topics import TopicCreationError, TopicSpec, compa
 
 __all__ = [
     "ClusterConfigState",
+    "CommitRejectedError",
     "ConfigStore",
     "ConfigUpdateListener",
+    "ConnectorOffsetStorage",
     "ConnectorStatusRecord",
+    "ConsumerGroupActiveError",
     "ErrorEntry",
     "KafkaLog",
     "LogPosition",
@@ -34,6 +43,7 @@ __all__ = [
     "MemoryCluster",
     "MemoryLog",
     "OffsetStore",
+    "OwnOffsetsTopic",
     "RecordLog",
     "RestartRequest",
     "StatusChange",

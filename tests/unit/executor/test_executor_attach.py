@@ -17,10 +17,10 @@ import pytest
 from google.protobuf import duration_pb2
 
 from sluiceway.api.v1 import common_pb2, executor_pb2, executor_pb2_grpc
+from sluiceway.connect.kafka_clients import kafka_client_config
 from sluiceway.offsets import map_to_proto, offsets_from_proto
 from sluiceway_executor.attach import AttachSettings, ExecutorAgent
 from sluiceway_executor.pipelines import parse_task_name
-from sluiceway_executor.pipelines.client_config import kafka_client_config
 from sluiceway_executor.pipelines.pipeline import BatchOutcome
 from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_server.embedded import free_port

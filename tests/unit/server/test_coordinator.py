@@ -16,11 +16,17 @@ from confluent_kafka.admin import AdminClient
 from sluiceway.api.v1 import executor_pb2
 from sluiceway.offsets import map_from_proto
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
-from sluiceway_server.cluster.offset_committer import OffsetCommitter
 from sluiceway_server.herder.errors import UnavailableError
 from sluiceway_server.model import ConnectorType, State, TargetState
 from sluiceway_server.status_writer import StatusWriter
-from sluiceway_server.storage import MemoryLog, OffsetStore, StatusStore, TaskStatusRecord
+from sluiceway_server.storage import (
+    ConnectorOffsetStorage,
+    MemoryLog,
+    OffsetStore,
+    OwnOffsetsTopic,
+    StatusStore,
+    TaskStatusRecord,
+)
 
 TASKS = 2
 
@@ -74,17 +80,18 @@ def _writer(status_store: StatusStore) -> StatusWriter:
 def _coordinator(
     status_store: StatusStore,
     snapshot: Snapshot | None = None,
-    offset_store_factory: Callable[[str], OffsetStore] | None = None,
+    offset_store_factory: Callable[[OwnOffsetsTopic], OffsetStore] | None = None,
 ) -> ExecutorCoordinator:
     offsets = _memory_offsets()
     return ExecutorCoordinator(
         snapshot=lambda: snapshot or Snapshot(),
         connector_type=lambda config: ConnectorType.SOURCE,
         status=_writer(status_store),
-        offsets=OffsetCommitter(
+        offsets=ConnectorOffsetStorage(
+            worker_config={"bootstrap.servers": "memory"},
             offset_store=offsets,
-            offset_store_factory=offset_store_factory or _memory_offsets,
-            admin=cast(AdminClient, None),  # only sink offset commits use it
+            offset_store_factory=offset_store_factory or (lambda own: _memory_offsets(own.topic)),
+            admin_factory=lambda settings: cast(AdminClient, None),  # only sink offsets use it
         ),
         worker_config={},
         heartbeat_interval=0.1,
@@ -150,9 +157,9 @@ def test_stop_waits_for_a_release_whose_caller_was_cancelled() -> None:
 def test_a_slow_own_offsets_topic_blocks_neither_the_loop_nor_other_connectors() -> None:
     opened = threading.Event()
 
-    def slow_broker(topic: str) -> OffsetStore:
+    def slow_broker(own: OwnOffsetsTopic) -> OffsetStore:
         time.sleep(1.0)  # creating the topic and reading it to the end takes this long
-        store = _memory_offsets(topic)
+        store = _memory_offsets(own.topic)
         store.put("own", [({"task": 0}, {"seq": 41})], 5)
         opened.set()
         return store

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from sluiceway.connect.plugins import PluginRegistry
 from sluiceway_executor.connectors.datagen import DataGenSourceConnector
@@ -21,11 +22,24 @@ from sluiceway_server.herder.errors import (
 )
 from sluiceway_server.herder.herder import Herder
 from sluiceway_server.model import State, TargetState
-from sluiceway_server.storage import ConfigStore, LogRecord, MemoryLog, RecordLog, StatusStore
+from sluiceway_server.storage import (
+    ConfigStore,
+    ConnectorOffsetStorage,
+    LogRecord,
+    MemoryLog,
+    OffsetStore,
+    OwnOffsetsTopic,
+    RecordLog,
+    StatusStore,
+)
 from tests.plugins.testing_connectors import ControllableSourceConnector
 
 T = TypeVar("T")
 CONTROLLABLE = "ControllableSource"  # the alias; the class is registered explicitly below
+
+
+def _no_admin(settings: dict[str, Any]) -> AdminClient:
+    raise AssertionError("sink offsets need a broker: tests/integration covers them")
 
 
 class Bed:
@@ -33,16 +47,30 @@ class Bed:
         self.logs: dict[str, MemoryLog] = {}
         self.config_store = ConfigStore(self._factory("configs"))
         self.status_store = StatusStore(self._factory("status"))
+        self.offset_store = OffsetStore(self._factory("offsets"))
         self.config_store.start(5)
         self.status_store.start(5)
+        self.offset_store.start(5)
+        self.offset_storage = ConnectorOffsetStorage(
+            worker_config={"bootstrap.servers": "memory", "offset.storage.topic": "offsets"},
+            offset_store=self.offset_store,
+            offset_store_factory=self._own_offsets,
+            admin_factory=_no_admin,
+        )
         self.herder = Herder(
             worker_id="test:1",
             config_store=self.config_store,
             status_store=self.status_store,
             plugins=PluginRegistry.of(DataGenSourceConnector, ControllableSourceConnector),
             plugin_timeout=plugin_timeout,
+            offset_storage=self.offset_storage,
             store_timeout=5,
         )
+
+    def _own_offsets(self, own: OwnOffsetsTopic) -> OffsetStore:
+        store = OffsetStore(self._factory(own.topic))
+        store.start(5)
+        return store
 
     def _factory(self, topic: str) -> Callable[[Callable[[LogRecord], None]], RecordLog]:
         def make(on_record: Callable[[LogRecord], None]) -> RecordLog:

@@ -1,0 +1,97 @@
+"""Where a connector's Kafka clients connect and where its offsets live, from the worker config and
+the connector's overrides. The control plane (offset reads, commits, KIP-875 changes) and the
+executors (the pipelines' producers, consumers and admin clients) both use these, so they always
+agree on the cluster, the consumer group and the offsets topic of a connector."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from sluiceway.connect.connector import ConnectException
+
+__all__ = ["kafka_client_config", "own_offsets_topic", "sink_consumer_group", "topic_name_problem"]
+
+# Kafka client settings every client role gets from the worker config (as Kafka Connect passes
+# security settings to its producers, consumers and admin clients).
+_COMMON_EXACT = ("bootstrap.servers", "client.dns.lookup", "security.protocol")
+_COMMON_PREFIXES = ("ssl.", "sasl.")
+_ROLES = ("producer", "consumer", "admin")
+GROUP_ID_OVERRIDE = "consumer.override.group.id"
+OFFSETS_TOPIC_CONFIG = "offsets.storage.topic"
+
+
+def kafka_client_config(
+    worker_config: Mapping[str, str], role: str, connector_config: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Kafka client settings for ``role`` (producer, consumer or admin): the worker's common
+    settings, then its ``{role}.*`` pass-through settings, then the connector's
+    ``{role}.override.*`` ones (Kafka Connect's precedence)."""
+    if role not in _ROLES:
+        raise ValueError(f"unknown Kafka client role {role!r}")
+    config = {
+        key: value
+        for key, value in worker_config.items()
+        if key in _COMMON_EXACT or key.startswith(_COMMON_PREFIXES)
+    }
+    prefix = f"{role}."
+    override = f"{role}.override."
+    config.update(
+        {
+            key[len(prefix) :]: value
+            for key, value in worker_config.items()
+            if key.startswith(prefix) and not key.startswith(override)
+        }
+    )
+    if connector_config is not None:
+        config.update(
+            {
+                key[len(override) :]: value
+                for key, value in connector_config.items()
+                if key.startswith(override)
+            }
+        )
+    if not config.get("bootstrap.servers"):
+        raise ConnectException("the worker config from the control plane has no bootstrap.servers")
+    return config
+
+
+def sink_consumer_group(connector: str, connector_config: Mapping[str, str]) -> str:
+    """The consumer group holding a sink connector's offsets: ``consumer.override.group.id`` or
+    ``connect-{connector}`` (Kafka Connect's)."""
+    return (connector_config.get(GROUP_ID_OVERRIDE) or "").strip() or f"connect-{connector}"
+
+
+def own_offsets_topic(worker_config: Mapping[str, str], connector_config: Mapping[str, str]) -> str | None:
+    """The offsets topic of a source connector's own, on the cluster its producer writes to, or None
+    when its offsets live only in the worker's offsets topic.
+
+    As in Kafka Connect: the connector's ``offsets.storage.topic`` when set; else, when its producer
+    writes to another cluster than the worker's (a different ``bootstrap.servers``), the worker's
+    offsets topic name on that cluster. Reads merge the worker's topic with this one, this one
+    winning."""
+    topic = (connector_config.get(OFFSETS_TOPIC_CONFIG) or "").strip()
+    if topic:
+        return topic
+    producer = kafka_client_config(worker_config, "producer", connector_config)
+    if producer["bootstrap.servers"] != worker_config.get("bootstrap.servers"):
+        return worker_config.get("offset.storage.topic") or "connect-offsets"
+    return None
+
+
+_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+MAX_TOPIC_NAME_LENGTH = 249
+
+
+def topic_name_problem(name: str) -> str | None:
+    """Why Kafka would refuse ``name`` as a topic name, or None when it is legal (Kafka's rules:
+    1 to 249 characters from ASCII letters, digits, '.', '_' and '-', and not '.' or '..')."""
+    if not name:
+        return "must not be empty"
+    if name in (".", ".."):
+        return "must not be '.' or '..'"
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return f"must be at most {MAX_TOPIC_NAME_LENGTH} characters"
+    bad = sorted(set(name) - _TOPIC_CHARS)
+    if bad:
+        return f"may hold only ASCII letters, digits, '.', '_' and '-', not {''.join(bad)!r}"
+    return None

@@ -1,0 +1,348 @@
+"""Connector offsets in Kafka: the one place the control plane reads and writes them, for the
+executors' commits and assignments and for KIP-875's get, alter and reset.
+
+- Source offsets live in the worker's offsets topic and, for a connector with an offsets topic of
+  its own (`kafka_clients.own_offsets_topic`: its `offsets.storage.topic`, or the worker's topic
+  name on the other cluster its producer writes to), in that topic too. Reads merge both, the
+  connector's own winning; writes go to its own topic, and a null offset (a reset) is written to
+  both, so the worker's older value cannot show through again.
+- Sink offsets are the committed offsets of the consumer group `connect-{connector}` (or the
+  connector's `consumer.override.group.id`) on the cluster its admin settings name (the worker's,
+  unless the connector sets `admin.override.bootstrap.servers`), read and written with the Admin API.
+
+A connector's own offsets topic is opened (created when missing, then read to its end) once, off
+the event loop; until it is open the connector's source tasks are not ready to be assigned, and
+everything else goes on meanwhile. When an opening ends, `on_opened` is called (at once on success,
+after a pause on failure, so the caller retries).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import (
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
+
+from sluiceway.connect.kafka_clients import kafka_client_config, own_offsets_topic, sink_consumer_group
+from sluiceway_server.storage.offset_store import OffsetStore
+
+log = logging.getLogger(__name__)
+
+OffsetPair = tuple[dict[str, Any], dict[str, Any] | None]
+SinkOffsets = dict[tuple[str, int], int | None]
+"""(topic, partition) → Kafka offset; None deletes the partition's committed offset."""
+CommittedOffsets = dict[tuple[str, int], int]
+StoredPair = tuple[dict[str, Any], dict[str, Any]]
+
+# Kafka's connection settings: what a client needs to reach a cluster, whatever its role.
+_CONNECTION_EXACT = ("bootstrap.servers", "client.dns.lookup", "security.protocol")
+_CONNECTION_PREFIXES = ("ssl.", "sasl.")
+_IDLE_GROUP_STATES = (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN)
+
+
+class CommitRejectedError(Exception):
+    """Offsets that must not be written (stale generation, malformed sink offsets)."""
+
+
+class ConsumerGroupActiveError(Exception):
+    """The sink connector's consumer group has members, so its offsets cannot change."""
+
+    def __init__(self, group: str) -> None:
+        super().__init__(f"consumer group {group} has active members")
+        self.group = group
+
+
+@dataclass(frozen=True)
+class OwnOffsetsTopic:
+    """A connector's own offsets topic and how to reach the cluster that holds it."""
+
+    topic: str
+    # The connector's producer settings (worker's, then its producer.override.*).
+    producer_config: tuple[tuple[str, str], ...]
+
+    @property
+    def producer(self) -> dict[str, str]:
+        return dict(self.producer_config)
+
+    @property
+    def connection(self) -> dict[str, str]:
+        """The settings that reach the cluster, for this topic's consumer and admin client."""
+        return {
+            k: v
+            for k, v in self.producer_config
+            if k in _CONNECTION_EXACT or k.startswith(_CONNECTION_PREFIXES)
+        }
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.producer["bootstrap.servers"], self.topic)
+
+
+class ConnectorOffsetStorage:
+    """Reads and writes connector offsets. Runs on the control plane's event loop; every Kafka call
+    happens in a worker thread."""
+
+    def __init__(
+        self,
+        *,
+        worker_config: Mapping[str, str],
+        offset_store: OffsetStore,
+        offset_store_factory: Callable[[OwnOffsetsTopic], OffsetStore],
+        admin_factory: Callable[[dict[str, Any]], AdminClient],
+        store_timeout: float = 30.0,
+        retry_delay: float = 1.0,
+    ) -> None:
+        self.worker_config = dict(worker_config)
+        self.offset_store = offset_store
+        self._offset_store_factory = offset_store_factory
+        self._admin_factory = admin_factory
+        self._admins: dict[frozenset[tuple[str, str]], AdminClient] = {}
+        self._store_timeout = store_timeout
+        self._own: dict[tuple[str, str], OffsetStore] = {}
+        self._opening: dict[tuple[str, str], asyncio.Task[OffsetStore]] = {}
+        self._retry_delay = retry_delay
+        self.on_opened: Callable[[], None] = lambda: None
+
+    # ------------------------------------------------------------------ where offsets live
+
+    def own_topic(self, config: Mapping[str, str]) -> OwnOffsetsTopic | None:
+        topic = own_offsets_topic(self.worker_config, config)
+        if topic is None:
+            return None
+        producer = kafka_client_config(self.worker_config, "producer", config)
+        return OwnOffsetsTopic(topic, tuple(sorted(producer.items())))
+
+    def consumer_group(self, connector: str, config: Mapping[str, str]) -> str:
+        return sink_consumer_group(connector, config)
+
+    def _admin(self, config: Mapping[str, str]) -> AdminClient:
+        settings = kafka_client_config(self.worker_config, "admin", config)
+        key = frozenset(settings.items())
+        admin = self._admins.get(key)
+        if admin is None:
+            admin = self._admins[key] = self._admin_factory(settings)
+        return admin
+
+    # ------------------------------------------------------------------ own offsets topics
+
+    def open_stores(self, configs: Iterable[Mapping[str, str]]) -> None:
+        """Start opening, in the background, the own offsets topics of these connector configs."""
+        for config in configs:
+            own = self.own_topic(config)
+            if own is not None and own.key not in self._own and own.key not in self._opening:
+                self._start_opening(own)
+
+    def ready(self, config: Mapping[str, str]) -> bool:
+        """Whether the source offsets of a connector with this config can be read now."""
+        own = self.own_topic(config)
+        return own is None or own.key in self._own
+
+    async def _store(self, own: OwnOffsetsTopic) -> OffsetStore:
+        store = self._own.get(own.key)
+        if store is not None:
+            return store
+        return await asyncio.shield(self._opening.get(own.key) or self._start_opening(own))
+
+    def _start_opening(self, own: OwnOffsetsTopic) -> asyncio.Task[OffsetStore]:
+        task = asyncio.get_running_loop().create_task(self._open(own), name=f"open-offsets-{own.topic}")
+        self._opening[own.key] = task
+        task.add_done_callback(functools.partial(self._opened, own))
+        return task
+
+    async def _open(self, own: OwnOffsetsTopic) -> OffsetStore:
+        try:
+            store = await asyncio.to_thread(self._offset_store_factory, own)
+        finally:
+            self._opening.pop(own.key, None)
+        self._own[own.key] = store
+        return store
+
+    def _opened(self, own: OwnOffsetsTopic, task: asyncio.Task[OffsetStore]) -> None:
+        if task.cancelled():
+            return
+        if task.exception() is not None:
+            log.warning("cannot open the offsets topic %s yet: %s", own.topic, task.exception())
+            asyncio.get_running_loop().call_later(self._retry_delay, self.on_opened)
+        else:
+            self.on_opened()
+
+    # ------------------------------------------------------------------ source offsets
+
+    def source_offsets(self, connector: str, config: Mapping[str, str]) -> list[StoredPair]:
+        """Committed source offsets, the connector's own topic winning over the worker's. Only for a
+        connector that is `ready`."""
+        own = self.own_topic(config)
+        return _merged(self.offset_store, None if own is None else self._own[own.key], connector)
+
+    async def read_source(self, connector: str, config: Mapping[str, str]) -> list[StoredPair]:
+        """Like `source_offsets`, first opening the connector's own topic if it is not open, and
+        reading both topics to their end so that every write acknowledged so far is seen."""
+        own = self.own_topic(config)
+        own_store = None if own is None else await self._store(own)
+        for store in (self.offset_store, own_store):
+            if store is not None:
+                await asyncio.to_thread(store.read_to_end, self._store_timeout)
+        return _merged(self.offset_store, own_store, connector)
+
+    async def write_source(
+        self, connector: str, config: Mapping[str, str], pairs: Sequence[OffsetPair]
+    ) -> None:
+        """Write source offsets and return once they were read back. With an own topic, offsets go
+        there, and null offsets (resets) to the worker's topic as well."""
+        own = self.own_topic(config)
+        if own is None:
+            await asyncio.to_thread(self.offset_store.put, connector, pairs, self._store_timeout)
+            return
+        store = await self._store(own)
+        await asyncio.to_thread(store.put, connector, pairs, self._store_timeout)
+        resets = [(partition, None) for partition, offset in pairs if offset is None]
+        if resets:
+            await asyncio.to_thread(self.offset_store.put, connector, resets, self._store_timeout)
+
+    async def commit_source(
+        self, connector: str, config: Mapping[str, str], pairs: Sequence[OffsetPair]
+    ) -> None:
+        await self.write_source(connector, config, pairs)
+
+    # ------------------------------------------------------------------ sink offsets
+
+    async def read_sink(self, connector: str, config: Mapping[str, str]) -> dict[tuple[str, int], int]:
+        return await asyncio.to_thread(
+            self._read_sink, self._admin(config), self.consumer_group(connector, config)
+        )
+
+    def _read_sink(self, admin: AdminClient, group: str) -> dict[tuple[str, int], int]:
+        futures = admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=self._store_timeout
+        )
+        answer = futures[group].result(timeout=self._store_timeout)
+        result: CommittedOffsets = {}
+        for tp in answer.topic_partitions or []:
+            if tp.error is not None:
+                raise KafkaException(tp.error)
+            if tp.offset >= 0:  # negative: nothing committed
+                result[(tp.topic, tp.partition)] = tp.offset
+        return result
+
+    async def commit_sink(
+        self, connector: str, config: Mapping[str, str], pairs: Sequence[OffsetPair]
+    ) -> None:
+        """An executor's commit: every offset a non-negative Kafka offset."""
+        offsets: CommittedOffsets = {}
+        for partition, offset in pairs:
+            try:
+                key = (str(partition["kafka_topic"]), int(partition["kafka_partition"]))
+                position = int(offset["kafka_offset"]) if offset is not None else None
+            except (KeyError, TypeError, ValueError) as exc:
+                raise CommitRejectedError(f"malformed sink offset {partition} → {offset}: {exc}") from exc
+            if position is None or position < 0:
+                raise CommitRejectedError(f"sink offsets must be non-negative, got {offset} for {partition}")
+            offsets[key] = position
+        group = self.consumer_group(connector, config)
+        await asyncio.to_thread(self._alter_sink, self._admin(config), group, offsets)
+
+    async def write_sink(self, connector: str, config: Mapping[str, str], offsets: SinkOffsets) -> None:
+        """KIP-875 alter: set these committed offsets, delete those given as None, keep the rest.
+        Refused (ConsumerGroupActiveError) while the group has members."""
+        admin, group = self._admin(config), self.consumer_group(connector, config)
+        await asyncio.to_thread(self._check_idle, admin, group)
+        if all(offset is not None for offset in offsets.values()):
+            await asyncio.to_thread(
+                self._alter_sink, admin, group, {k: v for k, v in offsets.items() if v is not None}
+            )
+            return
+        # The Admin API of our Kafka client cannot delete one partition's offset (OffsetDelete), so
+        # the group goes and the offsets that stay are committed again. If the control plane dies
+        # between the two steps, the kept partitions have no committed offset until the alter is
+        # repeated; `kept` is logged first so that it can be.
+        current = await asyncio.to_thread(self._read_sink, admin, group)
+        kept: CommittedOffsets = {key: value for key, value in current.items() if key not in offsets}
+        kept.update({key: value for key, value in offsets.items() if value is not None})
+        log.info("rewriting the offsets of consumer group %s to %s", group, _describe(kept))
+        await asyncio.to_thread(self._delete_group, admin, group)
+        if kept:
+            await asyncio.to_thread(self._alter_sink, admin, group, kept)
+
+    async def reset_sink(self, connector: str, config: Mapping[str, str]) -> None:
+        """KIP-875 reset: delete the consumer group (nothing to do when there is none)."""
+        admin, group = self._admin(config), self.consumer_group(connector, config)
+        await asyncio.to_thread(self._check_idle, admin, group)
+        await asyncio.to_thread(self._delete_group, admin, group)
+
+    def _check_idle(self, admin: AdminClient, group: str) -> None:
+        futures = admin.describe_consumer_groups([group], request_timeout=self._store_timeout)
+        try:
+            description = futures[group].result(timeout=self._store_timeout)
+        except KafkaException as exc:
+            if _code(exc) == KafkaError.GROUP_ID_NOT_FOUND:
+                return
+            raise
+        if description.members or description.state not in _IDLE_GROUP_STATES:
+            raise ConsumerGroupActiveError(group)
+
+    def _alter_sink(self, admin: AdminClient, group: str, offsets: CommittedOffsets) -> None:
+        partitions = [TopicPartition(topic, number, offset) for (topic, number), offset in offsets.items()]
+        if not partitions:
+            return
+        futures = admin.alter_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group, partitions)], request_timeout=self._store_timeout
+        )
+        try:
+            result = futures[group].result(timeout=self._store_timeout)
+        except KafkaException as exc:
+            if _code(exc) in (KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS):
+                raise ConsumerGroupActiveError(group) from exc
+            raise
+        failed = [tp for tp in result.topic_partitions if tp.error is not None]
+        if failed:
+            raise RuntimeError(f"committing offsets of group {group} failed: {failed}")
+
+    def _delete_group(self, admin: AdminClient, group: str) -> None:
+        futures = admin.delete_consumer_groups([group], request_timeout=self._store_timeout)
+        try:
+            futures[group].result(timeout=self._store_timeout)
+        except KafkaException as exc:
+            code = _code(exc)
+            if code == KafkaError.GROUP_ID_NOT_FOUND:
+                return  # nothing committed: already reset
+            if code == KafkaError.NON_EMPTY_GROUP:
+                raise ConsumerGroupActiveError(group) from exc
+            raise
+
+    async def stop(self) -> None:
+        for task in list(self._opening.values()):
+            task.cancel()
+        for store in self._own.values():
+            await asyncio.to_thread(store.stop)
+
+
+def _merged(worker: OffsetStore, own: OffsetStore | None, connector: str) -> list[StoredPair]:
+    merged: dict[str, StoredPair] = {
+        json.dumps(p, sort_keys=True): (p, o) for p, o in worker.offsets(connector)
+    }
+    if own is not None:
+        merged.update({json.dumps(p, sort_keys=True): (p, o) for p, o in own.offsets(connector)})
+    return list(merged.values())
+
+
+def _code(exc: KafkaException) -> int | None:
+    error = exc.args[0] if exc.args else None
+    return error.code() if isinstance(error, KafkaError) else None
+
+
+def _describe(offsets: CommittedOffsets) -> str:
+    return ", ".join(
+        f"{topic}-{partition}={offset}" for (topic, partition), offset in sorted(offsets.items())
+    )
