@@ -4,19 +4,39 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from sluiceway.connect import (
     ConfigDef,
     ConfigType,
     ConfigValue,
+    ConnectException,
     Importance,
+    SinkConnector,
+    SinkRecord,
+    SinkTask,
     SourceConnector,
     SourceRecord,
     SourceTask,
     Task,
+    TopicPartition,
 )
+
+ALTER_OFFSETS = "alter.offsets"
+
+
+def _answer_alter(config: Mapping[str, str], default: bool) -> bool:
+    """What `alter.offsets` asks alter_offsets to do."""
+    behaviour = config.get(ALTER_OFFSETS, "default")
+    if behaviour == "ack":
+        return True
+    if behaviour == "unsupported":
+        raise NotImplementedError("this connector keeps its offsets elsewhere")
+    if behaviour == "fail":
+        raise ConnectException("offsets refused on purpose")
+    return default
 
 
 class ControllableSourceTask(SourceTask):
@@ -70,7 +90,21 @@ class ControllableSourceConnector(SourceConnector):
             .define(
                 "secret", ConfigType.PASSWORD, "", importance=Importance.LOW, documentation="a password field"
             )
+            .define(
+                ALTER_OFFSETS,
+                ConfigType.STRING,
+                "default",
+                importance=Importance.LOW,
+                documentation="alter_offsets(): default (False), ack (True), unsupported, fail",
+            )
         )
+
+    def alter_offsets(
+        self,
+        connector_config: Mapping[str, str],
+        offsets: Sequence[tuple[Mapping[str, Any], Mapping[str, Any] | None]],
+    ) -> bool:
+        return _answer_alter(connector_config, super().alter_offsets(connector_config, offsets))
 
     def _mark(self, event: str) -> None:
         marker = self.props.get("marker.file", "")
@@ -126,3 +160,50 @@ class SlowSourceConnector(ControllableSourceConnector):
         if delay:
             time.sleep(delay / 1000)
         return super().validate(props)
+
+
+class ControllableSinkTask(SinkTask):
+    def version(self) -> str:
+        return "1.0"
+
+    def start(self, props: Mapping[str, str]) -> None:
+        self.props = dict(props)
+
+    def put(self, records: Sequence[SinkRecord]) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+class ControllableSinkConnector(SinkConnector):
+    """A sink that writes nothing; `alter.offsets` decides what alter_offsets does."""
+
+    def version(self) -> str:
+        return "1.0"
+
+    def config(self) -> ConfigDef:
+        return ConfigDef().define(
+            ALTER_OFFSETS,
+            ConfigType.STRING,
+            "default",
+            importance=Importance.LOW,
+            documentation="alter_offsets(): default (False), ack (True), unsupported, fail",
+        )
+
+    def start(self, props: Mapping[str, str]) -> None:
+        self.props = dict(props)
+
+    def task_class(self) -> type[Task]:
+        return ControllableSinkTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        return [dict(self.props) for _ in range(max_tasks)]
+
+    def stop(self) -> None:
+        pass
+
+    def alter_offsets(
+        self, connector_config: Mapping[str, str], offsets: Mapping[TopicPartition, int | None]
+    ) -> bool:
+        return _answer_alter(connector_config, super().alter_offsets(connector_config, offsets))

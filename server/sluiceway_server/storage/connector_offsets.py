@@ -22,9 +22,10 @@ import asyncio
 import functools
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import (
     ConsumerGroupState,
@@ -49,6 +50,21 @@ StoredPair = tuple[dict[str, Any], dict[str, Any]]
 # Kafka's connection settings: what a client needs to reach a cluster, whatever its role.
 _CONNECTION_EXACT = ("bootstrap.servers", "client.dns.lookup", "security.protocol")
 _CONNECTION_PREFIXES = ("ssl.", "sasl.")
+_RETRY_SECONDS = 0.2
+# Errors librdkafka does not always flag retriable that pass by themselves (a connection the broker
+# dropped, a coordinator moving or loading).
+_TRANSIENT_CODES = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._TIMED_OUT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
+T = TypeVar("T")
 _IDLE_GROUP_STATES = (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN)
 
 
@@ -282,6 +298,9 @@ class ConnectorOffsetStorage:
         await asyncio.to_thread(self._delete_group, admin, group)
 
     def _check_idle(self, admin: AdminClient, group: str) -> None:
+        self._retrying(f"describing consumer group {group}", lambda: self._describe_group(admin, group))
+
+    def _describe_group(self, admin: AdminClient, group: str) -> None:
         futures = admin.describe_consumer_groups([group], request_timeout=self._store_timeout)
         try:
             description = futures[group].result(timeout=self._store_timeout)
@@ -293,6 +312,11 @@ class ConnectorOffsetStorage:
             raise ConsumerGroupActiveError(group)
 
     def _alter_sink(self, admin: AdminClient, group: str, offsets: CommittedOffsets) -> None:
+        self._retrying(
+            f"committing offsets of consumer group {group}", lambda: self._alter(admin, group, offsets)
+        )
+
+    def _alter(self, admin: AdminClient, group: str, offsets: CommittedOffsets) -> None:
         partitions = [TopicPartition(topic, number, offset) for (topic, number), offset in offsets.items()]
         if not partitions:
             return
@@ -310,6 +334,9 @@ class ConnectorOffsetStorage:
             raise RuntimeError(f"committing offsets of group {group} failed: {failed}")
 
     def _delete_group(self, admin: AdminClient, group: str) -> None:
+        self._retrying(f"deleting consumer group {group}", lambda: self._delete(admin, group))
+
+    def _delete(self, admin: AdminClient, group: str) -> None:
         futures = admin.delete_consumer_groups([group], request_timeout=self._store_timeout)
         try:
             futures[group].result(timeout=self._store_timeout)
@@ -320,6 +347,21 @@ class ConnectorOffsetStorage:
             if code == KafkaError.NON_EMPTY_GROUP:
                 raise ConsumerGroupActiveError(group) from exc
             raise
+
+    def _retrying(self, what: str, call: Callable[[], T]) -> T:
+        """`call()`, again after a retriable Kafka error (a dropped connection, a coordinator
+        moving) until store_timeout has passed. Each call here is idempotent: committing the same
+        offsets twice or deleting a group that is gone already changes nothing."""
+        deadline = time.monotonic() + self._store_timeout
+        while True:
+            try:
+                return call()
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                if not _retriable(error) or time.monotonic() > deadline:
+                    raise
+                log.info("%s failed (%s); retrying", what, error)
+            time.sleep(_RETRY_SECONDS)
 
     async def stop(self) -> None:
         for task in list(self._opening.values()):
@@ -335,6 +377,10 @@ def _merged(worker: OffsetStore, own: OffsetStore | None, connector: str) -> lis
     if own is not None:
         merged.update({json.dumps(p, sort_keys=True): (p, o) for p, o in own.offsets(connector)})
     return list(merged.values())
+
+
+def _retriable(error: object) -> bool:
+    return isinstance(error, KafkaError) and (error.retriable() or error.code() in _TRANSIENT_CODES)
 
 
 def _code(exc: KafkaException) -> int | None:

@@ -1,0 +1,254 @@
+"""KIP-875 offsets seen from the data: after an alter or a reset and a resume, real connectors on a
+real executor start exactly at the new offsets.
+
+A DataGenSource told that its last generated seq is 99 writes seq 100 onwards to Kafka, with no gap,
+and after a reset starts again at seq 0. A SparkFileSink whose committed Kafka offset is set to 150
+writes records 150..199 to Parquet and nothing before them; a reset deletes its consumer group, and it
+then reads the topic from the start again."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+from sluiceway.client import SluicewayClient
+from sluiceway.errors import FailedPreconditionError
+from sluiceway.offsets import OffsetPair, map_from_proto
+from sluiceway_server.embedded import (
+    EmbeddedBroker,
+    EmbeddedSparkConnect,
+    ManagedProcess,
+    executor_argv,
+    spawn,
+)
+from tests.integration.api_helpers import read_topic
+
+pytestmark = pytest.mark.integration
+
+LOG_DIR = Path(os.environ.get("SLUICEWAY_TEST_LOG_DIR", "/tmp/sluiceway-test-logs"))
+# DataGenSource: max.records bounds the seq itself (a task stops before seq MAX_SEQ), not the
+# number of records generated since the committed offset.
+MAX_SEQ = 250
+GEN_BATCH = 50
+ALTERED_SEQ = 99
+# SparkFileSink: records in the topic, and the Kafka offset the sink is moved to.
+PRODUCED = 200
+SINK_START = 150
+SINK_BATCH = 100
+TIMEOUT = 60.0
+
+T = TypeVar("T")
+
+
+@dataclass
+class Stack:
+    """A dedicated control plane with one executor attached, and a client of the plane."""
+
+    client: SluicewayClient
+    executor: ManagedProcess
+    plane_log: Callable[[], str]
+
+    def logs(self) -> str:
+        return f"--- executor\n{self.executor.tail()}\n--- control plane\n{self.plane_log()}"
+
+
+@pytest.fixture(scope="module")
+def spark(spark_connect: EmbeddedSparkConnect) -> Iterator[SparkSession]:
+    session = SparkSession.builder.remote(spark_connect.remote).getOrCreate()
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def stack(
+    control_plane_factory: Callable[..., Any], spark_connect: EmbeddedSparkConnect, unique: str
+) -> Iterator[Stack]:
+    # A plane of its own: the executor runs only this test's connector.
+    plane = control_plane_factory(
+        **{"executor.heartbeat.interval.ms": "500", "executor.session.timeout.ms": "5000"}
+    )
+    executor_id = f"offsets-{unique}"
+    process = spawn(
+        f"executor-{executor_id}",
+        executor_argv(plane.address, spark_connect.remote, "--id", executor_id, "--log-level", "INFO"),
+        LOG_DIR,
+    )
+    client = SluicewayClient(plane.address, timeout=30)
+    result = Stack(client, process, lambda: plane.managed.tail() if plane.managed is not None else "")
+    try:
+        wait_for(
+            lambda: [e.id for e in client.server_info().executors] == [executor_id],
+            TIMEOUT,
+            "the executor to attach",
+            result,
+        )
+        yield result
+    finally:
+        client.close()
+        process.stop(timeout=60)
+
+
+def wait_for(probe: Callable[[], T], timeout: float, what: str, stack: Stack) -> T:
+    """Polls `probe` until it returns something truthy, and returns that."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        assert stack.executor.process.poll() is None, f"the executor exited\n{stack.logs()}"
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last={last!r}\n{stack.logs()}")
+
+
+def once_stopped(call: Callable[[], T], stack: Stack) -> T:
+    """Runs an offset change, retrying while the stopping connector still has tasks."""
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        try:
+            return call()
+        except FailedPreconditionError:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the connector never became STOPPED\n{stack.logs()}") from None
+            time.sleep(0.5)
+
+
+def offsets(client: SluicewayClient, name: str) -> list[OffsetPair]:
+    return [
+        (map_from_proto(item.partition), map_from_proto(item.offset) if item.HasField("offset") else None)
+        for item in client.get_offsets(name).offsets
+    ]
+
+
+def create_topic(broker: EmbeddedBroker, topic: str) -> None:
+    # One partition: the records of the topic are then in the order they were written.
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+
+
+def topic_seqs(broker: EmbeddedBroker, topic: str) -> list[int]:
+    return [int(value["seq"]) for _, value in read_topic(broker.bootstrap_servers, topic)]
+
+
+def parquet_seqs(spark: SparkSession, path: Path) -> list[int]:
+    """The seq of every row in the sink's committed Parquet files."""
+    if not any(path.rglob("_SUCCESS")):  # no committed job yet
+        return []
+    rows = (
+        spark.read.parquet(str(path))
+        .select(F.from_json(F.col("value").cast("string"), "seq LONG").alias("v"))
+        .select("v.seq")
+        .collect()
+    )
+    return [int(row["seq"]) for row in rows]
+
+
+def test_datagen_source_starts_at_the_altered_offset_and_at_zero_after_a_reset(
+    stack: Stack, broker: EmbeddedBroker, unique: str
+) -> None:
+    client = stack.client
+    name, topic = f"gen-{unique}", f"offsets-gen-{unique}"
+    create_topic(broker, topic)
+    client.create_connector(
+        name,
+        {
+            "connector.class": "DataGenSource",
+            "topic": topic,
+            "tasks.max": 1,
+            "max.records": MAX_SEQ,
+            "batch.max.records": GEN_BATCH,
+        },
+        initial_state="STOPPED",
+    )
+    partition = {"task": 0}
+    client.alter_offsets(name, [{"partition": partition, "offset": {"seq": ALTERED_SEQ}}])
+    assert offsets(client, name) == [(partition, {"seq": ALTERED_SEQ})]
+
+    client.resume_connector(name)
+    wait_for(
+        lambda: offsets(client, name) == [(partition, {"seq": MAX_SEQ - 1})],
+        TIMEOUT,
+        "the task to commit its last seq",
+        stack,
+    )
+    # Committed means written: the topic holds exactly seq 100..249, in order.
+    first_run = topic_seqs(broker, topic)
+    assert first_run == list(range(ALTERED_SEQ + 1, MAX_SEQ))
+
+    client.stop_connector(name)
+    once_stopped(lambda: client.reset_offsets(name), stack)
+    assert offsets(client, name) == []
+
+    client.resume_connector(name)
+    wait_for(
+        lambda: offsets(client, name) == [(partition, {"seq": MAX_SEQ - 1})],
+        TIMEOUT,
+        "the task to commit its last seq again",
+        stack,
+    )
+    assert topic_seqs(broker, topic) == first_run + list(range(MAX_SEQ))
+
+
+def test_spark_file_sink_starts_at_the_altered_offset_and_at_the_start_after_a_reset(
+    stack: Stack, broker: EmbeddedBroker, spark: SparkSession, unique: str, tmp_path: Path
+) -> None:
+    client = stack.client
+    name, topic = f"sink-{unique}", f"offsets-sink-{unique}"
+    out = tmp_path / "parquet"
+    create_topic(broker, topic)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5})
+    for seq in range(PRODUCED):
+        producer.produce(topic, json.dumps({"task": 0, "seq": seq}).encode(), key=f"0-{seq}".encode())
+    assert producer.flush(30) == 0
+
+    client.create_connector(
+        name,
+        {
+            "connector.class": "SparkFileSink",
+            "topics": topic,
+            "path": str(out),
+            "format": "parquet",
+            "tasks.max": 1,
+            "batch.max.records": SINK_BATCH,
+        },
+        initial_state="STOPPED",
+    )
+    partition = {"kafka_topic": topic, "kafka_partition": 0}
+    client.alter_offsets(name, [{"partition": partition, "offset": {"kafka_offset": SINK_START}}])
+    assert offsets(client, name) == [(partition, {"kafka_offset": SINK_START})]
+
+    client.resume_connector(name)
+    # The sink commits the next offset to read once a batch's files are written.
+    wait_for(
+        lambda: offsets(client, name) == [(partition, {"kafka_offset": PRODUCED})],
+        TIMEOUT,
+        "the sink to commit the end of the topic",
+        stack,
+    )
+    assert sorted(parquet_seqs(spark, out)) == list(range(SINK_START, PRODUCED))
+
+    client.stop_connector(name)
+    once_stopped(lambda: client.reset_offsets(name), stack)
+    assert offsets(client, name) == []
+
+    # Without a committed offset the sink starts at the earliest record.
+    client.resume_connector(name)
+    wait_for(
+        lambda: offsets(client, name) == [(partition, {"kafka_offset": PRODUCED})],
+        TIMEOUT,
+        "the sink to commit the end of the topic again",
+        stack,
+    )
+    assert Counter(parquet_seqs(spark, out)) == Counter([*range(PRODUCED), *range(SINK_START, PRODUCED)])
