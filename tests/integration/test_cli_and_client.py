@@ -94,6 +94,39 @@ def test_cli_lifecycle(control_plane: Any, unique: str, tmp_path: Path) -> None:
     assert "NOT_FOUND" in missing.stderr and "CONNECTOR_NOT_FOUND" in missing.stderr
 
 
+def test_cli_offsets_round_trip(control_plane: Any, unique: str, tmp_path: Path) -> None:
+    address = control_plane.address
+    name = f"cli-off-{unique}"
+    cli(
+        address,
+        "connectors",
+        "create",
+        name,
+        "connector.class=DataGenSource",
+        f"topic=t-{unique}",
+        "--initial-state",
+        "stopped",
+    )
+    assert cli_json(address, "offsets", "get", name) == {"offsets": []}
+    body = {"offsets": [{"partition": {"task": 0}, "offset": {"seq": 2**63 - 2}}]}
+    edited = tmp_path / "offsets.json"
+    edited.write_text(json.dumps(body))
+    altered = cli(address, "offsets", "alter", name, "--file", str(edited))
+    assert name in altered.stdout
+    got = cli_json(address, "offsets", "get", name)
+    assert got == body
+    # get's output goes back in unchanged
+    edited.write_text(json.dumps(got))
+    cli(address, "offsets", "alter", name, "--file", str(edited))
+    assert "reset" in cli(address, "offsets", "reset", name).stdout
+    assert cli_json(address, "offsets", "get", name) == {"offsets": []}
+    cli(address, "connectors", "resume", name)
+    refused = cli(address, "offsets", "reset", name, check=False)
+    assert refused.returncode == 1 and "CONNECTOR_NOT_STOPPED" in refused.stderr
+    cli(address, "connectors", "delete", name, "--delete-offsets")
+    assert cli(address, "connectors", "get", name, check=False).returncode == 1
+
+
 def test_cli_reports_field_errors(control_plane: Any, unique: str) -> None:
     result = cli(
         control_plane.address,

@@ -36,6 +36,8 @@ def _answer_alter(config: Mapping[str, str], default: bool) -> bool:
         raise NotImplementedError("this connector keeps its offsets elsewhere")
     if behaviour == "fail":
         raise ConnectException("offsets refused on purpose")
+    if behaviour == "hang":
+        time.sleep(3)
     return default
 
 
@@ -95,7 +97,7 @@ class ControllableSourceConnector(SourceConnector):
                 ConfigType.STRING,
                 "default",
                 importance=Importance.LOW,
-                documentation="alter_offsets(): default (False), ack (True), unsupported, fail",
+                documentation="alter_offsets(): default (False), ack (True), unsupported, fail, hang",
             )
         )
 
@@ -188,7 +190,7 @@ class ControllableSinkConnector(SinkConnector):
             ConfigType.STRING,
             "default",
             importance=Importance.LOW,
-            documentation="alter_offsets(): default (False), ack (True), unsupported, fail",
+            documentation="alter_offsets(): default (False), ack (True), unsupported, fail, hang",
         )
 
     def start(self, props: Mapping[str, str]) -> None:

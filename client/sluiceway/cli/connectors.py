@@ -84,8 +84,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = add_command(group, "delete", "delete a connector", _delete)
     p.add_argument("name", metavar="NAME")
-    p.add_argument("--delete-offsets", action="store_true", help="also reset its offsets")
-    p.add_argument("--wait", action="store_true", help="return once it is fully shut down")
+    p.add_argument(
+        "--delete-offsets", action="store_true", help="stop it and reset its offsets, then delete it (KIP-875)"
+    )
+    p.add_argument("--wait", action="store_true", help="return once its tasks have left the executors")
     p.add_argument(
         "--etag", help="fail (ABORTED) instead of writing if the connector changed since this etag was read"
     )

@@ -237,7 +237,8 @@ class SluicewayClient:
         timeout: TimeoutArg = UNSET,
     ) -> None:
         """Deletes the connector. With `etag` (from a read), it fails with AbortedError if the
-        connector changed. The server refuses `delete_offsets` (UNIMPLEMENTED) and ignores `wait` so far."""
+        connector changed. `delete_offsets` stops it, resets its offsets, then deletes it; `wait`
+        returns only once its tasks have left the executors."""
         request = _requests.delete_connector(name, delete_offsets, wait, request_id, etag)
         self._unary(self._connectors.DeleteConnector, request, timeout)
 

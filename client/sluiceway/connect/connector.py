@@ -103,11 +103,10 @@ class SourceConnector(Connector):
         connector_config: Mapping[str, str],
         offsets: Sequence[tuple[Mapping[str, Any], Mapping[str, Any] | None]],
     ) -> bool:
-        """KIP-875 hook, meant to run before this connector's offsets are altered or reset (a None
-        offset is a reset): return True once the change is checked or applied, raise to refuse it.
-        The default, False, says the connector takes no part in offset changes.
-
-        Not called yet: the OffsetService answers UNIMPLEMENTED for now.
+        """KIP-875 hook, called on a fresh instance before the offsets of this connector are altered or
+        reset (a None offset is a reset): return True once the change is checked or applied, raise
+        to refuse it (NotImplementedError: offset changes are not supported). The default, False,
+        says the connector takes no part in offset changes.
         """
         return False
 
@@ -128,9 +127,8 @@ class SinkConnector(Connector):
         connector_config: Mapping[str, str],
         offsets: Mapping[TopicPartition, int | None],
     ) -> bool:
-        """KIP-875 hook, meant to run before this sink's consumer-group offsets are altered or reset
-        (None = reset): return True once the change is checked or applied, raise to refuse it.
-
-        Not called yet: the OffsetService answers UNIMPLEMENTED for now.
+        """KIP-875 hook, called on a fresh instance before this sink's consumer-group offsets are
+        altered or reset (None = reset): return True once the change is checked or applied, raise to
+        refuse it (NotImplementedError: offset changes are not supported).
         """
         return False

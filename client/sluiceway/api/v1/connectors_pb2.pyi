@@ -418,13 +418,14 @@ class DeleteConnectorRequest(_message.Message):
     ETAG_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     delete_offsets: _builtins.bool
-    """Also reset the connector's offsets. Not supported yet (KIP-875 offsets management is not
-    built): a request that sets it fails with UNIMPLEMENTED.
+    """Also reset the connector's offsets (as ResetConnectorOffsets does): the connector is stopped,
+    its tasks leave the executors, its offsets are reset, then it is deleted. If the reset fails
+    (the connector refuses, a sink's group has members), it stays STOPPED and is not deleted.
     """
     wait: _builtins.bool
-    """Wait until the connector and its tasks are shut down. Not implemented yet: ignored; the call
-    returns once the deletion is in the config topic and the connector instance has stopped, and
-    the tasks stop on their executors right after.
+    """Return only once no executor runs a task of the connector any more (implied by
+    delete_offsets). Without it the call returns once the deletion is in the config topic and the
+    connector instance has stopped; the tasks stop on their executors right after.
     """
     request_id: _builtins.str
     etag: _builtins.str

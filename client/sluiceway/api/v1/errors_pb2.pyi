@@ -39,17 +39,21 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     INVALID_REQUEST: _ErrorReason.ValueType  # 6
     """INVALID_ARGUMENT: a request field is malformed; see BadRequest field violations."""
     INVALID_OFFSETS: _ErrorReason.ValueType  # 7
-    """INVALID_ARGUMENT: offsets in an alter request are malformed. Not returned yet."""
+    """INVALID_ARGUMENT: offsets in an alter request are malformed; BadRequest names each one
+    (`offsets[2].partition.fields["kafka_topic"]`).
+    """
     CONNECTOR_NOT_STOPPED: _ErrorReason.ValueType  # 8
-    """FAILED_PRECONDITION: offsets can change only while the connector is STOPPED with no tasks.
-    Not returned yet.
+    """FAILED_PRECONDITION: offsets can change only while the connector is STOPPED with no tasks;
+    metadata `target_state` says what it is.
     """
     CONSUMER_GROUP_ACTIVE: _ErrorReason.ValueType  # 9
-    """FAILED_PRECONDITION: members are still active in the consumer group of a sink connector.
-    Not returned yet.
+    """FAILED_PRECONDITION: members are still active in the consumer group of a sink connector;
+    metadata `group` names it.
     """
     CONNECTOR_REJECTED_OFFSETS: _ErrorReason.ValueType  # 10
-    """FAILED_PRECONDITION: the connector's alter_offsets refused the change. Not returned yet."""
+    """FAILED_PRECONDITION: the connector's alter_offsets refused the change (it raised, or does not
+    support offset changes); the message carries the connector's.
+    """
     NO_LEADER: _ErrorReason.ValueType  # 11
     """UNAVAILABLE: no leader is known; retry after RetryInfo's delay. Not returned yet (there is
     no leader election: every replica acts as the leader).
@@ -113,17 +117,21 @@ names the request field, e.g. `connector.config["tasks.max"]`; ErrorInfo metadat
 INVALID_REQUEST: ErrorReason.ValueType  # 6
 """INVALID_ARGUMENT: a request field is malformed; see BadRequest field violations."""
 INVALID_OFFSETS: ErrorReason.ValueType  # 7
-"""INVALID_ARGUMENT: offsets in an alter request are malformed. Not returned yet."""
+"""INVALID_ARGUMENT: offsets in an alter request are malformed; BadRequest names each one
+(`offsets[2].partition.fields["kafka_topic"]`).
+"""
 CONNECTOR_NOT_STOPPED: ErrorReason.ValueType  # 8
-"""FAILED_PRECONDITION: offsets can change only while the connector is STOPPED with no tasks.
-Not returned yet.
+"""FAILED_PRECONDITION: offsets can change only while the connector is STOPPED with no tasks;
+metadata `target_state` says what it is.
 """
 CONSUMER_GROUP_ACTIVE: ErrorReason.ValueType  # 9
-"""FAILED_PRECONDITION: members are still active in the consumer group of a sink connector.
-Not returned yet.
+"""FAILED_PRECONDITION: members are still active in the consumer group of a sink connector;
+metadata `group` names it.
 """
 CONNECTOR_REJECTED_OFFSETS: ErrorReason.ValueType  # 10
-"""FAILED_PRECONDITION: the connector's alter_offsets refused the change. Not returned yet."""
+"""FAILED_PRECONDITION: the connector's alter_offsets refused the change (it raised, or does not
+support offset changes); the message carries the connector's.
+"""
 NO_LEADER: ErrorReason.ValueType  # 11
 """UNAVAILABLE: no leader is known; retry after RetryInfo's delay. Not returned yet (there is
 no leader election: every replica acts as the leader).

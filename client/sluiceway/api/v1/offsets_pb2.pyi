@@ -47,7 +47,9 @@ class ConnectorOffsets(_message.Message):
     name: _builtins.str
     """`connectors/{connector}`."""
     @_builtins.property
-    def offsets(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.PartitionOffset]: ...
+    def offsets(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.PartitionOffset]:
+        """Sink: sorted by topic and partition; source: by partition. Send them back in an alter as they are."""
+
     def __init__(
         self,
         *,
@@ -95,9 +97,11 @@ class AlterConnectorOffsetsResponse(_message.Message):
     MESSAGE_FIELD_NUMBER: _builtins.int
     CONNECTOR_ACKNOWLEDGED_FIELD_NUMBER: _builtins.int
     message: _builtins.str
-    """One of KIP-875's two success messages."""
+    """Says whether the connector confirmed the change, and what to do if it did not."""
     connector_acknowledged: _builtins.bool
-    """True when the connector's alter_offsets took part (it returned true)."""
+    """True when the connector's alter_offsets returned true; false means only the offsets Kafka
+    holds changed.
+    """
     def __init__(
         self,
         *,

@@ -26,8 +26,13 @@ if _version_not_supported:
 
 
 class OffsetServiceStub:
-    """KIP-875: read, alter and reset the offsets of source and sink connectors.
-    Not built yet: every method answers UNIMPLEMENTED. The comments below describe the contract.
+    """KIP-875: read, alter and reset the offsets of source and sink connectors. Sink partitions are
+    {"kafka_topic", "kafka_partition"} with offset {"kafka_offset"} (the consumer group
+    `connect-{name}` or the connector's consumer.override.group.id); source partitions and offsets
+    are the connector's own maps (the worker's offsets topic merged with the connector's own).
+    Changes need the connector STOPPED with an empty task set, else FAILED_PRECONDITION
+    CONNECTOR_NOT_STOPPED; the connector's alter_offsets is asked first and may refuse
+    (CONNECTOR_REJECTED_OFFSETS); a sink's group must have no members (CONSUMER_GROUP_ACTIVE).
     """
 
     def __init__(self, channel):
@@ -54,8 +59,13 @@ class OffsetServiceStub:
 
 
 class OffsetServiceServicer:
-    """KIP-875: read, alter and reset the offsets of source and sink connectors.
-    Not built yet: every method answers UNIMPLEMENTED. The comments below describe the contract.
+    """KIP-875: read, alter and reset the offsets of source and sink connectors. Sink partitions are
+    {"kafka_topic", "kafka_partition"} with offset {"kafka_offset"} (the consumer group
+    `connect-{name}` or the connector's consumer.override.group.id); source partitions and offsets
+    are the connector's own maps (the worker's offsets topic merged with the connector's own).
+    Changes need the connector STOPPED with an empty task set, else FAILED_PRECONDITION
+    CONNECTOR_NOT_STOPPED; the connector's alter_offsets is asked first and may refuse
+    (CONNECTOR_REJECTED_OFFSETS); a sink's group must have no members (CONSUMER_GROUP_ACTIVE).
     """
 
     def GetConnectorOffsets(self, request, context):
@@ -74,7 +84,9 @@ class OffsetServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ResetConnectorOffsets(self, request, context):
-        """Requires STOPPED with no tasks; idempotent. Kafka Connect: DELETE /connectors/{name}/offsets.
+        """Requires STOPPED with no tasks; idempotent. Sink: deletes the consumer group. Source: writes a
+        tombstone for every partition to both offsets topics and returns once they are read back.
+        Kafka Connect: DELETE /connectors/{name}/offsets.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -107,8 +119,13 @@ def add_OffsetServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class OffsetService:
-    """KIP-875: read, alter and reset the offsets of source and sink connectors.
-    Not built yet: every method answers UNIMPLEMENTED. The comments below describe the contract.
+    """KIP-875: read, alter and reset the offsets of source and sink connectors. Sink partitions are
+    {"kafka_topic", "kafka_partition"} with offset {"kafka_offset"} (the consumer group
+    `connect-{name}` or the connector's consumer.override.group.id); source partitions and offsets
+    are the connector's own maps (the worker's offsets topic merged with the connector's own).
+    Changes need the connector STOPPED with an empty task set, else FAILED_PRECONDITION
+    CONNECTOR_NOT_STOPPED; the connector's alter_offsets is asked first and may refuse
+    (CONNECTOR_REJECTED_OFFSETS); a sink's group must have no members (CONSUMER_GROUP_ACTIVE).
     """
 
     @staticmethod

@@ -27,8 +27,13 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class OffsetServiceStub:
-    """KIP-875: read, alter and reset the offsets of source and sink connectors.
-    Not built yet: every method answers UNIMPLEMENTED. The comments below describe the contract.
+    """KIP-875: read, alter and reset the offsets of source and sink connectors. Sink partitions are
+    {"kafka_topic", "kafka_partition"} with offset {"kafka_offset"} (the consumer group
+    `connect-{name}` or the connector's consumer.override.group.id); source partitions and offsets
+    are the connector's own maps (the worker's offsets topic merged with the connector's own).
+    Changes need the connector STOPPED with an empty task set, else FAILED_PRECONDITION
+    CONNECTOR_NOT_STOPPED; the connector's alter_offsets is asked first and may refuse
+    (CONNECTOR_REJECTED_OFFSETS); a sink's group must have no members (CONSUMER_GROUP_ACTIVE).
     """
 
     @_typing.overload
@@ -42,12 +47,20 @@ class OffsetServiceStub:
     Kafka Connect: PATCH /connectors/{name}/offsets.
     """
     ResetConnectorOffsets: _grpc.UnaryUnaryMultiCallable[_offsets_pb2.ResetConnectorOffsetsRequest, _offsets_pb2.ResetConnectorOffsetsResponse]
-    """Requires STOPPED with no tasks; idempotent. Kafka Connect: DELETE /connectors/{name}/offsets."""
+    """Requires STOPPED with no tasks; idempotent. Sink: deletes the consumer group. Source: writes a
+    tombstone for every partition to both offsets topics and returns once they are read back.
+    Kafka Connect: DELETE /connectors/{name}/offsets.
+    """
 
 @_typing.type_check_only
 class OffsetServiceAsyncStub(OffsetServiceStub):
-    """KIP-875: read, alter and reset the offsets of source and sink connectors.
-    Not built yet: every method answers UNIMPLEMENTED. The comments below describe the contract.
+    """KIP-875: read, alter and reset the offsets of source and sink connectors. Sink partitions are
+    {"kafka_topic", "kafka_partition"} with offset {"kafka_offset"} (the consumer group
+    `connect-{name}` or the connector's consumer.override.group.id); source partitions and offsets
+    are the connector's own maps (the worker's offsets topic merged with the connector's own).
+    Changes need the connector STOPPED with an empty task set, else FAILED_PRECONDITION
+    CONNECTOR_NOT_STOPPED; the connector's alter_offsets is asked first and may refuse
+    (CONNECTOR_REJECTED_OFFSETS); a sink's group must have no members (CONSUMER_GROUP_ACTIVE).
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -58,11 +71,19 @@ class OffsetServiceAsyncStub(OffsetServiceStub):
     Kafka Connect: PATCH /connectors/{name}/offsets.
     """
     ResetConnectorOffsets: _aio.UnaryUnaryMultiCallable[_offsets_pb2.ResetConnectorOffsetsRequest, _offsets_pb2.ResetConnectorOffsetsResponse]  # type: ignore[assignment]
-    """Requires STOPPED with no tasks; idempotent. Kafka Connect: DELETE /connectors/{name}/offsets."""
+    """Requires STOPPED with no tasks; idempotent. Sink: deletes the consumer group. Source: writes a
+    tombstone for every partition to both offsets topics and returns once they are read back.
+    Kafka Connect: DELETE /connectors/{name}/offsets.
+    """
 
 class OffsetServiceServicer(metaclass=_abc_1.ABCMeta):
-    """KIP-875: read, alter and reset the offsets of source and sink connectors.
-    Not built yet: every method answers UNIMPLEMENTED. The comments below describe the contract.
+    """KIP-875: read, alter and reset the offsets of source and sink connectors. Sink partitions are
+    {"kafka_topic", "kafka_partition"} with offset {"kafka_offset"} (the consumer group
+    `connect-{name}` or the connector's consumer.override.group.id); source partitions and offsets
+    are the connector's own maps (the worker's offsets topic merged with the connector's own).
+    Changes need the connector STOPPED with an empty task set, else FAILED_PRECONDITION
+    CONNECTOR_NOT_STOPPED; the connector's alter_offsets is asked first and may refuse
+    (CONNECTOR_REJECTED_OFFSETS); a sink's group must have no members (CONSUMER_GROUP_ACTIVE).
     """
 
     @_abc_1.abstractmethod
@@ -89,6 +110,9 @@ class OffsetServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _offsets_pb2.ResetConnectorOffsetsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_offsets_pb2.ResetConnectorOffsetsResponse, _abc.Awaitable[_offsets_pb2.ResetConnectorOffsetsResponse]]:
-        """Requires STOPPED with no tasks; idempotent. Kafka Connect: DELETE /connectors/{name}/offsets."""
+        """Requires STOPPED with no tasks; idempotent. Sink: deletes the consumer group. Source: writes a
+        tombstone for every partition to both offsets topics and returns once they are read back.
+        Kafka Connect: DELETE /connectors/{name}/offsets.
+        """
 
 def add_OffsetServiceServicer_to_server(servicer: OffsetServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
