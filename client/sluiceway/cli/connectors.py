@@ -85,7 +85,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = add_command(group, "delete", "delete a connector", _delete)
     p.add_argument("name", metavar="NAME")
     p.add_argument(
-        "--delete-offsets", action="store_true", help="stop it and reset its offsets, then delete it (KIP-875)"
+        "--delete-offsets", action="store_true", help="stop it, reset its offsets, then delete it (KIP-875)"
     )
     p.add_argument("--wait", action="store_true", help="return once its tasks have left the executors")
     p.add_argument(
