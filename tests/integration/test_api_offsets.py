@@ -422,6 +422,7 @@ def test_delete_with_offsets_keeps_the_connector_when_it_refuses(
     with pytest.raises(FailedPreconditionError) as refused:
         client.delete_connector(name, delete_offsets=True)
     assert refused.value.reason == "CONNECTOR_REJECTED_OFFSETS"
+    assert "STOPPED now and was not deleted" in refused.value.message
     assert client.get_connector(name).target_state == common_pb2.TARGET_STATE_STOPPED
     assert offsets_of(client, name) == [({"file": "a"}, {"line": 10})]
 

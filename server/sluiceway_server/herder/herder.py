@@ -469,8 +469,13 @@ class Herder:
             if not self.snapshot().contains(name):
                 raise connector_not_found(name)
             if delete_offsets:
-                with stage("resetting the offsets of the connector"):
-                    await self.offsets.reset_locked(name)
+                try:
+                    with stage("resetting the offsets of the connector"):
+                        await self.offsets.reset_locked(name)
+                except HerderError as exc:
+                    exc.message = f"{exc.message} Connector {name} is STOPPED now and was not deleted."
+                    exc.args = (exc.message,)
+                    raise
             with stage("writing the connector tombstone to the config topic"):
                 await asyncio.to_thread(
                     lambda: self.config_store.remove_connector_config(name, self.store_timeout)
