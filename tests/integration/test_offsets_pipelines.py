@@ -24,7 +24,6 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
 from sluiceway.client import SluicewayClient
-from sluiceway.errors import FailedPreconditionError
 from sluiceway.offsets import OffsetPair, map_from_proto
 from sluiceway_server.embedded import (
     EmbeddedBroker,
@@ -113,18 +112,6 @@ def wait_for(probe: Callable[[], T], timeout: float, what: str, stack: Stack) ->
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last={last!r}\n{stack.logs()}")
 
 
-def once_stopped(call: Callable[[], T], stack: Stack) -> T:
-    """Runs an offset change, retrying while the stopping connector still has tasks."""
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        try:
-            return call()
-        except FailedPreconditionError:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the connector never became STOPPED\n{stack.logs()}") from None
-            time.sleep(0.5)
-
-
 def offsets(client: SluicewayClient, name: str) -> list[OffsetPair]:
     return [
         (map_from_proto(item.partition), map_from_proto(item.offset) if item.HasField("offset") else None)
@@ -188,7 +175,7 @@ def test_datagen_source_starts_at_the_altered_offset_and_at_zero_after_a_reset(
     assert first_run == list(range(ALTERED_SEQ + 1, MAX_SEQ))
 
     client.stop_connector(name)
-    once_stopped(lambda: client.reset_offsets(name), stack)
+    client.reset_offsets(name)
     assert offsets(client, name) == []
 
     client.resume_connector(name)
@@ -240,7 +227,7 @@ def test_spark_file_sink_starts_at_the_altered_offset_and_at_the_start_after_a_r
     assert sorted(parquet_seqs(spark, out)) == list(range(SINK_START, PRODUCED))
 
     client.stop_connector(name)
-    once_stopped(lambda: client.reset_offsets(name), stack)
+    client.reset_offsets(name)
     assert offsets(client, name) == []
 
     # Without a committed offset the sink starts at the earliest record.
