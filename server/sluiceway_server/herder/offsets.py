@@ -11,11 +11,14 @@ ConnectorOffsetStorage and read back before the call returns.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from confluent_kafka import KafkaException
 
 from sluiceway.connect import SinkConnector, SourceConnector, TopicPartition
 from sluiceway.connect.kafka_clients import topic_name_problem
@@ -28,11 +31,18 @@ from sluiceway_server.herder.errors import (
     HerderError,
     InvalidArgumentError,
     NotFoundError,
+    UnavailableError,
     connector_not_found,
 )
 from sluiceway_server.herder.plugin_calls import PluginCalls
 from sluiceway_server.model import TargetState
-from sluiceway_server.storage import ClusterConfigState, ConnectorOffsetStorage, ConsumerGroupActiveError
+from sluiceway_server.storage import (
+    ClusterConfigState,
+    ConnectorOffsetStorage,
+    ConsumerGroupActiveError,
+    LogStoppedError,
+    SinkOffsetsRefusedError,
+)
 from sluiceway_server.storage.connector_offsets import SinkOffsets
 
 SINK_TOPIC, SINK_PARTITION, SINK_OFFSET = "kafka_topic", "kafka_partition", "kafka_offset"
@@ -85,13 +95,15 @@ class OffsetManager:
     async def get(self, name: str) -> list[OffsetPair]:
         config = self._config(name)
         if self._is_sink(name, config):
-            with stage(f"reading the offsets of consumer group {self.storage.consumer_group(name, config)}"):
+            with _in_kafka(
+                f"reading the offsets of consumer group {self.storage.consumer_group(name, config)}"
+            ):
                 committed = await self.storage.read_sink(name, config)
             return [
                 ({SINK_TOPIC: topic, SINK_PARTITION: partition}, {SINK_OFFSET: offset})
                 for (topic, partition), offset in sorted(committed.items())
             ]
-        with stage("reading the source offsets topics"):
+        with _in_kafka("reading the source offsets topics"):
             stored = await self.storage.read_source(name, config)
         keyed = sorted(stored, key=lambda pair: json.dumps(pair[0], sort_keys=True))
         return [(partition, offset) for partition, offset in keyed]
@@ -112,7 +124,7 @@ class OffsetManager:
                 pairs = _source_offsets(offsets)
                 acknowledged = await self._ask_source(name, config, pairs, "alter")
                 await self._quiesce(name)
-                with stage("writing the source offsets and reading them back"):
+                with _in_kafka("writing the source offsets and reading them back"):
                     await self.storage.write_source(name, config, pairs)
         if acknowledged:
             return OffsetChange(
@@ -133,19 +145,21 @@ class OffsetManager:
         config = self._config(name)
         self._check_stopped(name)
         if self._is_sink(name, config):
-            with stage(f"reading the offsets of consumer group {self.storage.consumer_group(name, config)}"):
+            with _in_kafka(
+                f"reading the offsets of consumer group {self.storage.consumer_group(name, config)}"
+            ):
                 committed = await self.storage.read_sink(name, config)
             cleared: SinkOffsets = dict.fromkeys(committed)
             acknowledged = await self._ask_sink(name, config, cleared, "reset")
             await self._quiesce(name)
             await self._run_sink_change(name, config, self.storage.reset_sink(name, config))
         else:
-            with stage("reading the source offsets topics"):
+            with _in_kafka("reading the source offsets topics"):
                 stored = await self.storage.read_source(name, config)
             resets: list[OffsetPair] = [(partition, None) for partition, _ in stored]
             acknowledged = await self._ask_source(name, config, resets, "reset")
             await self._quiesce(name)
-            with stage("writing tombstones for the source offsets and reading them back"):
+            with _in_kafka("writing tombstones for the source offsets and reading them back"):
                 await self.storage.write_source(name, config, resets)
         if acknowledged:
             return OffsetChange(
@@ -256,7 +270,7 @@ class OffsetManager:
     async def _run_sink_change(self, name: str, config: Mapping[str, str], change: Awaitable[None]) -> None:
         group = self.storage.consumer_group(name, config)
         try:
-            with stage(f"changing the offsets of consumer group {group}"):
+            with _in_kafka(f"changing the offsets of consumer group {group}"):
                 await change
         except ConsumerGroupActiveError as exc:
             raise FailedPreconditionError(
@@ -266,6 +280,24 @@ class OffsetManager:
                 reason="CONSUMER_GROUP_ACTIVE",
                 metadata={"connector": name, "group": group},
             ) from exc
+
+
+@contextlib.contextmanager
+def _in_kafka(what: str) -> Iterator[None]:
+    """A stage of Kafka work: Kafka unreachable or too slow is UNAVAILABLE (worth a retry), and
+    offsets Kafka itself refuses are bad input. The caller's deadline cancels rather than raises
+    TimeoutError, so a TimeoutError here is a store's own wait."""
+    with stage(what):
+        try:
+            yield
+        except SinkOffsetsRefusedError as exc:
+            raise InvalidArgumentError(
+                str(exc), reason="INVALID_OFFSETS", violations=[FieldViolation("offsets", str(exc))]
+            ) from exc
+        except (KafkaException, LogStoppedError) as exc:
+            raise UnavailableError(f"Kafka could not complete {what}: {exc}") from exc
+        except TimeoutError as exc:
+            raise UnavailableError(f"Kafka did not answer in time while {what}") from exc
 
 
 # ---------------------------------------------------------------------- request validation

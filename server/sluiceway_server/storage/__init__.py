@@ -13,6 +13,7 @@ from sluiceway_server.storage.connector_offsets import (
     ConnectorOffsetStorage,
     ConsumerGroupActiveError,
     OwnOffsetsTopic,
+    SinkOffsetsRefusedError,
 )
 from sluiceway_server.storage.kafka_log import KafkaLog, LogPosition, LogRecord, LogStoppedError, RecordLog
 from sluiceway_server.storage.memory_log import MemoryCluster, MemoryLog
@@ -46,6 +47,7 @@ __all__ = [
     "OwnOffsetsTopic",
     "RecordLog",
     "RestartRequest",
+    "SinkOffsetsRefusedError",
     "StatusChange",
     "StatusStore",
     "TaskStatusRecord",

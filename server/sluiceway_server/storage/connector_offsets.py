@@ -72,6 +72,10 @@ class CommitRejectedError(Exception):
     """Offsets that must not be written (stale generation, malformed sink offsets)."""
 
 
+class SinkOffsetsRefusedError(Exception):
+    """Kafka refused some of the committed offsets (a topic it does not know, say)."""
+
+
 class ConsumerGroupActiveError(Exception):
     """The sink connector's consumer group has members, so its offsets cannot change."""
 
@@ -331,7 +335,8 @@ class ConnectorOffsetStorage:
             raise
         failed = [tp for tp in result.topic_partitions if tp.error is not None]
         if failed:
-            raise RuntimeError(f"committing offsets of group {group} failed: {failed}")
+            refused = ", ".join(f"{tp.topic}-{tp.partition}: {tp.error}" for tp in failed)
+            raise SinkOffsetsRefusedError(f"Kafka refused offsets of consumer group {group}: {refused}")
 
     def _delete_group(self, admin: AdminClient, group: str) -> None:
         self._retrying(f"deleting consumer group {group}", lambda: self._delete(admin, group))

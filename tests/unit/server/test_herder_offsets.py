@@ -11,6 +11,7 @@ from sluiceway_server.herder.errors import (
     InvalidArgumentError,
     NotFoundError,
     PluginTimeoutError,
+    UnavailableError,
 )
 from sluiceway_server.model import TargetState
 from tests.unit.server.test_herder_memory import CONTROLLABLE, Bed, run
@@ -116,5 +117,16 @@ def test_own_offsets_topic_wins_and_resets_reach_both_topics() -> None:
         await bed.herder.offsets.reset("c")
         assert await bed.herder.offsets.get("c") == []
         assert bed.offset_store.offsets("c") == []
+
+    run(test)
+
+
+def test_an_unreachable_offsets_topic_is_unavailable_not_internal() -> None:
+    async def test(bed: Bed) -> None:
+        await _stopped(bed, "c")
+        bed.offset_store.stop()
+        with pytest.raises(UnavailableError) as down:
+            await bed.herder.offsets.alter("c", [(PARTITION, {"line": 1})])
+        assert down.value.reason == "STORAGE_UNAVAILABLE"
 
     run(test)
