@@ -117,13 +117,13 @@ class OffsetManager:
             sink = self._is_sink(name, config)
             if sink:
                 sink_offsets = _sink_offsets(offsets)
-                acknowledged = await self._ask_sink(name, config, sink_offsets, "alter")
                 await self._quiesce(name)
+                acknowledged = await self._ask_sink(name, config, sink_offsets, "alter")
                 await self._run_sink_change(name, config, self.storage.write_sink(name, config, sink_offsets))
             else:
                 pairs = _source_offsets(offsets)
-                acknowledged = await self._ask_source(name, config, pairs, "alter")
                 await self._quiesce(name)
+                acknowledged = await self._ask_source(name, config, pairs, "alter")
                 with _in_kafka("writing the source offsets and reading them back"):
                     await self.storage.write_source(name, config, pairs)
         if acknowledged:
@@ -144,6 +144,8 @@ class OffsetManager:
         """`reset` for a caller that already holds the connector's lock."""
         config = self._config(name)
         self._check_stopped(name)
+        # First the tasks must be gone: one still running could commit a partition after the read.
+        await self._quiesce(name)
         if self._is_sink(name, config):
             with _in_kafka(
                 f"reading the offsets of consumer group {self.storage.consumer_group(name, config)}"
@@ -151,14 +153,12 @@ class OffsetManager:
                 committed = await self.storage.read_sink(name, config)
             cleared: SinkOffsets = dict.fromkeys(committed)
             acknowledged = await self._ask_sink(name, config, cleared, "reset")
-            await self._quiesce(name)
             await self._run_sink_change(name, config, self.storage.reset_sink(name, config))
         else:
             with _in_kafka("reading the source offsets topics"):
                 stored = await self.storage.read_source(name, config)
             resets: list[OffsetPair] = [(partition, None) for partition, _ in stored]
             acknowledged = await self._ask_source(name, config, resets, "reset")
-            await self._quiesce(name)
             with _in_kafka("writing tombstones for the source offsets and reading them back"):
                 await self.storage.write_source(name, config, resets)
         if acknowledged:
