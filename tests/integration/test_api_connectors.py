@@ -362,6 +362,19 @@ def test_connector_failing_during_stop_still_stops(stubs: Stubs, unique: str, tm
     wait_state(stubs, name, common_pb2.STATE_RUNNING, tasks=1)
 
 
+def test_connector_failing_before_and_during_stop_stops_and_resumes(stubs: Stubs, unique: str) -> None:
+    name = f"failboth-{unique}"
+    create(stubs, name, {"connector.class": CONTROLLABLE, "fail.start": "true", "fail.stop": "true"})
+    wait_state(stubs, name, common_pb2.STATE_FAILED)
+    transition(stubs, name, "stop")
+    wait_state(stubs, name, common_pb2.STATE_STOPPED, tasks=0)
+    stubs.connectors.PatchConnectorConfig(
+        connectors_pb2.PatchConnectorConfigRequest(name=cname(name), set={"fail.start": "false"}), timeout=30
+    )
+    transition(stubs, name, "resume")
+    wait_state(stubs, name, common_pb2.STATE_RUNNING, tasks=1)
+
+
 def test_restart_connector_and_plan(stubs: Stubs, unique: str, tmp_path: Path) -> None:
     name = f"rs-{unique}"
     marker = tmp_path / "calls"
