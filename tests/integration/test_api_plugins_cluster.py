@@ -10,12 +10,8 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from sluiceway.api.v1 import (
     cluster_pb2,
-    connectors_pb2,
-    connectors_pb2_grpc,
     executor_pb2,
     executor_pb2_grpc,
-    offsets_pb2,
-    offsets_pb2_grpc,
     plugins_pb2,
     topics_pb2,
     topics_pb2_grpc,
@@ -146,21 +142,11 @@ def test_health_and_reflection(channel: grpc.Channel) -> None:
     } <= names
 
 
-def test_later_services_answer_unimplemented(channel: grpc.Channel) -> None:
-    offsets = offsets_pb2_grpc.OffsetServiceStub(channel)
+def test_topic_service_answers_unimplemented(channel: grpc.Channel) -> None:
     topics = topics_pb2_grpc.TopicServiceStub(channel)
     calls = [
-        lambda: offsets.GetConnectorOffsets(
-            offsets_pb2.GetConnectorOffsetsRequest(name="connectors/x"), timeout=5
-        ),
-        lambda: offsets.ResetConnectorOffsets(
-            offsets_pb2.ResetConnectorOffsetsRequest(name="connectors/x"), timeout=5
-        ),
         lambda: topics.GetActiveTopics(topics_pb2.GetActiveTopicsRequest(name="connectors/x"), timeout=5),
         lambda: topics.ResetActiveTopics(topics_pb2.ResetActiveTopicsRequest(name="connectors/x"), timeout=5),
-        lambda: connectors_pb2_grpc.ConnectorServiceStub(channel).DeleteConnector(
-            connectors_pb2.DeleteConnectorRequest(name="connectors/x", delete_offsets=True), timeout=5
-        ),
     ]
     for call in calls:
         result = failure(call)
