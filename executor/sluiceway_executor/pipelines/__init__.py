@@ -2,11 +2,11 @@
 
 The runner (``sluiceway_executor.runner``) drives a :class:`~.pipeline.Pipeline` batch after batch
 and commits each batch's offsets through the control plane; the pipelines themselves only read,
-convert and write through Spark. The modules (all but record_tasks.py import without Spark):
+convert and write through Spark (their Kafka client settings come from
+``sluiceway.connect.kafka_clients``). The modules (all but record_tasks.py import without Spark):
 
 - ``spec.py``: ``TaskSpec`` (one assignment as plain values) and the batch size;
 - ``pipeline.py``: the runner's interface: ``Pipeline``, ``PipelineFactory``, ``BatchOutcome``;
-- ``client_config.py``: the Kafka client settings of a task from worker and connector config;
 - ``loading.py``: loading a task's class;
 - ``factory.py``: ``SparkPipelineFactory`` and the registration of the data sources;
 - ``source.py``, ``sink.py``, ``record_tasks.py``: the batches themselves.
