@@ -472,7 +472,7 @@ class ExecutorCoordinator:
         if self._connector_type(config) is ConnectorType.SINK:
             await self.offsets.commit_sink(task.connector, config, pairs)
         else:
-            await self.offsets.commit_source(task.connector, config, pairs)
+            await self.offsets.write_source(task.connector, config, pairs)
 
     async def _record_topics(self, task: TaskId, topics: Sequence[str]) -> None:
         known = self.status.known_topics(task.connector)

@@ -38,7 +38,7 @@ from sluiceway_server.herder.errors import (
 from sluiceway_server.herder.fields import FieldOf, map_field, patch_field, validate_connector_name
 from sluiceway_server.herder.offsets import OffsetManager
 from sluiceway_server.herder.plugin_calls import PluginCalls, PluginDefinitions
-from sluiceway_server.herder.reconciler import ConnectorReconciler, TaskScheduler
+from sluiceway_server.herder.reconciler import ConnectorReconciler, TaskScheduler, tasks_gone
 from sluiceway_server.herder.views import (
     ConnectorInfo,
     ConnectorStatusView,
@@ -114,7 +114,7 @@ class Herder:
             plugin_calls=self.plugin_calls,
             storage=offset_storage,
             locks=self.reconciler.locks,
-            releases=lambda: self.scheduler,
+            scheduler=lambda: self.scheduler,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._subscribers: set[asyncio.Queue[StatusChange]] = set()
@@ -464,7 +464,7 @@ class Herder:
                 await self._write_stopped(name)
         if delete_offsets:
             await self.reconciler.reconcile_now(name)
-            await self._tasks_gone(name)
+            await tasks_gone(self.scheduler, name)
         async with self.reconciler.locks[name]:
             if not self.snapshot().contains(name):
                 raise connector_not_found(name)
@@ -482,13 +482,7 @@ class Herder:
                 )
         await self.reconciler.reconcile_now(name)
         if wait or delete_offsets:
-            await self._tasks_gone(name)
-
-    async def _tasks_gone(self, name: str) -> None:
-        scheduler = self.scheduler
-        if scheduler is not None and scheduler.running_tasks(name):
-            with stage(f"waiting for the executors to stop the tasks of connector {name}"):
-                await scheduler.wait_until_released(name)
+            await tasks_gone(self.scheduler, name)
 
     async def _write_stopped(self, name: str) -> None:
         """The STOPPED target state, the empty task set first (as Kafka does: a crash in between

@@ -16,7 +16,7 @@ import json
 import math
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from confluent_kafka import KafkaException
 
@@ -35,6 +35,7 @@ from sluiceway_server.herder.errors import (
     connector_not_found,
 )
 from sluiceway_server.herder.plugin_calls import PluginCalls
+from sluiceway_server.herder.reconciler import TaskScheduler, tasks_gone
 from sluiceway_server.model import TargetState
 from sluiceway_server.storage import (
     ClusterConfigState,
@@ -51,14 +52,6 @@ _TARGET_LABELS = {
     TargetState.PAUSED: "PAUSED",
     TargetState.STOPPED: "STOPPED",
 }
-
-
-class TaskReleases(Protocol):
-    """What offset changes need from the executor coordinator."""
-
-    def running_tasks(self, connector: str) -> Sequence[object]: ...
-
-    async def wait_until_released(self, connector: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -81,14 +74,14 @@ class OffsetManager:
         plugin_calls: PluginCalls,
         storage: ConnectorOffsetStorage,
         locks: Mapping[str, asyncio.Lock],
-        releases: Callable[[], TaskReleases | None],
+        scheduler: Callable[[], TaskScheduler | None],
     ) -> None:
         self._snapshot = snapshot
         self._plugins = plugins
         self._plugin_calls = plugin_calls
         self.storage = storage
         self._locks = locks
-        self._releases = releases
+        self._scheduler = scheduler
 
     # ------------------------------------------------------------------ reads
 
@@ -117,24 +110,16 @@ class OffsetManager:
             sink = self._is_sink(name, config)
             if sink:
                 sink_offsets = _sink_offsets(offsets)
-                await self._quiesce(name)
+                await tasks_gone(self._scheduler(), name)
                 acknowledged = await self._ask_sink(name, config, sink_offsets, "alter")
                 await self._run_sink_change(name, config, self.storage.write_sink(name, config, sink_offsets))
             else:
                 pairs = _source_offsets(offsets)
-                await self._quiesce(name)
+                await tasks_gone(self._scheduler(), name)
                 acknowledged = await self._ask_source(name, config, pairs, "alter")
                 with _in_kafka("writing the source offsets and reading them back"):
                     await self.storage.write_source(name, config, pairs)
-        if acknowledged:
-            return OffsetChange(
-                True, f"The offsets of connector {name} were changed, and the connector confirmed the change."
-            )
-        return OffsetChange(
-            False,
-            f"The offsets of connector {name} were changed in Kafka. The connector did not confirm the "
-            "change: if it keeps offsets of its own outside Kafka, change them there as well.",
-        )
+        return _outcome(name, acknowledged, "changed", "change")
 
     async def reset(self, name: str) -> OffsetChange:
         async with self._locks[name]:
@@ -145,7 +130,7 @@ class OffsetManager:
         config = self._config(name)
         self._check_stopped(name)
         # First the tasks must be gone: one still running could commit a partition after the read.
-        await self._quiesce(name)
+        await tasks_gone(self._scheduler(), name)
         if self._is_sink(name, config):
             with _in_kafka(
                 f"reading the offsets of consumer group {self.storage.consumer_group(name, config)}"
@@ -161,15 +146,7 @@ class OffsetManager:
             acknowledged = await self._ask_source(name, config, resets, "reset")
             with _in_kafka("writing tombstones for the source offsets and reading them back"):
                 await self.storage.write_source(name, config, resets)
-        if acknowledged:
-            return OffsetChange(
-                True, f"The offsets of connector {name} were reset, and the connector confirmed the reset."
-            )
-        return OffsetChange(
-            False,
-            f"The offsets of connector {name} were reset in Kafka. The connector did not confirm the "
-            "reset: if it keeps offsets of its own outside Kafka, reset them there as well.",
-        )
+        return _outcome(name, acknowledged, "reset", "reset")
 
     # ------------------------------------------------------------------ checks
 
@@ -194,14 +171,6 @@ class OffsetManager:
                 f"Connector {name} is stopping and still has task configs; retry once it is STOPPED.",
                 metadata=metadata,
             )
-
-    async def _quiesce(self, name: str) -> None:
-        """Wait until no executor holds a task of the connector any more."""
-        releases = self._releases()
-        if releases is None or not releases.running_tasks(name):
-            return
-        with stage(f"waiting for the executors to stop the tasks of connector {name}"):
-            await releases.wait_until_released(name)
 
     def _plugin(self, name: str, config: Mapping[str, str]) -> PluginDesc:
         class_name = config.get("connector.class", "")
@@ -280,6 +249,19 @@ class OffsetManager:
                 reason="CONSUMER_GROUP_ACTIVE",
                 metadata={"connector": name, "group": group},
             ) from exc
+
+
+def _outcome(name: str, acknowledged: bool, done: str, change: str) -> OffsetChange:
+    """KIP-875's two outcomes: the connector confirmed the change, or only Kafka's offsets moved."""
+    if acknowledged:
+        return OffsetChange(
+            True, f"The offsets of connector {name} were {done}, and the connector confirmed the {change}."
+        )
+    return OffsetChange(
+        False,
+        f"The offsets of connector {name} were {done} in Kafka. The connector did not confirm the "
+        f"{change}: if it keeps offsets of its own outside Kafka, {change} them there as well.",
+    )
 
 
 @contextlib.contextmanager

@@ -36,6 +36,13 @@ class TaskScheduler(Protocol):
     async def wait_until_released(self, connector: str) -> None: ...
 
 
+async def tasks_gone(scheduler: TaskScheduler | None, connector: str) -> None:
+    """Return once no executor holds a task of the connector (bounded by the caller's deadline)."""
+    if scheduler is not None and scheduler.running_tasks(connector):
+        with stage(f"waiting for the executors to stop the tasks of connector {connector}"):
+            await scheduler.wait_until_released(connector)
+
+
 class ConnectorReconciler:
     """Runs the connectors' plugin instances for the herder, one reconciliation at a time per
     connector.

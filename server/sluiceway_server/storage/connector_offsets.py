@@ -231,11 +231,6 @@ class ConnectorOffsetStorage:
         if resets:
             await asyncio.to_thread(self.offset_store.put, connector, resets, self._store_timeout)
 
-    async def commit_source(
-        self, connector: str, config: Mapping[str, str], pairs: Sequence[OffsetPair]
-    ) -> None:
-        await self.write_source(connector, config, pairs)
-
     # ------------------------------------------------------------------ sink offsets
 
     async def read_sink(self, connector: str, config: Mapping[str, str]) -> dict[tuple[str, int], int]:
@@ -290,7 +285,7 @@ class ConnectorOffsetStorage:
         current = await asyncio.to_thread(self._read_sink, admin, group)
         kept: CommittedOffsets = {key: value for key, value in current.items() if key not in offsets}
         kept.update({key: value for key, value in offsets.items() if value is not None})
-        log.info("rewriting the offsets of consumer group %s to %s", group, _describe(kept))
+        log.info("rewriting the offsets of consumer group %s to %s", group, _format_offsets(kept))
         await asyncio.to_thread(self._delete_group, admin, group)
         if kept:
             await asyncio.to_thread(self._alter_sink, admin, group, kept)
@@ -393,7 +388,7 @@ def _code(exc: KafkaException) -> int | None:
     return error.code() if isinstance(error, KafkaError) else None
 
 
-def _describe(offsets: CommittedOffsets) -> str:
+def _format_offsets(offsets: CommittedOffsets) -> str:
     return ", ".join(
         f"{topic}-{partition}={offset}" for (topic, partition), offset in sorted(offsets.items())
     )
