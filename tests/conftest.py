@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 import pytest
@@ -25,6 +26,9 @@ from sluiceway_server.embedded import (
     start_spark_connect,
     wait_serving,
 )
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 LOG_DIR = Path(os.environ.get("SLUICEWAY_TEST_LOG_DIR", "/tmp/sluiceway-test-logs"))
 TEST_PLUGINS = Path(__file__).parent / "plugins"
@@ -45,6 +49,17 @@ def spark_connect() -> Iterator[EmbeddedSparkConnect]:
     started = start_spark_connect(LOG_DIR)
     yield started
     started.stop()
+
+
+@pytest.fixture(scope="module")
+def spark(spark_connect: EmbeddedSparkConnect) -> Iterator[SparkSession]:
+    """A Spark Connect session for a module's tests (modules that register data sources define
+    their own)."""
+    from pyspark.sql import SparkSession  # here, so that unit-test runs do not import Spark
+
+    session = SparkSession.builder.remote(spark_connect.remote).getOrCreate()
+    yield session
+    session.stop()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ and duplicates stay within one batch per task running on the killed process."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,22 +15,15 @@ from pyspark.sql import SparkSession
 
 from sluiceway.api.v1 import cluster_pb2, cluster_pb2_grpc, connectors_pb2, connectors_pb2_grpc
 from sluiceway_server.embedded import EmbeddedSparkConnect, ManagedProcess, executor_argv, spawn
+from tests.conftest import LOG_DIR
 from tests.integration.pipeline_helpers import parquet_counts
 
 pytestmark = pytest.mark.fault
 
-LOG_DIR = Path(os.environ.get("SLUICEWAY_TEST_LOG_DIR", "/tmp/sluiceway-test-logs"))
 TASKS = 2
 PER_TASK = 100_000
 BATCH = 10_000
 EXPECTED = TASKS * PER_TASK
-
-
-@pytest.fixture(scope="module")
-def spark(spark_connect: EmbeddedSparkConnect) -> Iterator[SparkSession]:
-    session = SparkSession.builder.remote(spark_connect.remote).getOrCreate()
-    yield session
-    session.stop()
 
 
 @pytest.fixture

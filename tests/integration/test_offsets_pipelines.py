@@ -9,7 +9,6 @@ then reads the topic from the start again."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -32,11 +31,11 @@ from sluiceway_server.embedded import (
     executor_argv,
     spawn,
 )
+from tests.conftest import LOG_DIR
 from tests.integration.api_helpers import read_topic
 
 pytestmark = pytest.mark.integration
 
-LOG_DIR = Path(os.environ.get("SLUICEWAY_TEST_LOG_DIR", "/tmp/sluiceway-test-logs"))
 # DataGenSource: max.records bounds the seq itself (a task stops before seq MAX_SEQ), not the
 # number of records generated since the committed offset.
 MAX_SEQ = 250
@@ -61,13 +60,6 @@ class Stack:
 
     def logs(self) -> str:
         return f"--- executor\n{self.executor.tail()}\n--- control plane\n{self.plane_log()}"
-
-
-@pytest.fixture(scope="module")
-def spark(spark_connect: EmbeddedSparkConnect) -> Iterator[SparkSession]:
-    session = SparkSession.builder.remote(spark_connect.remote).getOrCreate()
-    yield session
-    session.stop()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ Spark Connect. DataGenSource → Kafka → SparkFileSink to Parquet holds every 
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -17,20 +16,13 @@ from pyspark.sql import SparkSession
 
 from sluiceway.api.v1 import common_pb2, connectors_pb2, connectors_pb2_grpc
 from sluiceway_server.embedded import EmbeddedSparkConnect, ManagedProcess, executor_argv, spawn
+from tests.conftest import LOG_DIR
 from tests.integration.pipeline_helpers import parquet_counts
 
 pytestmark = pytest.mark.integration
 
-LOG_DIR = Path(os.environ.get("SLUICEWAY_TEST_LOG_DIR", "/tmp/sluiceway-test-logs"))
 RECORDS_PER_TASK = 20_000
 TASKS = 2
-
-
-@pytest.fixture(scope="module")
-def spark(spark_connect: EmbeddedSparkConnect) -> Iterator[SparkSession]:
-    session = SparkSession.builder.remote(spark_connect.remote).getOrCreate()
-    yield session
-    session.stop()
 
 
 @pytest.fixture
