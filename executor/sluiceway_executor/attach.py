@@ -376,6 +376,11 @@ class ExecutorAgent:
             self._revoke(session, list(message.revocation.tasks))
         elif kind == "commit_result":
             session.commit_result(message.commit_result)
+        elif kind == "active_topics_reset":
+            connector = message.active_topics_reset.connector
+            for runner in session.all_runners():
+                if runner.spec.connector == connector:
+                    runner.forget_reported_topics()
         elif kind == "fenced":
             raise _SessionEndedError(f"fenced by the leader: {message.fenced.reason or 'no reason given'}")
         elif kind == "welcome":

@@ -99,6 +99,8 @@ class TaskRunner:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._commit_allowed = True
+        # KIP-558: topics already reported, so each is sent once (until a reset clears them).
+        self._track_topics = worker_config.get("topic.tracking.enable", "true").strip().lower() == "true"
         self._reported_topics: set[str] = set()
         # Offsets this runner committed successfully, by canonical partition.
         self._committed: dict[str, OffsetPair] = {}
@@ -231,11 +233,18 @@ class TaskRunner:
             with self._lock:
                 self._committed.update({canonical(p): (p, o) for p, o in outcome.offsets})
             pipeline.committed(outcome)
-        new_topics = sorted(set(outcome.topics) - self._reported_topics)
-        if new_topics:
-            self._reported_topics.update(new_topics)
-            self._host.send_active_topics(self.spec, new_topics)
+        if self._track_topics:
+            with self._lock:
+                new_topics = sorted(set(outcome.topics) - self._reported_topics)
+                self._reported_topics.update(new_topics)
+            if new_topics:
+                self._host.send_active_topics(self.spec, new_topics)
         return True
+
+    def forget_reported_topics(self) -> None:
+        """The connector's active topics were reset: report every topic again from the next batch."""
+        with self._lock:
+            self._reported_topics.clear()
 
     def _fail(self, what: str, trace: str) -> None:
         self.failed = True

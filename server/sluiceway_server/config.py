@@ -23,12 +23,15 @@ DEFAULTS: dict[str, str] = {
     "status.storage.partitions": "5",
     "listeners": "0.0.0.0:8083",
     "advertised.listeners": "",
-    # Whether executors' reports of the topics each connector uses are recorded (KIP-558).
+    # KIP-558: whether the topics each connector's tasks use are recorded in the status topic and
+    # readable through TopicService (false: nothing recorded, reads and resets PERMISSION_DENIED).
     "topic.tracking.enable": "true",
-    # Read and validated only, until these features exist: resetting active topics (TopicService
-    # answers UNIMPLEMENTED), topic creation by connectors, and source heartbeat records.
+    # KIP-558: whether TopicService may reset a connector's set of active topics.
     "topic.tracking.allow.reset": "true",
+    # KIP-158: whether a source connector that sets topic.creation.* has those keys validated and
+    # its tasks create the topics they write to when missing (false: the keys are ignored).
     "topic.creation.enable": "true",
+    # Read and validated only, until source heartbeat records (KIP-910) exist.
     "heartbeat.interval.ms": "0",
     "heartbeat.records.topic": "connect-heartbeats",
     # How long the control plane lets a connector's start, task_configs or stop run.

@@ -36,7 +36,7 @@ from sluiceway_server.api.executors import ExecutorServicer
 from sluiceway_server.api.idempotency import RequestIdCache
 from sluiceway_server.api.offsets import OffsetServicer
 from sluiceway_server.api.plugins import PluginServicer
-from sluiceway_server.api.unbuilt import UnbuiltTopicServicer
+from sluiceway_server.api.topics import TopicServicer
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
 from sluiceway_server.config import WorkerConfig
 from sluiceway_server.herder.herder import Herder
@@ -189,6 +189,9 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
         plugins=plugins or PluginRegistry.discover(),
         plugin_timeout=config.seconds("plugin.callback.timeout.ms"),
         offset_storage=offsets,
+        topic_tracking=config.get_bool("topic.tracking.enable"),
+        topic_tracking_reset=config.get_bool("topic.tracking.allow.reset"),
+        topic_creation=config.get_bool("topic.creation.enable"),
     )
     await herder.start()
     coordinator = ExecutorCoordinator(
@@ -199,7 +202,7 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
         worker_config=config.props,
         heartbeat_interval=config.seconds("executor.heartbeat.interval.ms"),
         session_timeout=config.seconds("executor.session.timeout.ms"),
-        topic_tracking=config.get_bool("topic.tracking.enable"),
+        topics=herder.topics,
     )
     herder.scheduler = coordinator
     coordinator.start()
@@ -225,8 +228,9 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
         server,
     )
     executor_pb2_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(coordinator), server)
-    # Built by a later issue (KIP-558); until then every call answers UNIMPLEMENTED with an ErrorInfo.
-    topics_pb2_grpc.add_TopicServiceServicer_to_server(UnbuiltTopicServicer(), server)
+    topics_pb2_grpc.add_TopicServiceServicer_to_server(
+        TopicServicer(herder.topics, request_ids, default_timeout), server
+    )
 
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

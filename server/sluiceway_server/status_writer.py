@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 from sluiceway_server.model import State
-from sluiceway_server.storage import ConnectorStatusRecord, StatusStore, TaskStatusRecord, TopicStatusRecord
+from sluiceway_server.storage import ConnectorStatusRecord, StatusStore, TaskStatusRecord
 from sluiceway_server.storage.status_store import add_recent_error
 
 log = logging.getLogger(__name__)
@@ -71,15 +70,7 @@ class StatusWriter:
                 await asyncio.to_thread(self.store.remove_task, connector, record.task, self.store_timeout)
 
     async def remove_connector(self, connector: str) -> None:
-        """Tombstone everything recorded for a deleted connector: statuses and active topics."""
+        """Tombstone the statuses of a deleted connector and of its tasks (its active topics are
+        the ActiveTopicTracker's)."""
         if self.store.get_connector(connector) is not None or self.store.tasks(connector):
             await asyncio.to_thread(self.store.remove_connector, connector, self.store_timeout)
-        if self.store.topics(connector):
-            await asyncio.to_thread(self.store.remove_topics, connector, self.store_timeout)
-
-    def known_topics(self, connector: str) -> set[str]:
-        return {record.topic for record in self.store.topics(connector)}
-
-    async def put_topic(self, connector: str, task: int, topic: str) -> None:
-        record = TopicStatusRecord(topic, connector, task, int(time.time() * 1000))
-        await asyncio.to_thread(self.store.put_topic, record, self.store_timeout)

@@ -13,8 +13,6 @@ from sluiceway.api.v1 import (
     executor_pb2,
     executor_pb2_grpc,
     plugins_pb2,
-    topics_pb2,
-    topics_pb2_grpc,
 )
 from tests.integration.api_helpers import Stubs, failure
 
@@ -140,20 +138,6 @@ def test_health_and_reflection(channel: grpc.Channel) -> None:
         "sluiceway.api.v1.ClusterService",
         "grpc.health.v1.Health",
     } <= names
-
-
-def test_topic_service_answers_unimplemented(channel: grpc.Channel) -> None:
-    topics = topics_pb2_grpc.TopicServiceStub(channel)
-    calls = [
-        lambda: topics.GetActiveTopics(topics_pb2.GetActiveTopicsRequest(name="connectors/x"), timeout=5),
-        lambda: topics.ResetActiveTopics(topics_pb2.ResetActiveTopicsRequest(name="connectors/x"), timeout=5),
-    ]
-    for call in calls:
-        result = failure(call)
-        assert result.code == grpc.StatusCode.UNIMPLEMENTED
-        # Like every error of the API, it carries an ErrorInfo of our domain.
-        assert (result.domain, result.reason) == ("sluiceway", "ERROR_REASON_UNSPECIFIED")
-        assert "not built yet" in result.message
 
 
 def test_attach_must_start_with_hello(channel: grpc.Channel) -> None:

@@ -23,6 +23,10 @@ def _get(ctx: Context, args: argparse.Namespace) -> int:
     topics = ctx.client.active_topics(args.name)
 
     def table() -> None:
+        if not topics.connector_exists:
+            ctx.write(
+                f"Connector {connector_id(args.name)} was deleted; its active topics are still recorded.\n"
+            )
         if not topics.topics:
             ctx.write(f"No active topics for connector {connector_id(args.name)}.\n")
             return

@@ -25,7 +25,6 @@ from sluiceway_server.herder.errors import (
     PluginTimeoutError,
     RequestTimeoutError,
     UnavailableError,
-    UnimplementedError,
 )
 
 log = logging.getLogger(__name__)
@@ -41,7 +40,6 @@ _CODES: Sequence[tuple[type[HerderError], grpc.StatusCode]] = (
     (PermissionDeniedError, grpc.StatusCode.PERMISSION_DENIED),
     (RequestTimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),
     (PluginTimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),
-    (UnimplementedError, grpc.StatusCode.UNIMPLEMENTED),
 )
 
 

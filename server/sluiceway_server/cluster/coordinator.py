@@ -18,6 +18,7 @@ from google.protobuf import duration_pb2
 from sluiceway.api.v1 import common_pb2, executor_pb2
 from sluiceway.offsets import map_to_proto, offsets_from_proto
 from sluiceway_server.cluster.assignor import Plan, TaskId, plan
+from sluiceway_server.herder.active_topics import ActiveTopicTracker
 from sluiceway_server.herder.errors import UnavailableError
 from sluiceway_server.model import ConnectorType, State, TargetState
 from sluiceway_server.status_writer import StatusWriter
@@ -104,7 +105,7 @@ class ExecutorCoordinator:
         worker_config: Mapping[str, str],
         heartbeat_interval: float,
         session_timeout: float,
-        topic_tracking: bool,
+        topics: ActiveTopicTracker,
     ) -> None:
         self._snapshot = snapshot
         self._connector_type = connector_type
@@ -114,7 +115,8 @@ class ExecutorCoordinator:
         self.worker_config = dict(worker_config)
         self.heartbeat_interval = heartbeat_interval
         self.session_timeout = session_timeout
-        self.topic_tracking = topic_tracking
+        self.topics = topics
+        topics.on_reset = self.reset_reported_topics
         self.members: dict[str, Member] = {}
         # Generations are unique across leader terms: the term in the high bits.
         self._generation = status.term << 32
@@ -122,7 +124,6 @@ class ExecutorCoordinator:
         self._rebalance_task: asyncio.Task[None] | None = None
         self._rebalance_again = False
         self._expiry_task: asyncio.Task[None] | None = None
-        self._seen_topics: set[tuple[str, str]] = set()
         self._stopping = False
         # Status writes for released tasks; stop() waits for them so none outlives the stores.
         self._releases: set[asyncio.Task[None]] = set()
@@ -443,8 +444,8 @@ class ExecutorCoordinator:
         elif kind == "active_topics":
             topics_report = message.active_topics
             task = self._current(member, topics_report.task, topics_report.generation)
-            if task is not None and self.topic_tracking:
-                await self._record_topics(task, topics_report.topics)
+            if task is not None:
+                await self.topics.record(task.connector, task.task, topics_report.topics)
         elif kind == "revocation_ack":
             for name in message.revocation_ack.tasks:
                 try:
@@ -474,14 +475,11 @@ class ExecutorCoordinator:
         else:
             await self.offsets.write_source(task.connector, config, pairs)
 
-    async def _record_topics(self, task: TaskId, topics: Sequence[str]) -> None:
-        known = self.status.known_topics(task.connector)
-        for topic in topics:
-            if topic in known or (task.connector, topic) in self._seen_topics:
-                continue
-            self._seen_topics.add((task.connector, topic))
-            await self.status.put_topic(task.connector, task.task, topic)
-
-    def forget_connector(self, connector: str) -> None:
-        """The connector was deleted: a new connector of that name records its topics afresh."""
-        self._seen_topics = {(c, t) for c, t in self._seen_topics if c != connector}
+    def reset_reported_topics(self, connector: str) -> None:
+        """The connector's active topics were reset: every executor forgets which topics the
+        connector's tasks reported, so they report the ones they still use again (KIP-558)."""
+        message = executor_pb2.ControllerMessage(
+            active_topics_reset=executor_pb2.ActiveTopicsReset(connector=connector)
+        )
+        for member in list(self.members.values()):
+            member.send(message)

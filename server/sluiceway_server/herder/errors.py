@@ -92,9 +92,5 @@ class PluginTimeoutError(HerderError):
         )
 
 
-class UnimplementedError(HerderError):
-    reason = "ERROR_REASON_UNSPECIFIED"
-
-
 def connector_not_found(name: str) -> NotFoundError:
     return NotFoundError(f"Connector {name} not found", metadata={"connector": name})

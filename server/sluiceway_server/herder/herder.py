@@ -24,6 +24,7 @@ from sluiceway.connect.validation import (
     secret_keys,
     validate_connector_config,
 )
+from sluiceway_server.herder.active_topics import ActiveTopicTracker
 from sluiceway_server.herder.deadlines import stage
 from sluiceway_server.herder.errors import (
     AbortedError,
@@ -90,6 +91,9 @@ class Herder:
         plugin_timeout: float,
         offset_storage: ConnectorOffsetStorage,
         store_timeout: float = 30.0,
+        topic_tracking: bool = True,
+        topic_tracking_reset: bool = True,
+        topic_creation: bool = True,
     ) -> None:
         self.worker_id = worker_id
         self.config_store = config_store
@@ -100,9 +104,19 @@ class Herder:
         self.plugin_calls = PluginCalls(plugin_timeout)
         self.definitions = PluginDefinitions(self.plugin_calls)
         self.status = StatusWriter(status_store, worker_id, store_timeout)
+        # The worker's topic.creation.enable: whether validation checks a source's topic.creation.*.
+        self.topic_creation = topic_creation
+        self.topics = ActiveTopicTracker(
+            status_store=status_store,
+            snapshot=self.snapshot,
+            enabled=topic_tracking,
+            allow_reset=topic_tracking_reset,
+            store_timeout=store_timeout,
+        )
         self.reconciler = ConnectorReconciler(
             config_store=config_store,
             status=self.status,
+            topics=self.topics,
             plugins=plugins,
             plugin_timeout=plugin_timeout,
             post=self._post,
@@ -316,7 +330,10 @@ class Herder:
         """Validation calls the plugin's config() and validate(): off the loop, time-limited."""
         target = plugin or config.get("connector.class") or "the connector"
         return await self.plugin_calls.run(
-            f"validation by {target}", lambda: validate_connector_config(self.plugins, config, plugin)
+            f"validation by {target}",
+            lambda: validate_connector_config(
+                self.plugins, config, plugin, topic_creation_enabled=self.topic_creation
+            ),
         )
 
     async def plugin_definition(self, desc: PluginDesc) -> ConfigDef:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 from sluiceway.connect.plugins import PluginNotFoundError, PluginRegistry
+from sluiceway_server.herder.active_topics import ActiveTopicTracker
 from sluiceway_server.herder.connector_instance import ConnectorInstance, InstanceState, PluginCallbackError
 from sluiceway_server.herder.deadlines import stage
 from sluiceway_server.herder.views import RestartPlan
@@ -28,8 +29,6 @@ class TaskScheduler(Protocol):
     def request_rebalance(self) -> None: ...
 
     def restart_tasks(self, connector: str, tasks: Sequence[int]) -> None: ...
-
-    def forget_connector(self, connector: str) -> None: ...
 
     def running_tasks(self, connector: str) -> Sequence[object]: ...
 
@@ -62,6 +61,7 @@ class ConnectorReconciler:
         *,
         config_store: ConfigStore,
         status: StatusWriter,
+        topics: ActiveTopicTracker,
         plugins: PluginRegistry,
         plugin_timeout: float,
         post: Callable[[Callable[[], object]], None],
@@ -69,6 +69,7 @@ class ConnectorReconciler:
     ) -> None:
         self.config_store = config_store
         self.status = status
+        self.topics = topics
         self.plugins = plugins
         self.plugin_timeout = plugin_timeout
         self.store_timeout = store_timeout
@@ -158,11 +159,10 @@ class ConnectorReconciler:
 
         if config is None:
             self._pending_restarts.pop(name, None)
-            if self.scheduler is not None:
-                self.scheduler.forget_connector(name)
             if instance is not None:
                 await self._stop_instance(name)
             await self.status.remove_connector(name)
+            await self.topics.remove(name)
             return
 
         target = snap.target_state(name) or TargetState.STARTED

@@ -287,21 +287,26 @@ class StatusStore:
         _check_task(task)
         self._write([(task_status_key(connector, task), None)], timeout)
 
-    def put_topic(self, record: TopicStatusRecord, timeout: float = 30.0) -> None:
-        _check_name(record.connector)
-        if not record.topic:
-            raise ValueError("topic name must not be empty")
-        self._write(
-            [(topic_status_key(record.topic, record.connector), encode_topic_status(record))], timeout
-        )
+    def put_topics(self, records: Sequence[TopicStatusRecord], timeout: float = 30.0) -> None:
+        """Records active topics (KIP-558), all in one write."""
+        for record in records:
+            _check_name(record.connector)
+            if not record.topic:
+                raise ValueError("topic name must not be empty")
+        if records:
+            self._write(
+                [(topic_status_key(r.topic, r.connector), encode_topic_status(r)) for r in records], timeout
+            )
 
-    def remove_topics(self, connector: str, timeout: float = 30.0) -> None:
-        """Tombstones every active-topic record of the connector (the herder does so on deletion)."""
+    def remove_topics(self, connector: str, timeout: float = 30.0) -> list[str]:
+        """Tombstones every active-topic record of the connector (a reset, or its deletion) and
+        returns the topics it removed."""
         _check_name(connector)
         with self._lock:
             topics = sorted(self._topics.get(connector, {}))
         if topics:
             self._write([(topic_status_key(topic, connector), None) for topic in topics], timeout)
+        return topics
 
     def _write(self, records: Sequence[tuple[bytes, bytes | None]], timeout: float) -> None:
         deadline = time.monotonic() + timeout

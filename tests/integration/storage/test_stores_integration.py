@@ -160,8 +160,8 @@ def test_status_store_state_survives_a_restart(
     first.put_connector(ConnectorStatusRecord("old", State.RUNNING, None, "executor-1", 1))
     first.put_task(TaskStatusRecord("old", 0, State.RUNNING, None, "executor-1", 1))
     first.remove_connector("old")
-    first.put_topic(TopicStatusRecord("orders", "c-1", 0, 1700000000001))
-    first.put_topic(TopicStatusRecord("audit", "old", 0, 1700000000002))
+    first.put_topics([TopicStatusRecord("orders", "c-1", 0, 1700000000001)])
+    first.put_topics([TopicStatusRecord("audit", "old", 0, 1700000000002)])
     first.remove_topics("old")
 
     second = StatusStore(factory(broker, topics.status, 5))
@@ -220,7 +220,7 @@ def test_raw_topics_hold_kafka_connect_formats(
     configs.remove_connector_config("d")
     status.put_connector(ConnectorStatusRecord("c", State.RUNNING, None, "executor-1", 2))
     status.put_task(TaskStatusRecord("c", 0, State.FAILED, "trace", "executor-1", 2))
-    status.put_topic(TopicStatusRecord("orders", "c", 0, 1700000000000))
+    status.put_topics([TopicStatusRecord("orders", "c", 0, 1700000000000)])
     offsets.put("c", [({"task": 0}, {"seq": 41}), ({"topic": "t", "partition": 1}, {"offset": 7})])
 
     config_records = raw_records(broker, topics.configs)

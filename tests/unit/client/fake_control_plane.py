@@ -579,7 +579,9 @@ class TopicServicer(topics_pb2_grpc.TopicServiceServicer):
     def GetActiveTopics(self, request: Any, context: Any) -> Any:
         self.fake.enter("GetActiveTopics", request, context)
         connector, stored = self.fake.lookup(request.name, context)
-        return topics_pb2.ActiveTopics(name=f"connectors/{connector}", topics=sorted(stored.topics))
+        return topics_pb2.ActiveTopics(
+            name=f"connectors/{connector}", topics=sorted(stored.topics), connector_exists=True
+        )
 
     def ResetActiveTopics(self, request: Any, context: Any) -> Any:
         self.fake.enter("ResetActiveTopics", request, context)

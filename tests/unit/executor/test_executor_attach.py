@@ -409,6 +409,49 @@ def test_hello_welcome_heartbeats_status_commits_and_topics(
     eventually(lambda: len(pipeline.committed_outcomes) >= 3)
 
 
+def test_an_active_topics_reset_makes_the_connectors_tasks_report_their_topics_again(
+    server: LeaderServer, work: FakeWork, agent_factory: Callable[..., ExecutorAgent]
+) -> None:
+    work.topics_per_batch = lambda n: {"orders"}
+    agent_factory()
+    stream = server.leader.next_stream()
+    stream.welcome()
+    stream.assign()
+    stream.status(common_pb2.STATE_RUNNING)
+    for _ in range(3):
+        stream.answer(stream.commit())
+    assert [list(r.topics) for r in stream.of_kind("active_topics")] == [["orders"]]
+
+    # Another connector's reset changes nothing; this connector's makes the next batch report again.
+    stream.send(active_topics_reset=executor_pb2.ActiveTopicsReset(connector="other"))
+    stream.barrier()
+    stream.answer(stream.commit())
+    # The runner reports after a commit's answer and before its next batch: once the next commit
+    # is here, a report of the answered batch would be too.
+    following = stream.commit()
+    assert len(stream.of_kind("active_topics")) == 1
+    stream.answer(following)
+    stream.send(active_topics_reset=executor_pb2.ActiveTopicsReset(connector="demo"))
+    stream.barrier()
+    stream.answer(stream.commit())
+    report = stream.take("active_topics", since=stream.position("active_topics") + 1)
+    assert (report.task, list(report.topics)) == (TASK, ["orders"])
+
+
+def test_no_topics_are_reported_when_topic_tracking_is_disabled(
+    server: LeaderServer, work: FakeWork, agent_factory: Callable[..., ExecutorAgent]
+) -> None:
+    agent_factory()
+    stream = server.leader.next_stream()
+    stream.welcome(**{"topic.tracking.enable": "false"})
+    stream.assign()
+    stream.status(common_pb2.STATE_RUNNING)
+    for _ in range(3):
+        stream.answer(stream.commit())
+    stream.barrier()
+    assert stream.of_kind("active_topics") == []
+
+
 def test_a_refused_commit_fails_the_task_with_the_leaders_message(
     server: LeaderServer, work: FakeWork, agent_factory: Callable[..., ExecutorAgent]
 ) -> None:

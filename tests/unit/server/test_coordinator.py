@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient
 from sluiceway.api.v1 import executor_pb2
 from sluiceway.offsets import map_from_proto
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
+from sluiceway_server.herder.active_topics import ActiveTopicTracker
 from sluiceway_server.herder.errors import UnavailableError
 from sluiceway_server.model import ConnectorType, State, TargetState
 from sluiceway_server.status_writer import StatusWriter
@@ -83,8 +84,12 @@ def _coordinator(
     offset_store_factory: Callable[[OwnOffsetsTopic], OffsetStore] | None = None,
 ) -> ExecutorCoordinator:
     offsets = _memory_offsets()
+
+    def current() -> Any:
+        return snapshot or Snapshot()
+
     return ExecutorCoordinator(
-        snapshot=lambda: snapshot or Snapshot(),
+        snapshot=current,
         connector_type=lambda config: ConnectorType.SOURCE,
         status=_writer(status_store),
         offsets=ConnectorOffsetStorage(
@@ -96,7 +101,7 @@ def _coordinator(
         worker_config={},
         heartbeat_interval=0.1,
         session_timeout=10.0,
-        topic_tracking=False,
+        topics=ActiveTopicTracker(status_store=status_store, snapshot=current, enabled=False),
     )
 
 

@@ -238,9 +238,9 @@ def test_malformed_error_history_keeps_the_status(env: Env, store: StatusStore) 
 
 
 def test_topic_records(env: Env, store: StatusStore) -> None:
-    store.put_topic(TopicStatusRecord("orders", "c", 1, 1700000000000))
-    store.put_topic(TopicStatusRecord("audit", "c", 0, 1700000000001))
-    store.put_topic(TopicStatusRecord("orders", "c-2", 0, 1700000000002))
+    store.put_topics([TopicStatusRecord("orders", "c", 1, 1700000000000)])
+    store.put_topics([TopicStatusRecord("audit", "c", 0, 1700000000001)])
+    store.put_topics([TopicStatusRecord("orders", "c-2", 0, 1700000000002)])
     assert env.latest("status-topic-orders:connector-c") == {
         "topic": {"name": "orders", "connector": "c", "task": 1, "discoverTimestamp": 1700000000000}
     }
@@ -296,7 +296,7 @@ def test_invalid_writes_are_rejected(store: StatusStore) -> None:
     with pytest.raises(ValueError, match="non-empty"):
         store.put_connector(ConnectorStatusRecord("", State.RUNNING, None, "w", 1))
     with pytest.raises(ValueError, match="topic"):
-        store.put_topic(TopicStatusRecord("", "c", 0, 0))
+        store.put_topics([TopicStatusRecord("", "c", 0, 0)])
 
 
 texts = st.text(st.characters(codec="utf-8"), max_size=30)

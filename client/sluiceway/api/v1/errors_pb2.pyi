@@ -65,9 +65,9 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     STORAGE_UNAVAILABLE: _ErrorReason.ValueType  # 13
     """UNAVAILABLE: Kafka, holding the cluster state, could not be reached in time."""
     TOPIC_TRACKING_DISABLED: _ErrorReason.ValueType  # 14
-    """PERMISSION_DENIED: topic.tracking.enable is false (KIP-558). Not returned yet."""
+    """PERMISSION_DENIED: topic.tracking.enable is false (KIP-558)."""
     TOPIC_TRACKING_RESET_DISABLED: _ErrorReason.ValueType  # 15
-    """PERMISSION_DENIED: topic.tracking.allow.reset is false (KIP-558). Not returned yet."""
+    """PERMISSION_DENIED: topic.tracking.allow.reset is false (KIP-558)."""
     REQUEST_TIMED_OUT: _ErrorReason.ValueType  # 16
     """DEADLINE_EXCEEDED: the request's deadline passed; the message names the stage."""
     PLUGIN_TIMEOUT: _ErrorReason.ValueType  # 17
@@ -143,9 +143,9 @@ control plane shuts down; it should attach to a running one.
 STORAGE_UNAVAILABLE: ErrorReason.ValueType  # 13
 """UNAVAILABLE: Kafka, holding the cluster state, could not be reached in time."""
 TOPIC_TRACKING_DISABLED: ErrorReason.ValueType  # 14
-"""PERMISSION_DENIED: topic.tracking.enable is false (KIP-558). Not returned yet."""
+"""PERMISSION_DENIED: topic.tracking.enable is false (KIP-558)."""
 TOPIC_TRACKING_RESET_DISABLED: ErrorReason.ValueType  # 15
-"""PERMISSION_DENIED: topic.tracking.allow.reset is false (KIP-558). Not returned yet."""
+"""PERMISSION_DENIED: topic.tracking.allow.reset is false (KIP-558)."""
 REQUEST_TIMED_OUT: ErrorReason.ValueType  # 16
 """DEADLINE_EXCEEDED: the request's deadline passed; the message names the stage."""
 PLUGIN_TIMEOUT: ErrorReason.ValueType  # 17

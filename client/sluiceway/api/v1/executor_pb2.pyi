@@ -236,6 +236,7 @@ class ControllerMessage(_message.Message):
     REVOCATION_FIELD_NUMBER: _builtins.int
     COMMIT_RESULT_FIELD_NUMBER: _builtins.int
     FENCED_FIELD_NUMBER: _builtins.int
+    ACTIVE_TOPICS_RESET_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome: ...
     @_builtins.property
@@ -246,6 +247,8 @@ class ControllerMessage(_message.Message):
     def commit_result(self) -> Global___CommitResult: ...
     @_builtins.property
     def fenced(self) -> Global___Fenced: ...
+    @_builtins.property
+    def active_topics_reset(self) -> Global___ActiveTopicsReset: ...
     def __init__(
         self,
         *,
@@ -254,12 +257,13 @@ class ControllerMessage(_message.Message):
         revocation: Global___Revocation | None = ...,
         commit_result: Global___CommitResult | None = ...,
         fenced: Global___Fenced | None = ...,
+        active_topics_reset: Global___ActiveTopicsReset | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["assignment", b"assignment", "commit_result", b"commit_result", "fenced", b"fenced", "kind", b"kind", "revocation", b"revocation", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["active_topics_reset", b"active_topics_reset", "assignment", b"assignment", "commit_result", b"commit_result", "fenced", b"fenced", "kind", b"kind", "revocation", b"revocation", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["assignment", b"assignment", "commit_result", b"commit_result", "fenced", b"fenced", "kind", b"kind", "revocation", b"revocation", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_topics_reset", b"active_topics_reset", "assignment", b"assignment", "commit_result", b"commit_result", "fenced", b"fenced", "kind", b"kind", "revocation", b"revocation", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["welcome", "assignment", "revocation", "commit_result", "fenced"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["welcome", "assignment", "revocation", "commit_result", "fenced", "active_topics_reset"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
@@ -474,6 +478,29 @@ class CommitResult(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CommitResult: _TypeAlias = CommitResult  # noqa: Y015
+
+@_typing.final
+class ActiveTopicsReset(_message.Message):
+    """The connector's active topics were reset (KIP-558): forget which topics its tasks reported, so
+    each reports again the topics it still uses.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONNECTOR_FIELD_NUMBER: _builtins.int
+    connector: _builtins.str
+    def __init__(
+        self,
+        *,
+        connector: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["connector", b"connector"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ActiveTopicsReset: _TypeAlias = ActiveTopicsReset  # noqa: Y015
 
 @_typing.final
 class Fenced(_message.Message):

@@ -43,8 +43,11 @@ class ActiveTopics(_message.Message):
 
     NAME_FIELD_NUMBER: _builtins.int
     TOPICS_FIELD_NUMBER: _builtins.int
+    CONNECTOR_EXISTS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """`connectors/{connector}`."""
+    connector_exists: _builtins.bool
+    """False for a deleted connector whose set is still recorded."""
     @_builtins.property
     def topics(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Unordered set of topic names."""
@@ -54,10 +57,11 @@ class ActiveTopics(_message.Message):
         *,
         name: _builtins.str = ...,
         topics: _abc.Iterable[_builtins.str] | None = ...,
+        connector_exists: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["connector_exists", b"connector_exists", "name", b"name", "topics", b"topics"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -71,6 +75,7 @@ class ResetActiveTopicsRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     request_id: _builtins.str
+    """A reset retried with the same id is applied once."""
     def __init__(
         self,
         *,

@@ -27,9 +27,10 @@ if _version_not_supported:
 
 
 class TopicServiceStub:
-    """KIP-558: the topics each connector actively uses.
-    Not built yet: every method answers UNIMPLEMENTED (the topics are already recorded in the
-    status topic). The comments below describe the contract.
+    """KIP-558: the topics each connector actively uses. A topic joins a connector's set the first
+    time one of its tasks writes to it (source) or reads from it (sink), and stays until the set is
+    reset or the connector is deleted. The set lives in the status topic, so it outlives restarts,
+    reconfigurations and deletion of the connector itself.
     """
 
     def __init__(self, channel):
@@ -51,20 +52,27 @@ class TopicServiceStub:
 
 
 class TopicServiceServicer:
-    """KIP-558: the topics each connector actively uses.
-    Not built yet: every method answers UNIMPLEMENTED (the topics are already recorded in the
-    status topic). The comments below describe the contract.
+    """KIP-558: the topics each connector actively uses. A topic joins a connector's set the first
+    time one of its tasks writes to it (source) or reads from it (sink), and stays until the set is
+    reset or the connector is deleted. The set lives in the status topic, so it outlives restarts,
+    reconfigurations and deletion of the connector itself.
     """
 
     def GetActiveTopics(self, request, context):
-        """Kafka Connect: GET /connectors/{name}/topics. PERMISSION_DENIED when tracking is disabled.
+        """The connector's set. Also answers for a deleted connector whose set was not reset yet
+        (`connector_exists` is then false); NOT_FOUND when there is neither a connector nor a set.
+        PERMISSION_DENIED (TOPIC_TRACKING_DISABLED) when the worker has topic.tracking.enable=false.
+        Kafka Connect: GET /connectors/{name}/topics.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ResetActiveTopics(self, request, context):
-        """Works for running and deleted connectors. Kafka Connect: PUT /connectors/{name}/topics/reset.
+        """Empties the set, of a running connector (its tasks add the topics they still use again as
+        soon as they touch them) or of a deleted one. PERMISSION_DENIED with TOPIC_TRACKING_DISABLED
+        or, when topic.tracking.allow.reset=false, TOPIC_TRACKING_RESET_DISABLED.
+        Kafka Connect: PUT /connectors/{name}/topics/reset.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -92,9 +100,10 @@ def add_TopicServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class TopicService:
-    """KIP-558: the topics each connector actively uses.
-    Not built yet: every method answers UNIMPLEMENTED (the topics are already recorded in the
-    status topic). The comments below describe the contract.
+    """KIP-558: the topics each connector actively uses. A topic joins a connector's set the first
+    time one of its tasks writes to it (source) or reads from it (sink), and stays until the set is
+    reset or the connector is deleted. The set lives in the status topic, so it outlives restarts,
+    reconfigurations and deletion of the connector itself.
     """
 
     @staticmethod

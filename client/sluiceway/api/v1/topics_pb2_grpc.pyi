@@ -28,9 +28,10 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class TopicServiceStub:
-    """KIP-558: the topics each connector actively uses.
-    Not built yet: every method answers UNIMPLEMENTED (the topics are already recorded in the
-    status topic). The comments below describe the contract.
+    """KIP-558: the topics each connector actively uses. A topic joins a connector's set the first
+    time one of its tasks writes to it (source) or reads from it (sink), and stays until the set is
+    reset or the connector is deleted. The set lives in the status topic, so it outlives restarts,
+    reconfigurations and deletion of the connector itself.
     """
 
     @_typing.overload
@@ -38,27 +39,45 @@ class TopicServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> TopicServiceAsyncStub: ...
     GetActiveTopics: _grpc.UnaryUnaryMultiCallable[_topics_pb2.GetActiveTopicsRequest, _topics_pb2.ActiveTopics]
-    """Kafka Connect: GET /connectors/{name}/topics. PERMISSION_DENIED when tracking is disabled."""
+    """The connector's set. Also answers for a deleted connector whose set was not reset yet
+    (`connector_exists` is then false); NOT_FOUND when there is neither a connector nor a set.
+    PERMISSION_DENIED (TOPIC_TRACKING_DISABLED) when the worker has topic.tracking.enable=false.
+    Kafka Connect: GET /connectors/{name}/topics.
+    """
     ResetActiveTopics: _grpc.UnaryUnaryMultiCallable[_topics_pb2.ResetActiveTopicsRequest, _empty_pb2.Empty]
-    """Works for running and deleted connectors. Kafka Connect: PUT /connectors/{name}/topics/reset."""
+    """Empties the set, of a running connector (its tasks add the topics they still use again as
+    soon as they touch them) or of a deleted one. PERMISSION_DENIED with TOPIC_TRACKING_DISABLED
+    or, when topic.tracking.allow.reset=false, TOPIC_TRACKING_RESET_DISABLED.
+    Kafka Connect: PUT /connectors/{name}/topics/reset.
+    """
 
 @_typing.type_check_only
 class TopicServiceAsyncStub(TopicServiceStub):
-    """KIP-558: the topics each connector actively uses.
-    Not built yet: every method answers UNIMPLEMENTED (the topics are already recorded in the
-    status topic). The comments below describe the contract.
+    """KIP-558: the topics each connector actively uses. A topic joins a connector's set the first
+    time one of its tasks writes to it (source) or reads from it (sink), and stays until the set is
+    reset or the connector is deleted. The set lives in the status topic, so it outlives restarts,
+    reconfigurations and deletion of the connector itself.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     GetActiveTopics: _aio.UnaryUnaryMultiCallable[_topics_pb2.GetActiveTopicsRequest, _topics_pb2.ActiveTopics]  # type: ignore[assignment]
-    """Kafka Connect: GET /connectors/{name}/topics. PERMISSION_DENIED when tracking is disabled."""
+    """The connector's set. Also answers for a deleted connector whose set was not reset yet
+    (`connector_exists` is then false); NOT_FOUND when there is neither a connector nor a set.
+    PERMISSION_DENIED (TOPIC_TRACKING_DISABLED) when the worker has topic.tracking.enable=false.
+    Kafka Connect: GET /connectors/{name}/topics.
+    """
     ResetActiveTopics: _aio.UnaryUnaryMultiCallable[_topics_pb2.ResetActiveTopicsRequest, _empty_pb2.Empty]  # type: ignore[assignment]
-    """Works for running and deleted connectors. Kafka Connect: PUT /connectors/{name}/topics/reset."""
+    """Empties the set, of a running connector (its tasks add the topics they still use again as
+    soon as they touch them) or of a deleted one. PERMISSION_DENIED with TOPIC_TRACKING_DISABLED
+    or, when topic.tracking.allow.reset=false, TOPIC_TRACKING_RESET_DISABLED.
+    Kafka Connect: PUT /connectors/{name}/topics/reset.
+    """
 
 class TopicServiceServicer(metaclass=_abc_1.ABCMeta):
-    """KIP-558: the topics each connector actively uses.
-    Not built yet: every method answers UNIMPLEMENTED (the topics are already recorded in the
-    status topic). The comments below describe the contract.
+    """KIP-558: the topics each connector actively uses. A topic joins a connector's set the first
+    time one of its tasks writes to it (source) or reads from it (sink), and stays until the set is
+    reset or the connector is deleted. The set lives in the status topic, so it outlives restarts,
+    reconfigurations and deletion of the connector itself.
     """
 
     @_abc_1.abstractmethod
@@ -67,7 +86,11 @@ class TopicServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _topics_pb2.GetActiveTopicsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_topics_pb2.ActiveTopics, _abc.Awaitable[_topics_pb2.ActiveTopics]]:
-        """Kafka Connect: GET /connectors/{name}/topics. PERMISSION_DENIED when tracking is disabled."""
+        """The connector's set. Also answers for a deleted connector whose set was not reset yet
+        (`connector_exists` is then false); NOT_FOUND when there is neither a connector nor a set.
+        PERMISSION_DENIED (TOPIC_TRACKING_DISABLED) when the worker has topic.tracking.enable=false.
+        Kafka Connect: GET /connectors/{name}/topics.
+        """
 
     @_abc_1.abstractmethod
     def ResetActiveTopics(
@@ -75,6 +98,10 @@ class TopicServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _topics_pb2.ResetActiveTopicsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_empty_pb2.Empty, _abc.Awaitable[_empty_pb2.Empty]]:
-        """Works for running and deleted connectors. Kafka Connect: PUT /connectors/{name}/topics/reset."""
+        """Empties the set, of a running connector (its tasks add the topics they still use again as
+        soon as they touch them) or of a deleted one. PERMISSION_DENIED with TOPIC_TRACKING_DISABLED
+        or, when topic.tracking.allow.reset=false, TOPIC_TRACKING_RESET_DISABLED.
+        Kafka Connect: PUT /connectors/{name}/topics/reset.
+        """
 
 def add_TopicServiceServicer_to_server(servicer: TopicServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
