@@ -321,6 +321,10 @@ def test_topics(cli: Cli) -> None:
     assert sorted(cli.json("topics", "get", "alpha")["topics"]) == ["a", "b"]
     assert cli("topics", "reset", "alpha") == "Reset the active topics of connector alpha.\n"
     assert cli("topics", "get", "alpha") == "No active topics for connector alpha.\n"
+    cli.served.fake.deleted_topics["gone"] = {"orders"}
+    assert cli("topics", "get", "gone") == (
+        "Connector gone was deleted; its active topics are still recorded.\nTOPIC\norders\n"
+    )
     cli.served.fake.fail(
         "GetActiveTopics",
         rich_status(

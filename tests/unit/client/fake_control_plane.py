@@ -128,6 +128,8 @@ class FakeControlPlane:
         self.watch_events: list[connectors_pb2.StatusEvent] = []
         self.watch_fail_after_first = False
         self.position = 0
+        # Active topics still recorded for connectors that were deleted.
+        self.deleted_topics: dict[str, set[str]] = {}
 
     # --- test controls ---------------------------------------------------------------------
 
@@ -578,6 +580,11 @@ class TopicServicer(topics_pb2_grpc.TopicServiceServicer):
 
     def GetActiveTopics(self, request: Any, context: Any) -> Any:
         self.fake.enter("GetActiveTopics", request, context)
+        deleted = request.name.removeprefix("connectors/")
+        if deleted in self.fake.deleted_topics:
+            return topics_pb2.ActiveTopics(
+                name=request.name, topics=sorted(self.fake.deleted_topics[deleted]), connector_exists=False
+            )
         connector, stored = self.fake.lookup(request.name, context)
         return topics_pb2.ActiveTopics(
             name=f"connectors/{connector}", topics=sorted(stored.topics), connector_exists=True
