@@ -1,22 +1,28 @@
-"""Connector plugins that misbehave on request, loaded by the test control plane through
-`connector.class` dotted paths (this directory is on its PYTHONPATH)."""
+"""Connector plugins that misbehave on request, and one that routes records to topics of its
+choosing, loaded by the test control plane and executors through `connector.class` dotted paths
+(this directory is on their PYTHONPATH)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sluiceway.connect import (
+    AbstractConfig,
+    BatchContext,
     ConfigDef,
     ConfigType,
     ConfigValue,
     ConnectException,
+    DataFrameSourceTask,
     Importance,
+    OffsetStorageReader,
     SinkConnector,
     SinkRecord,
     SinkTask,
+    SourceBatch,
     SourceConnector,
     SourceRecord,
     SourceTask,
@@ -24,7 +30,12 @@ from sluiceway.connect import (
     TopicPartition,
 )
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 ALTER_OFFSETS = "alter.offsets"
+ROUTING_TOPICS = "routing.topics"
+ROUTING_RECORDS = "routing.records.per.topic"
 
 
 def _answer_alter(config: Mapping[str, str], default: bool) -> bool:
@@ -209,3 +220,78 @@ class ControllableSinkConnector(SinkConnector):
         self, connector_config: Mapping[str, str], offsets: Mapping[TopicPartition, int | None]
     ) -> bool:
         return _answer_alter(connector_config, super().alter_offsets(connector_config, offsets))
+
+
+def _routing_config() -> ConfigDef:
+    return (
+        ConfigDef()
+        .define(
+            ROUTING_TOPICS,
+            ConfigType.LIST,
+            importance=Importance.HIGH,
+            documentation="the topics the records go to, in turn",
+        )
+        .define(
+            ROUTING_RECORDS,
+            ConfigType.INT,
+            2,
+            importance=Importance.LOW,
+            documentation="records written to each topic",
+        )
+    )
+
+
+class TopicRoutingSourceTask(DataFrameSourceTask):
+    """One batch, then nothing: `routing.records.per.topic` records for each of `routing.topics`,
+    each record naming its topic in the batch's `topic` column. Built with Spark SQL alone, so Spark's
+    Python workers never import this module. Its one offset, `{"routed": true}`, marks it done."""
+
+    PARTITION = {"routing": "once"}
+
+    def version(self) -> str:
+        return "1.0"
+
+    def start(self, props: Mapping[str, str]) -> None:
+        config = AbstractConfig(_routing_config(), props)
+        self.topics = config.get_list(ROUTING_TOPICS)
+        self.per_topic = config.get_int(ROUTING_RECORDS)
+
+    def read_batch(
+        self, spark: SparkSession, offsets: OffsetStorageReader, context: BatchContext
+    ) -> SourceBatch:
+        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+        if offsets.offset(self.PARTITION) is not None:
+            return SourceBatch(data=None)
+        names = F.array(*[F.lit(topic) for topic in self.topics])
+        index = (F.col("id") % len(self.topics) + 1).cast("int")
+        data = spark.range(len(self.topics) * self.per_topic).select(
+            F.element_at(names, index).alias("topic"),
+            F.struct(F.col("id").alias("n")).alias("value"),
+        )
+        return SourceBatch(data=data, offsets=[(self.PARTITION, {"routed": True})])
+
+    def stop(self) -> None:
+        pass
+
+
+class TopicRoutingSourceConnector(SourceConnector):
+    """One task that writes a few records to each of `routing.topics` and then idles."""
+
+    def version(self) -> str:
+        return "1.0"
+
+    def config(self) -> ConfigDef:
+        return _routing_config()
+
+    def start(self, props: Mapping[str, str]) -> None:
+        self.props = dict(props)
+
+    def task_class(self) -> type[Task]:
+        return TopicRoutingSourceTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        return [dict(self.props)]
+
+    def stop(self) -> None:
+        pass

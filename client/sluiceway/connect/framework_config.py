@@ -29,6 +29,8 @@ from sluiceway.connect.config import (
     Width,
 )
 from sluiceway.connect.topic_creation_config import (
+    GROUPS_DOC,
+    GROUPS_VALIDATOR,
     REPLICATION_FACTOR_VALIDATOR,
     TOPIC_CREATION_GROUP,
     TOPIC_CREATION_GROUPS_CONFIG,
@@ -369,11 +371,6 @@ def common_config_def() -> ConfigDef:
     )
 
 
-_TOPIC_CREATION_GROUPS_DOC = (
-    "Names of topic creation groups besides 'default', each set up under topic.creation.<group>.*. "
-    "Not acted on yet: Sluiceway creates no topics for source connectors; the topic.creation.* keys "
-    "are only validated."
-)
 _EXACTLY_ONCE_SUPPORT_DOC = (
     "Whether this source connector must deliver exactly once. 'requested' (the default) accepts "
     "whatever guarantee it can give; 'required' would have its exactly-once support checked before "
@@ -423,11 +420,9 @@ def source_config_def() -> ConfigDef:
             TOPIC_CREATION_GROUPS_CONFIG,
             ConfigType.LIST,
             [],
-            Composite.of(
-                NonNull(), UniqueItems("each group at most once", "a group is listed more than once")
-            ),
+            GROUPS_VALIDATOR,
             Importance.LOW,
-            _TOPIC_CREATION_GROUPS_DOC,
+            GROUPS_DOC,
             TOPIC_CREATION_GROUP,
             nxt(),
             Width.LONG,

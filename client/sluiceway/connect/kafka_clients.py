@@ -9,10 +9,17 @@ from collections.abc import Mapping
 
 from sluiceway.connect.connector import ConnectException
 
-__all__ = ["kafka_client_config", "own_offsets_topic", "sink_consumer_group", "topic_name_problem"]
+__all__ = [
+    "connection_settings",
+    "kafka_client_config",
+    "own_offsets_topic",
+    "sink_consumer_group",
+    "topic_name_problem",
+]
 
-# Kafka client settings every client role gets from the worker config (as Kafka Connect passes
-# security settings to its producers, consumers and admin clients).
+# The connection settings: what any Kafka client needs to reach a cluster, whatever its role. Every
+# role gets them from the worker config (as Kafka Connect passes security settings to its
+# producers, consumers and admin clients).
 _COMMON_EXACT = ("bootstrap.servers", "client.dns.lookup", "security.protocol")
 _COMMON_PREFIXES = ("ssl.", "sasl.")
 _ROLES = ("producer", "consumer", "admin")
@@ -28,11 +35,7 @@ def kafka_client_config(
     ``{role}.override.*`` ones (Kafka Connect's precedence)."""
     if role not in _ROLES:
         raise ValueError(f"unknown Kafka client role {role!r}")
-    config = {
-        key: value
-        for key, value in worker_config.items()
-        if key in _COMMON_EXACT or key.startswith(_COMMON_PREFIXES)
-    }
+    config = connection_settings(worker_config)
     prefix = f"{role}."
     override = f"{role}.override."
     config.update(
@@ -53,6 +56,17 @@ def kafka_client_config(
     if not config.get("bootstrap.servers"):
         raise ConnectException("the worker config from the control plane has no bootstrap.servers")
     return config
+
+
+def connection_settings(client_config: Mapping[str, str]) -> dict[str, str]:
+    """The part of a client's settings that says how to reach its cluster (bootstrap servers, DNS
+    lookup, security protocol, ``ssl.*`` and ``sasl.*``), without what only suits its role: e.g. an
+    admin client or a consumer on the cluster a producer config points at."""
+    return {
+        key: value
+        for key, value in client_config.items()
+        if key in _COMMON_EXACT or key.startswith(_COMMON_PREFIXES)
+    }
 
 
 def sink_consumer_group(connector: str, connector_config: Mapping[str, str]) -> str:

@@ -1,20 +1,39 @@
-"""KIP-158's topic creation keys of a source connector: `topic.creation.groups` and, for the
-`default` group and each listed group, `topic.creation.{group}.*`. Sluiceway validates them and
-creates no topics yet."""
+"""KIP-158 topic creation for source connectors: the `topic.creation.*` keys and what they mean at
+run time.
+
+A source connector opts in by setting any `topic.creation.*` key; the opt-in has an effect only
+while the worker's `topic.creation.enable` is true (the default). The connector's topics are then
+sorted into groups: those named in `topic.creation.groups`, tried in that order, and `default`,
+which takes every topic no listed group takes. A listed group takes a topic whose whole name
+matches one of its `include` patterns and none of its `exclude` patterns. Before a task first
+writes to a topic, the executor checks that the topic exists and, when it does not, creates it
+with its group's partition count and replication factor, handing every other
+`topic.creation.{group}.{key}` to the broker as a topic-level setting
+(`executor/sluiceway_executor/topic_creation.py`). A topic that already exists is never changed.
+
+`topic_creation_config_def` validates these keys; `topic_creation_groups` and `group_for_topic`
+are the model the executors run with.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Final
 
 from sluiceway.connect.config import (
     NO_DEFAULT,
+    Composite,
     ConfigDef,
     ConfigException,
     ConfigType,
     Importance,
     Lambda,
     ListOf,
+    NonNull,
     Nullable,
     RegexValidator,
     Validator,
@@ -24,18 +43,26 @@ from sluiceway.connect.config import (
 
 __all__ = [
     "DEFAULT_TOPIC_CREATION_GROUP",
+    "GROUPS_DOC",
+    "GROUPS_VALIDATOR",
     "PARTITIONS_VALIDATOR",
     "REPLICATION_FACTOR_VALIDATOR",
+    "TOPIC_CREATION_ENABLE_CONFIG",
     "TOPIC_CREATION_GROUP",
     "TOPIC_CREATION_GROUPS_CONFIG",
     "TOPIC_CREATION_PREFIX",
+    "TopicCreationGroup",
+    "group_for_topic",
     "topic_creation_config_def",
+    "topic_creation_groups",
     "uses_topic_creation",
 ]
 
 TOPIC_CREATION_GROUP: Final = "Topic Creation"
 TOPIC_CREATION_PREFIX: Final = "topic.creation."
 TOPIC_CREATION_GROUPS_CONFIG: Final = "topic.creation.groups"
+# The worker's switch (default true): false turns KIP-158 off for every connector of the worker.
+TOPIC_CREATION_ENABLE_CONFIG: Final = "topic.creation.enable"
 DEFAULT_TOPIC_CREATION_GROUP: Final = "default"
 
 # Keys of a topic creation group (KIP-158): topic.creation.{group}.{key}.
@@ -67,31 +94,51 @@ PARTITIONS_VALIDATOR: Final = Lambda(_check_partitions, "-1 (broker default), or
 
 
 _INCLUDE_DOC = (
-    "Regular expressions, comma-separated: topics of this source connector whose name matches one "
-    "would be created with this group's settings. Not acted on yet: Sluiceway creates no topics for "
-    "source connectors."
+    "Regular expressions (Python syntax), comma-separated. A topic this source connector writes to "
+    "belongs to this group when its whole name matches one of them and no exclude pattern; a group "
+    "without include patterns takes no topic. Groups are tried in the order of "
+    "topic.creation.groups and the first that takes a topic decides how it is created."
 )
 _EXCLUDE_DOC = (
-    "Regular expressions, comma-separated: a topic whose name matches one is left out of this group "
-    "even when an include pattern matches it too. Not acted on yet: Sluiceway creates no topics for "
-    "source connectors."
+    "Regular expressions (Python syntax), comma-separated. A topic whose whole name matches one of "
+    "them stays out of this group even when an include pattern takes it, and goes on to the next "
+    "listed group, or in the end to the default group."
 )
 _REPLICATION_FACTOR_DOC = (
-    "Replication factor of the topics this group would create: -1 for the broker's default, else "
-    "from 1 up to the number of brokers. Required for the default group; another group that leaves "
-    "it unset takes the default group's. Not acted on yet: Sluiceway creates no topics for source "
-    "connectors."
+    "Replication factor the executor gives a topic of this group when it creates it: -1 for the "
+    "broker's default, else from 1 up to the number of brokers. Required for the default group; "
+    "another group that leaves it unset takes the default group's. Existing topics are left as they "
+    "are."
 )
 _PARTITIONS_DOC = (
-    "Partition count of the topics this group would create: -1 for the broker's default, else 1 or "
-    "more. Required for the default group; another group that leaves it unset takes the default "
-    "group's. Not acted on yet: Sluiceway creates no topics for source connectors."
+    "Partition count the executor gives a topic of this group when it creates it: -1 for the "
+    "broker's default, else 1 or more. Required for the default group; another group that leaves it "
+    "unset takes the default group's. Existing topics are left as they are."
+)
+GROUPS_DOC: Final = (
+    "Names of topic creation groups besides 'default', in the order they are tried: each one is set "
+    "up under topic.creation.<group>.* and takes the topics its include patterns match. A topic "
+    "that no listed group takes belongs to the default group. Naming 'default' here adds nothing; "
+    "naming a group twice is an error. Only read when the connector sets topic.creation.* keys and "
+    "the worker's topic.creation.enable is true."
+)
+
+
+def _check_unique_groups(name: str, value: Any) -> None:
+    repeated = [group for group, count in Counter(value).items() if count > 1]
+    if repeated:
+        names = ", ".join(repeated)
+        raise ConfigException(name, value, f"each group may be listed once; listed again: {names}")
+
+
+GROUPS_VALIDATOR: Final = Composite.of(
+    NonNull(), Lambda(_check_unique_groups, "group names, each listed at most once")
 )
 
 
 def uses_topic_creation(props: Mapping[str, str]) -> bool:
     """Whether a source config sets any ``topic.creation.*`` key (KIP-158's opt-in); only then are
-    the topic creation keys validated."""
+    the topic creation keys validated and, on a worker with ``topic.creation.enable``, acted on."""
     return any(key.startswith(TOPIC_CREATION_PREFIX) for key in props)
 
 
@@ -210,3 +257,118 @@ def topic_creation_config_def(props: Mapping[str, str]) -> ConfigDef:
             )
         )
     return definition
+
+
+# The keys of a group that shape the group itself; every other topic.creation.{group}.{key} is a
+# topic-level setting for the topics the group creates.
+_GROUP_KEYS: Final = frozenset(
+    {INCLUDE_REGEX_CONFIG, EXCLUDE_REGEX_CONFIG, REPLICATION_FACTOR_CONFIG, PARTITIONS_CONFIG}
+)
+
+
+@dataclass(frozen=True)
+class TopicCreationGroup:
+    """How the topics of one group are created: ``partitions`` and ``replication_factor`` (-1: the
+    broker decides) and the topic-level ``configs`` handed to the broker with them.
+
+    ``include`` and ``exclude`` are the group's patterns. The default group has none: it is the
+    fallback and takes every topic (``matches`` is always true for it), so any include or exclude
+    set for it is ignored.
+    """
+
+    name: str
+    include: tuple[str, ...]
+    exclude: tuple[str, ...]
+    partitions: int
+    replication_factor: int
+    configs: Mapping[str, str] = field(default_factory=dict)
+    _included: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False, default=())
+    _excluded: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False, default=())
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "configs", MappingProxyType(dict(self.configs)))
+        # Each pattern on its own: a name matches a list when it matches one of its patterns whole
+        # (Java's Matcher.matches() on the patterns joined with '|', without the flags or group
+        # numbers of one pattern reaching into the next).
+        object.__setattr__(self, "_included", tuple(re.compile(p) for p in self.include))
+        object.__setattr__(self, "_excluded", tuple(re.compile(p) for p in self.exclude))
+
+    @property
+    def is_default(self) -> bool:
+        return self.name == DEFAULT_TOPIC_CREATION_GROUP
+
+    def matches(self, topic: str) -> bool:
+        """Whether this group takes ``topic``: the default group takes any; another group one whose
+        whole name matches an include pattern and no exclude pattern."""
+        if self.is_default:
+            return True
+        if not any(p.fullmatch(topic) for p in self._included):
+            return False
+        return not any(p.fullmatch(topic) for p in self._excluded)
+
+    def describe(self) -> str:
+        """The settings a topic of this group is created with, for messages and logs."""
+        shown = [f"partitions={self.partitions}", f"replication.factor={self.replication_factor}"]
+        shown += [f"{key}={value}" for key, value in sorted(self.configs.items())]
+        return ", ".join(shown)
+
+
+def topic_creation_groups(props: Mapping[str, str]) -> tuple[TopicCreationGroup, ...]:
+    """The topic creation groups of a source connector's config, in the order they are tried: those
+    of ``topic.creation.groups`` as listed (a listed ``default`` skipped), then the default group.
+
+    Raises ConfigException when the keys do not validate; the control plane refuses such a config
+    when it is created, so an executor only meets this with a config written some other way.
+    """
+    raw_groups = props.get(TOPIC_CREATION_GROUPS_CONFIG)
+    listed: list[str] = []
+    if raw_groups is not None:
+        listed = parse_type(TOPIC_CREATION_GROUPS_CONFIG, raw_groups, ConfigType.LIST)
+        GROUPS_VALIDATOR(TOPIC_CREATION_GROUPS_CONFIG, listed)
+    values = topic_creation_config_def(props).parse(props)
+    names = [*dict.fromkeys(n for n in listed if n and n != DEFAULT_TOPIC_CREATION_GROUP)]
+    names.append(DEFAULT_TOPIC_CREATION_GROUP)
+    groups: list[TopicCreationGroup] = []
+    for name in names:
+        prefix = f"{TOPIC_CREATION_PREFIX}{name}."
+        patterns = name != DEFAULT_TOPIC_CREATION_GROUP
+        groups.append(
+            TopicCreationGroup(
+                name=name,
+                include=tuple(values[prefix + INCLUDE_REGEX_CONFIG]) if patterns else (),
+                exclude=tuple(values[prefix + EXCLUDE_REGEX_CONFIG]) if patterns else (),
+                partitions=int(values[prefix + PARTITIONS_CONFIG]),
+                replication_factor=int(values[prefix + REPLICATION_FACTOR_CONFIG]),
+                configs=_topic_configs(props, name, names),
+            )
+        )
+    return tuple(groups)
+
+
+def _topic_configs(props: Mapping[str, str], group: str, groups: Sequence[str]) -> dict[str, str]:
+    """The topic-level settings of ``group``: its ``topic.creation.{group}.{key}`` keys other than
+    the group's own. Keys under a longer group name that starts the same way (``a.b`` beside ``a``)
+    belong to that group, not to this one."""
+    prefix = f"{TOPIC_CREATION_PREFIX}{group}."
+    others = tuple(
+        f"{TOPIC_CREATION_PREFIX}{other}."
+        for other in groups
+        if other != group and other.startswith(f"{group}.")
+    )
+    return {
+        key[len(prefix) :]: value.strip()
+        for key, value in props.items()
+        if key.startswith(prefix)
+        and not key.startswith(others)
+        and key[len(prefix) :]
+        and key[len(prefix) :] not in _GROUP_KEYS
+    }
+
+
+def group_for_topic(groups: Sequence[TopicCreationGroup], topic: str) -> TopicCreationGroup:
+    """The group that decides how ``topic`` is created: the first of ``groups`` (as returned by
+    ``topic_creation_groups``, the default group last) that takes it."""
+    for group in groups:
+        if group.matches(topic):
+            return group
+    raise ConfigException(None, message=f"no topic creation group takes topic {topic!r}")

@@ -10,6 +10,10 @@ acknowledged (idempotent producer, acks=all).
   written, so the records written and the offsets computed from them (the last offset of each
   source partition, a small aggregation) come from the same poll.
 
+Before a batch is written, the topics it writes to go through the task's `TopicCreator`
+(KIP-158): when the connector uses topic creation, a topic the task meets for the first time is
+created if missing, so no record reaches a topic that was not checked.
+
 Offsets are kept in memory: the assignment's committed offsets, updated after each accepted commit.
 """
 
@@ -32,6 +36,7 @@ from sluiceway.connect.kafka_clients import kafka_client_config
 from sluiceway.offsets import OffsetPair
 from sluiceway_executor.pipelines.pipeline import BatchOutcome, canonical
 from sluiceway_executor.pipelines.spec import TaskSpec, batch_max_records
+from sluiceway_executor.topic_creation import TopicCreator
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
@@ -89,6 +94,9 @@ class SourcePipeline:
         producer_config = kafka_client_config(worker_config, "producer", spec.connector_config)
         self._bootstrap = producer_config.pop("bootstrap.servers")
         self._producer_config = producer_config
+        self._topic_creator = TopicCreator(
+            worker_config, spec.connector_config, task=f"task {spec.task_index} of {spec.connector}"
+        )
 
     def start(self) -> None:
         from sluiceway_executor.converters.registry import converter_for
@@ -122,7 +130,7 @@ class SourcePipeline:
             topics = frozenset(str(t) if t is not None else self._topic for t in found) - {""}
         else:
             topics = frozenset({self._topic})
-        self._write(out)
+        self._write(out, topics)
         return BatchOutcome(records=None, offsets=offsets, topics=topics)
 
     def _for_kafka(self, data: DataFrame) -> DataFrame:
@@ -180,10 +188,15 @@ class SourcePipeline:
         offsets, topics, count = last_offsets(summary)
         if count == 0:
             return BatchOutcome(records=0)
-        self._write(records.select("topic", "partition", "timestamp", "headers", "key", "value"))
-        return BatchOutcome(records=count, offsets=offsets, topics=topics)
+        # A record without a topic goes to the connector's topic (the writer's `topic` option).
+        written = (topics | ({self._topic} if any(row["topic"] is None for row in summary) else set())) - {""}
+        self._write(records.select("topic", "partition", "timestamp", "headers", "key", "value"), written)
+        return BatchOutcome(records=count, offsets=offsets, topics=written)
 
-    def _write(self, out: DataFrame) -> None:
+    def _write(self, out: DataFrame, topics: frozenset[str]) -> None:
+        """Writes the batch to Kafka once every topic it writes to (``topics``) has been checked
+        and, when missing, created (KIP-158)."""
+        self._topic_creator.ensure(topics)
         writer = (
             out.write.format(_FORMAT)
             .mode("append")

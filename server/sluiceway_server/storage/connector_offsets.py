@@ -36,7 +36,12 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from sluiceway.connect.kafka_clients import kafka_client_config, own_offsets_topic, sink_consumer_group
+from sluiceway.connect.kafka_clients import (
+    connection_settings,
+    kafka_client_config,
+    own_offsets_topic,
+    sink_consumer_group,
+)
 from sluiceway_server.storage.offset_store import OffsetStore
 
 log = logging.getLogger(__name__)
@@ -47,9 +52,6 @@ SinkOffsets = dict[tuple[str, int], int | None]
 CommittedOffsets = dict[tuple[str, int], int]
 StoredPair = tuple[dict[str, Any], dict[str, Any]]
 
-# Kafka's connection settings: what a client needs to reach a cluster, whatever its role.
-_CONNECTION_EXACT = ("bootstrap.servers", "client.dns.lookup", "security.protocol")
-_CONNECTION_PREFIXES = ("ssl.", "sasl.")
 _RETRY_SECONDS = 0.2
 # Errors librdkafka does not always flag retriable that pass by themselves (a connection the broker
 # dropped, a coordinator moving or loading).
@@ -99,11 +101,7 @@ class OwnOffsetsTopic:
     @property
     def connection(self) -> dict[str, str]:
         """The settings that reach the cluster, for this topic's consumer and admin client."""
-        return {
-            k: v
-            for k, v in self.producer_config
-            if k in _CONNECTION_EXACT or k.startswith(_CONNECTION_PREFIXES)
-        }
+        return connection_settings(self.producer)
 
     @property
     def key(self) -> tuple[str, str]:

@@ -268,6 +268,63 @@ def test_topic_creation_keys_when_used(registry: PluginRegistry) -> None:
     assert validate_connector_config(registry, good, topic_creation_enabled=False).error_count == 0
 
 
+TOPIC_CREATION_BASE = {
+    "topic.creation.default.replication.factor": "-1",
+    "topic.creation.default.partitions": "3",
+    "topic.creation.groups": "g",
+    "topic.creation.g.include": "g-.*",
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "fragment"),
+    [
+        ({"topic.creation.g.exclude": "ok-.*, [bad"}, "topic.creation.g.exclude", "regular expression"),
+        ({"topic.creation.default.partitions": "0"}, "topic.creation.default.partitions", "1 or more"),
+        (
+            {"topic.creation.default.replication.factor": "0"},
+            "topic.creation.default.replication.factor",
+            "1 or more",
+        ),
+        ({"topic.creation.g.replication.factor": "0"}, "topic.creation.g.replication.factor", "1 or more"),
+        ({"topic.creation.g.partitions": "-2"}, "topic.creation.g.partitions", "1 or more"),
+        (
+            {"topic.creation.default.replication.factor": None},
+            "topic.creation.default.replication.factor",
+            "no value",
+        ),
+        ({"topic.creation.default.partitions": None}, "topic.creation.default.partitions", "no value"),
+        ({"topic.creation.groups": "g, h, g"}, "topic.creation.groups", "listed again: g"),
+    ],
+    ids=[
+        "bad-exclude-regex",
+        "default-partitions-0",
+        "default-replication-factor-0",
+        "group-replication-factor-0",
+        "group-partitions-negative",
+        "default-replication-factor-missing",
+        "default-partitions-missing",
+        "duplicate-group",
+    ],
+)
+def test_each_topic_creation_rule_is_checked_alone(
+    registry: PluginRegistry, change: dict[str, str | None], key: str, fragment: str
+) -> None:
+    assert validate_connector_config(registry, datagen(**TOPIC_CREATION_BASE)).error_count == 0
+    config = {**TOPIC_CREATION_BASE, **change}
+    infos = validate_connector_config(registry, datagen(**{k: v for k, v in config.items() if v is not None}))
+    errors = infos.errors()
+    assert set(errors) == {key}
+    assert fragment in " ".join(errors[key])
+
+
+def test_listing_default_as_a_group_is_accepted(registry: PluginRegistry) -> None:
+    infos = validate_connector_config(
+        registry, datagen(**{**TOPIC_CREATION_BASE, "topic.creation.groups": "default,g"})
+    )
+    assert infos.error_count == 0
+
+
 def test_validate_against_a_named_plugin(registry: PluginRegistry) -> None:
     config = {"name": "gen", "topic": "t"}
     infos = validate_connector_config(registry, config, plugin="DataGenSource")

@@ -443,7 +443,7 @@ def test_no_topics_are_reported_when_topic_tracking_is_disabled(
 ) -> None:
     agent_factory()
     stream = server.leader.next_stream()
-    stream.welcome(**{"topic.tracking.enable": "false"})
+    stream.welcome(100, **{"topic.tracking.enable": "false"})
     stream.assign()
     stream.status(common_pb2.STATE_RUNNING)
     for _ in range(3):

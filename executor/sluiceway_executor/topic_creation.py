@@ -1,0 +1,249 @@
+"""KIP-158 at run time: a source task's topics are created, when missing, before it writes to them.
+
+A `TopicCreator` belongs to one source task. It is active when the worker's `topic.creation.enable`
+is true (the default) and the connector sets `topic.creation.*` keys; otherwise `ensure` does
+nothing and the topics are whatever the cluster makes of a write to them. When active, `ensure` is
+called with the topics of a batch before the batch is written: every topic the task has not met
+yet is looked up with one DescribeTopics request, and the missing ones are created with one
+CreateTopics request, each with the settings of its topic creation group
+(`sluiceway.connect.topic_creation_config`). A topic that exists, or that someone else creates in
+the meantime, is taken as it is: its partitions and settings are never changed. The topics met are
+remembered, so later batches ask Kafka nothing about them.
+
+A topic that cannot be created (an illegal name, a refusal from the broker, no answer in time)
+raises ConnectException, which fails the task before any record is written to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
+from typing import Any, Final
+
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from sluiceway.connect import ConfigException, ConfigType, ConnectException
+from sluiceway.connect.config import parse_type
+from sluiceway.connect.kafka_clients import connection_settings, kafka_client_config, topic_name_problem
+from sluiceway.connect.topic_creation_config import (
+    TOPIC_CREATION_ENABLE_CONFIG,
+    TopicCreationGroup,
+    group_for_topic,
+    topic_creation_groups,
+    uses_topic_creation,
+)
+
+__all__ = ["TopicCreator", "topic_creation_enabled"]
+
+log = logging.getLogger(__name__)
+
+# How long one ensure() may spend on Kafka, lookups and creations together.
+DEFAULT_TIMEOUT_S: Final = 30.0
+_RETRY_PAUSE_S: Final = 0.2
+_HINT: Final = (
+    "Create the topic yourself or change the connector's topic.creation.* settings, then restart the task."
+)
+# Answers that may go away when asked again (a broker restarting, a controller moving).
+_TRANSIENT: Final = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._TIMED_OUT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NOT_CONTROLLER,
+        KafkaError.LEADER_NOT_AVAILABLE,
+    }
+)
+
+
+def topic_creation_enabled(worker_config: Mapping[str, str]) -> bool:
+    """The worker's ``topic.creation.enable``; true when the control plane sent no value."""
+    raw = worker_config.get(TOPIC_CREATION_ENABLE_CONFIG)
+    if raw is None:
+        return True
+    try:
+        enabled: bool = parse_type(TOPIC_CREATION_ENABLE_CONFIG, raw, ConfigType.BOOLEAN)
+    except ConfigException as e:
+        raise ConnectException(f"the worker config from the control plane is not usable: {e}") from e
+    return enabled
+
+
+def _error_of(exc: BaseException) -> KafkaError | None:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0]
+    return None
+
+
+def _transient(exc: BaseException) -> bool:
+    error = _error_of(exc)
+    if error is None:
+        return isinstance(exc, TimeoutError)
+    return error.code() in _TRANSIENT or bool(error.retriable())
+
+
+class TopicCreator:
+    """Makes sure a source task's topics exist before it writes to them (see the module doc).
+
+    The admin client is made on first need, on the cluster the task's producer writes to: its
+    ``bootstrap.servers`` and security settings after the connector's ``producer.override.*``. As
+    in Kafka Connect, a source connector's topics are created where its records go, which need not
+    be the worker's own cluster.
+    """
+
+    def __init__(
+        self,
+        worker_config: Mapping[str, str],
+        connector_config: Mapping[str, str],
+        *,
+        task: str = "",
+        timeout: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        self._task = task or "the task"
+        self._timeout = timeout
+        self._admin: AdminClient | None = None
+        self._known: set[str] = set()
+        self.active = topic_creation_enabled(worker_config) and uses_topic_creation(connector_config)
+        self._groups: tuple[TopicCreationGroup, ...] = ()
+        self._admin_config: dict[str, str] = {}
+        if not self.active:
+            return
+        try:
+            self._groups = topic_creation_groups(connector_config)
+        except ConfigException as e:
+            raise ConnectException(f"the connector's topic creation settings are not valid: {e}") from e
+        self._admin_config = connection_settings(
+            kafka_client_config(worker_config, "producer", connector_config)
+        )
+
+    @property
+    def groups(self) -> tuple[TopicCreationGroup, ...]:
+        """The connector's topic creation groups, in the order they are tried (default last)."""
+        return self._groups
+
+    def group_for(self, topic: str) -> TopicCreationGroup:
+        return group_for_topic(self._groups, topic)
+
+    def ensure(self, topics: Iterable[str]) -> None:
+        """Returns once every topic of ``topics`` exists, creating the missing ones; does nothing
+        when topic creation is not active for this task. Raises ConnectException naming the topic,
+        its group and the reason when a topic can neither be found nor created."""
+        if not self.active:
+            return
+        pending = sorted(set(topics) - self._known)
+        if not pending:
+            return
+        for topic in pending:
+            problem = topic_name_problem(topic)
+            if problem is not None:
+                raise self._failure(
+                    topic,
+                    f"the name is not a legal Kafka topic name: it {problem}",
+                    "Have the connector send its records to a topic with a legal name, then restart the "
+                    "task.",
+                )
+        deadline = time.monotonic() + self._timeout
+        missing = self._missing(pending, deadline)
+        self._known.update(topic for topic in pending if topic not in missing)
+        if missing:
+            self._create(missing, deadline)
+            self._known.update(missing)
+
+    # ------------------------------------------------------------------ Kafka
+
+    def _client(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = AdminClient(dict(self._admin_config))
+        return self._admin
+
+    @staticmethod
+    def _remaining(deadline: float) -> float:
+        return max(deadline - time.monotonic(), 0.1)
+
+    def _missing(self, topics: list[str], deadline: float) -> list[str]:
+        """The topics of ``topics`` the cluster does not have. DescribeTopics names them without
+        ever creating one (a metadata request naming a topic may have the broker create it)."""
+        missing: list[str] = []
+        ask = list(topics)
+        while ask:
+            try:
+                futures: dict[str, Future[Any]] = self._client().describe_topics(
+                    TopicCollection(ask), request_timeout=self._remaining(deadline)
+                )
+            except KafkaException as exc:
+                raise self._failure(ask[0], f"could not look it up: {exc}") from exc
+            again: list[str] = []
+            for topic in ask:
+                try:
+                    futures[topic].result(timeout=self._remaining(deadline) + 1.0)
+                except (KafkaException, TimeoutError) as exc:
+                    error = _error_of(exc)
+                    if error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                        missing.append(topic)
+                    elif _transient(exc) and time.monotonic() < deadline:
+                        again.append(topic)
+                    else:
+                        raise self._failure(topic, f"could not look it up: {exc}") from exc
+            if again:
+                time.sleep(_RETRY_PAUSE_S)
+            ask = again
+        return missing
+
+    def _create(self, topics: list[str], deadline: float) -> None:
+        """Creates ``topics`` with the settings of their groups; one that exists by now is fine."""
+        ask = list(topics)
+        while ask:
+            groups = {topic: self.group_for(topic) for topic in ask}
+            new_topics = [
+                NewTopic(
+                    topic,
+                    num_partitions=group.partitions,
+                    replication_factor=group.replication_factor,
+                    config=dict(group.configs),
+                )
+                for topic, group in groups.items()
+            ]
+            remaining = self._remaining(deadline)
+            try:
+                futures: dict[str, Future[Any]] = self._client().create_topics(
+                    new_topics, request_timeout=remaining, operation_timeout=remaining
+                )
+            except KafkaException as exc:
+                raise self._failure(ask[0], f"the broker did not create it: {exc}") from exc
+            again: list[str] = []
+            for topic, group in groups.items():
+                try:
+                    futures[topic].result(timeout=self._remaining(deadline) + 1.0)
+                except (KafkaException, TimeoutError) as exc:
+                    error = _error_of(exc)
+                    if error is not None and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                        log.info(
+                            "%s: topic %s appeared before it could be created; used as it is",
+                            self._task,
+                            topic,
+                        )
+                    elif _transient(exc) and time.monotonic() < deadline:
+                        again.append(topic)
+                    else:
+                        raise self._failure(topic, f"the broker did not create it: {exc}") from exc
+                else:
+                    log.info(
+                        "%s: created topic %s with the settings of topic creation group %s (%s)",
+                        self._task,
+                        topic,
+                        group.name,
+                        group.describe(),
+                    )
+            if again:
+                time.sleep(_RETRY_PAUSE_S)
+            ask = again
+
+    def _failure(self, topic: str, why: str, hint: str = _HINT) -> ConnectException:
+        group = self.group_for(topic)
+        return ConnectException(
+            f"{self._task} cannot write to topic {topic!r} before making sure it exists (topic creation "
+            f"group {group.name!r}: {group.describe()}): {why}. {hint}"
+        )

@@ -1,0 +1,295 @@
+"""KIP-158 end to end: a source connector's topics are created by the executor, before the first
+record reaches them, with the settings of their topic creation group; existing topics are left as
+they are; a topic that cannot be created fails the task; a worker with `topic.creation.enable=false`
+creates nothing; an invalid `topic.creation.*` setting is refused over gRPC.
+
+Real broker (Tansu), Spark Connect, control plane and executor. The source is
+`testing_connectors.TopicRoutingSourceConnector`: one batch in which each record names its own
+topic. Every topic is read back with the Admin API (partitions from DescribeTopics, settings from
+DescribeConfigs; Tansu reports only the settings a topic was created with)."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import grpc
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
+
+from sluiceway.api.v1 import common_pb2
+from sluiceway.client import SluicewayClient
+from sluiceway.errors import SluicewayError
+from sluiceway.offsets import OffsetPair, map_from_proto
+from sluiceway_server.embedded import (
+    EmbeddedBroker,
+    EmbeddedSparkConnect,
+    ManagedProcess,
+    executor_argv,
+    spawn,
+)
+from tests.conftest import LOG_DIR, TEST_PLUGINS, ControlPlaneProcess
+from tests.integration.api_helpers import read_topic
+
+pytestmark = pytest.mark.integration
+
+ROUTING = "testing_connectors.TopicRoutingSourceConnector"
+DONE: OffsetPair = ({"routing": "once"}, {"routed": True})
+PER_TOPIC = 2
+TIMEOUT = 90.0
+FAST_EXECUTOR_SESSION = {"executor.heartbeat.interval.ms": "500", "executor.session.timeout.ms": "5000"}
+
+T = TypeVar("T")
+
+
+@dataclass
+class Stack:
+    """A control plane of its own with one executor attached, and a client of the plane."""
+
+    plane: ControlPlaneProcess
+    client: SluicewayClient
+    executor: ManagedProcess
+
+    def logs(self) -> str:
+        plane = self.plane.managed.tail() if self.plane.managed is not None else ""
+        return f"--- executor\n{self.executor.tail()}\n--- control plane\n{plane}"
+
+    def wait_for(self, probe: Callable[[], T], what: str) -> T:
+        """Polls `probe` until it returns something truthy, and returns that."""
+        deadline = time.monotonic() + TIMEOUT
+        last: T | None = None
+        while time.monotonic() < deadline:
+            assert self.executor.process.poll() is None, f"the executor exited\n{self.logs()}"
+            last = probe()
+            if last:
+                return last
+            time.sleep(0.5)
+        raise AssertionError(f"timed out after {TIMEOUT}s waiting for {what}; last={last!r}\n{self.logs()}")
+
+    def close(self) -> None:
+        self.client.close()
+        self.executor.stop(timeout=60)
+
+
+def attach_executor(plane: ControlPlaneProcess, spark_connect: EmbeddedSparkConnect) -> Stack:
+    """Starts an executor for `plane` that can import the test plugins, and waits for it to attach."""
+    executor_id = f"topic-creation-{uuid.uuid4().hex[:8]}"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(TEST_PLUGINS), os.environ.get("PYTHONPATH")])),
+    }
+    process = spawn(
+        f"executor-{executor_id}",
+        executor_argv(plane.address, spark_connect.remote, "--id", executor_id, "--log-level", "INFO"),
+        LOG_DIR,
+        env=env,
+    )
+    stack = Stack(plane, SluicewayClient(plane.address, timeout=30), process)
+    try:
+        stack.wait_for(
+            lambda: [e.id for e in stack.client.server_info().executors] == [executor_id],
+            "the executor to attach",
+        )
+    except BaseException:
+        stack.close()
+        raise
+    return stack
+
+
+@pytest.fixture(scope="module")
+def stack(broker: EmbeddedBroker, spark_connect: EmbeddedSparkConnect) -> Iterator[Stack]:
+    """A plane with the worker default, topic.creation.enable=true, shared by this module's tests."""
+    plane = ControlPlaneProcess(broker, uuid.uuid4().hex[:8], settings=dict(FAST_EXECUTOR_SESSION)).start()
+    try:
+        started = attach_executor(plane, spark_connect)
+        yield started
+        started.close()
+    finally:
+        plane.stop()
+
+
+@pytest.fixture
+def admin(broker: EmbeddedBroker) -> AdminClient:
+    return AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+
+
+def offsets(client: SluicewayClient, name: str) -> list[OffsetPair]:
+    return [
+        (map_from_proto(item.partition), map_from_proto(item.offset) if item.HasField("offset") else None)
+        for item in client.get_offsets(name).offsets
+    ]
+
+
+def routing(topics: list[str], **topic_creation: str) -> dict[str, Any]:
+    return {
+        "connector.class": ROUTING,
+        "tasks.max": 1,
+        "routing.topics": ",".join(topics),
+        "routing.records.per.topic": PER_TOPIC,
+        **topic_creation,
+    }
+
+
+def exists(admin: AdminClient, topic: str) -> bool:
+    future = admin.describe_topics(TopicCollection([topic]), request_timeout=15)[topic]
+    try:
+        future.result(timeout=20)
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return False
+        raise
+    return True
+
+
+def partitions(admin: AdminClient, topic: str) -> int:
+    description = admin.describe_topics(TopicCollection([topic]), request_timeout=15)[topic].result(
+        timeout=20
+    )
+    return len(description.partitions)
+
+
+def settings(admin: AdminClient, topic: str) -> dict[str, str]:
+    future = admin.describe_configs([ConfigResource("topic", topic)], request_timeout=15)
+    (entries,) = [f.result(timeout=20) for f in future.values()]
+    return {key: entry.value for key, entry in entries.items() if entry.value is not None}
+
+
+def test_topics_are_created_with_the_settings_of_their_group_and_existing_ones_are_kept(
+    stack: Stack, admin: AdminClient, broker: EmbeddedBroker
+) -> None:
+    u = uuid.uuid4().hex[:10]
+    plain, compacted, skipped, kept = (
+        f"tc-{u}-plain",
+        f"tc-{u}-compact-a",
+        f"tc-{u}-compact-skip",
+        f"tc-{u}-compact-kept",
+    )
+    # Made beforehand with other partitions and settings than its group's: it must stay that way.
+    admin.create_topics([NewTopic(kept, 1, 1, config={"retention.ms": "4242"})])[kept].result(timeout=30)
+    name = f"routes-{u}"
+    stack.client.create_connector(
+        name,
+        routing(
+            [plain, compacted, skipped, kept],
+            **{
+                "topic.creation.default.replication.factor": "-1",
+                "topic.creation.default.partitions": "2",
+                "topic.creation.default.retention.ms": "3600000",
+                "topic.creation.groups": "compacted",
+                "topic.creation.compacted.include": r"tc-.*-compact-.*",
+                "topic.creation.compacted.exclude": r".*-skip",
+                "topic.creation.compacted.partitions": "3",
+                "topic.creation.compacted.cleanup.policy": "compact",
+                "topic.creation.compacted.min.insync.replicas": "1",
+            },
+        ),
+    )
+    stack.wait_for(lambda: offsets(stack.client, name) == [DONE], "the batch to be committed")
+
+    # Default group: its partitions and its own settings.
+    assert partitions(admin, plain) == 2
+    assert settings(admin, plain) == {"retention.ms": "3600000"}
+    # A listed group: its partitions and settings; the default group's settings are not inherited.
+    assert partitions(admin, compacted) == 3
+    assert settings(admin, compacted) == {"cleanup.policy": "compact", "min.insync.replicas": "1"}
+    # Excluded from the listed group: the default group decides.
+    assert partitions(admin, skipped) == 2
+    assert settings(admin, skipped) == {"retention.ms": "3600000"}
+    # Existing: untouched, although its name matches the listed group.
+    assert partitions(admin, kept) == 1
+    assert settings(admin, kept) == {"retention.ms": "4242"}
+    # Every record reached its topic.
+    for topic in (plain, compacted, skipped, kept):
+        assert len(read_topic(broker.bootstrap_servers, topic)) == PER_TOPIC, topic
+    assert stack.client.task_status(name, 0).status.state == common_pb2.STATE_RUNNING
+    stack.client.delete_connector(name)
+
+
+def test_a_topic_that_cannot_be_created_fails_the_task_before_anything_is_written(
+    stack: Stack, admin: AdminClient
+) -> None:
+    u = uuid.uuid4().hex[:10]
+    fine, illegal = f"tc-{u}-fine", f"tc-{u}-not$legal"
+    name = f"illegal-{u}"
+    stack.client.create_connector(
+        name,
+        routing(
+            [fine, illegal],
+            **{
+                "topic.creation.default.replication.factor": "-1",
+                "topic.creation.default.partitions": "1",
+                "topic.creation.groups": "named",
+                "topic.creation.named.include": r"tc-.*",
+                "topic.creation.named.partitions": "4",
+            },
+        ),
+    )
+    stack.wait_for(
+        lambda: stack.client.task_status(name, 0).status.state == common_pb2.STATE_FAILED, "the task to fail"
+    )
+    failed = stack.client.task_status(name, 0).status
+    assert f"'{illegal}'" in failed.trace
+    assert "topic creation group 'named'" in failed.trace
+    assert "partitions=4" in failed.trace
+    assert "not a legal Kafka topic name" in failed.trace
+    # Nothing was created or written, not even the legal topic of the same batch.
+    assert not exists(admin, fine)
+    assert offsets(stack.client, name) == []
+    stack.client.delete_connector(name)
+
+
+def test_an_invalid_topic_creation_setting_is_refused_over_grpc(stack: Stack, admin: AdminClient) -> None:
+    u = uuid.uuid4().hex[:10]
+    topic, name = f"tc-{u}-never", f"refused-{u}"
+    config = routing(
+        [topic],
+        **{
+            "topic.creation.default.replication.factor": "-1",
+            "topic.creation.default.partitions": "0",
+        },
+    )
+    with pytest.raises(SluicewayError) as caught:
+        stack.client.create_connector(name, config)
+    error = caught.value
+    assert error.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "topic.creation.default.partitions" in error.message
+    assert any("topic.creation.default.partitions" in v.field for v in error.field_violations)
+    with pytest.raises(SluicewayError) as missing:
+        stack.client.get_connector(name)
+    assert missing.value.code == grpc.StatusCode.NOT_FOUND
+    assert not exists(admin, topic)
+
+
+def test_a_worker_with_topic_creation_disabled_creates_nothing(
+    control_plane_factory: Callable[..., ControlPlaneProcess],
+    spark_connect: EmbeddedSparkConnect,
+    admin: AdminClient,
+) -> None:
+    plane = control_plane_factory(**FAST_EXECUTOR_SESSION, **{"topic.creation.enable": "false"})
+    stack = attach_executor(plane, spark_connect)
+    try:
+        u = uuid.uuid4().hex[:10]
+        topic, name = f"tc-{u}-off", f"off-{u}"
+        stack.client.create_connector(
+            name,
+            routing(
+                [topic],
+                **{
+                    # Not even validated on this worker: the executor must not act on them either.
+                    "topic.creation.default.replication.factor": "-1",
+                    "topic.creation.default.partitions": "7",
+                    "topic.creation.default.cleanup.policy": "compact",
+                },
+            ),
+        )
+        stack.wait_for(lambda: offsets(stack.client, name) == [DONE], "the batch to be committed")
+        # The broker made the topic when the records came (its auto-creation defaults).
+        assert partitions(admin, topic) != 7
+        assert settings(admin, topic).get("cleanup.policy") != "compact"
+    finally:
+        stack.close()
