@@ -284,6 +284,9 @@ def test_a_worker_with_topic_creation_disabled_creates_nothing(
                     "topic.creation.default.replication.factor": "-1",
                     "topic.creation.default.partitions": "7",
                     "topic.creation.default.cleanup.policy": "compact",
+                    # Refused by a worker that creates topics; ignored by this one.
+                    "topic.creation.groups": "g",
+                    "topic.creation.g.partitions": "0",
                 },
             ),
         )
