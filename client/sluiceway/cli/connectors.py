@@ -87,7 +87,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument(
         "--delete-offsets", action="store_true", help="stop it, reset its offsets, then delete it (KIP-875)"
     )
-    p.add_argument("--wait", action="store_true", help="return once its tasks have left the executors")
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="return once its tasks have left the executors and its deleted() callback has ended",
+    )
     p.add_argument(
         "--etag", help="fail (ABORTED) instead of writing if the connector changed since this etag was read"
     )
@@ -353,9 +357,21 @@ def _stop(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _delete(ctx: Context, args: argparse.Namespace) -> int:
-    ctx.client.delete_connector(args.name, delete_offsets=args.delete_offsets, wait=args.wait, etag=args.etag)
+    answer = ctx.client.delete_connector(
+        args.name, delete_offsets=args.delete_offsets, wait=args.wait, etag=args.etag
+    )
     extra = " and its offsets" if args.delete_offsets else ""
-    ctx.emit({}, lambda: ctx.write(f"Deleted connector {connector_id(args.name)}{extra}.\n"))
+    callback = answer.deleted_callback
+    outcome = connectors_pb2.DeletedCallback.Outcome.Name(callback.outcome).removeprefix("OUTCOME_")
+
+    def table() -> None:
+        ctx.write(f"Deleted connector {connector_id(args.name)}{extra}.\n")
+        if callback.outcome != connectors_pb2.DeletedCallback.OUTCOME_PENDING:
+            ctx.write(f"Its deleted() callback: {outcome}.\n")
+        if callback.error:
+            ctx.write(f"{callback.error.rstrip()}\n")
+
+    ctx.emit(answer, table)
     return 0
 
 

@@ -238,12 +238,13 @@ class AsyncSluicewayClient:
         request_id: str | None = None,
         etag: str | None = None,
         timeout: TimeoutArg = UNSET,
-    ) -> None:
+    ) -> connectors_pb2.DeleteConnectorResponse:
         """Deletes the connector. With `etag` (from a read), it fails with AbortedError if the
         connector changed. `delete_offsets` stops it, resets its offsets, then deletes it; `wait`
-        returns only once its tasks have left the executors."""
+        returns only once its tasks have left the executors and its deleted() callback (KIP-883)
+        has ended, and the answer's `deleted_callback` says how that went."""
         request = _requests.delete_connector(name, delete_offsets, wait, request_id, etag)
-        await self._unary(self._connectors.DeleteConnector, request, timeout)
+        return await self._unary(self._connectors.DeleteConnector, request, timeout)
 
     async def pause_connector(
         self, name: str, *, request_id: str | None = None, timeout: TimeoutArg = UNSET

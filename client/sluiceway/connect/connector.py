@@ -91,9 +91,15 @@ class Connector(abc.ABC):
         return self.config().validate(props)
 
     def deleted(self) -> None:  # noqa: B027 - an optional hook, no-op by default (KIP-883)
-        """KIP-883 hook for cleanup when the connector is deleted (after ``stop``); keep it idempotent.
+        """KIP-883: the connector was deleted; clean up what it made outside Kafka (tables, triggers,
+        accounts). Does nothing unless overridden.
 
-        Not called yet: deleting a connector does not run this hook so far.
+        The control plane calls it once, after ``stop()``, on the object that ran the connector, and
+        only on deletion (never on stop, pause, restart or a config change). A connector that was
+        not running (stopped, paused, failed) gets a new object, started with its last config and
+        stopped first. It is limited by ``plugin.callback.timeout.ms``; raising or overrunning is
+        logged and reported to a delete call that waits, and never undoes the deletion. If the
+        control plane dies while it runs, the next one calls it again: keep it idempotent.
         """
 
 

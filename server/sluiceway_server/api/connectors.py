@@ -170,17 +170,17 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
     @mapped
     async def DeleteConnector(
         self, request: connectors_pb2.DeleteConnectorRequest, context: Context
-    ) -> empty_pb2.Empty:
+    ) -> connectors_pb2.DeleteConnectorResponse:
         name = connector_name(request.name)
 
-        async def call() -> empty_pb2.Empty:
-            await self._run(
+        async def call() -> connectors_pb2.DeleteConnectorResponse:
+            result = await self._run(
                 context,
                 self.herder.delete_connector(
                     name, request.etag, delete_offsets=request.delete_offsets, wait=request.wait
                 ),
             )
-            return empty_pb2.Empty()
+            return connectors_pb2.DeleteConnectorResponse(deleted_callback=convert.deleted_callback(result))
 
         return await self.request_ids.run("DeleteConnector", request, call)
 

@@ -11,6 +11,7 @@ from sluiceway.connect.config import ConfigKey, ConfigValue, Password
 from sluiceway.connect.plugins import PluginDesc, PluginType
 from sluiceway.connect.validation import ConfigInfos
 from sluiceway_server.api.names import format_connector, format_task
+from sluiceway_server.herder.deleted_callbacks import DeletedCallbackResult
 from sluiceway_server.herder.views import (
     ConnectorInfo,
     ConnectorStatusView,
@@ -177,3 +178,8 @@ def validation(infos: ConfigInfos, secret_keys: set[str]) -> plugins_pb2.Validat
             entry.definition.CopyFrom(config_key(info.definition))
         entry.value.CopyFrom(config_value(info.value, info.value.name in secret_keys))
     return response
+
+
+def deleted_callback(result: DeletedCallbackResult) -> connectors_pb2.DeletedCallback:
+    outcome = connectors_pb2.DeletedCallback.Outcome.Value(f"OUTCOME_{result.outcome.value}")
+    return connectors_pb2.DeletedCallback(outcome=outcome, error=result.error)

@@ -102,6 +102,8 @@ class ConnectorInstance:
         # One thread per instance: callbacks of one connector are ordered, others are unaffected.
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"connector-{name}")
         self._connector: Connector | None = None
+        # The stopped plugin object, kept for deleted() when the connector is being deleted.
+        self._last: Connector | None = None
         self._context = _Context(on_reconfigure, on_error)
 
     async def _call(self, callback: str, fn: Callable[[], T]) -> T:
@@ -139,15 +141,36 @@ class ConnectorInstance:
         cls = await self._call("task_class", connector.task_class)
         return f"{cls.__module__}.{cls.__qualname__}"
 
-    async def stop(self) -> None:
-        """Stop the plugin if it was started; failures are logged and reported to the caller."""
+    async def stop(self, *, deleting: bool = False) -> None:
+        """Stop the plugin if it was started; failures are logged and reported to the caller. When
+        ``deleting``, the thread stays for `deleted()`, which must follow."""
         connector, self._connector = self._connector, None
+        if connector is not None:
+            self._last = connector
         was_started = self.state is InstanceState.STARTED
         self.state = InstanceState.STOPPED
         try:
             if connector is not None and was_started:
                 await self._call("stop", connector.stop)
         finally:
+            if not deleting:
+                self._executor.shutdown(wait=False)
+
+    async def deleted(self) -> None:
+        """KIP-883: the plugin's `deleted()`, after `stop(deleting=True)`, on the same plugin object
+        (a new one, never started, if `start` had failed), then the thread is let go."""
+
+        def run() -> None:
+            connector = self._last
+            if connector is None:
+                connector = self.plugin.new_instance()
+                connector.initialize(self._context)
+            connector.deleted()
+
+        try:
+            await self._call("deleted", run)
+        finally:
+            self._last = None
             self._executor.shutdown(wait=False)
 
     def mark_failed(self, error: PluginCallbackError) -> None:

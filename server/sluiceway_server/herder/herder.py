@@ -26,6 +26,7 @@ from sluiceway.connect.validation import (
 )
 from sluiceway_server.herder.active_topics import ActiveTopicTracker
 from sluiceway_server.herder.deadlines import stage
+from sluiceway_server.herder.deleted_callbacks import PENDING, DeletedCallbackResult
 from sluiceway_server.herder.errors import (
     AbortedError,
     AlreadyExistsError,
@@ -144,7 +145,10 @@ class Herder:
         self.status_store.add_listener(lambda change: self._post(lambda: self._fan_out(change)))
         # Listen only after the initial read: restart requests already in the log are history.
         self.config_store.set_listener(self)
-        for name in self.config_store.snapshot().connectors():
+        snap = self.config_store.snapshot()
+        for name in snap.connectors():
+            self.reconciler.schedule(name)
+        for name in await self.reconciler.deleted_callbacks.left_over(snap):
             self.reconciler.schedule(name)
 
     async def stop(self) -> None:
@@ -468,11 +472,13 @@ class Herder:
 
     async def delete_connector(
         self, name: str, etag: str | None = None, *, delete_offsets: bool = False, wait: bool = False
-    ) -> None:
+    ) -> DeletedCallbackResult:
         """Delete the connector. With `delete_offsets`, stop it first, wait for its tasks to leave
         the executors and reset its offsets (KIP-875, as `reset` would), then delete it; if the
         reset fails, the connector stays STOPPED and is not deleted. With `wait` (implied by
-        `delete_offsets`), return only once no executor runs a task of it any more."""
+        `delete_offsets`), return only once no executor runs a task of it any more and its
+        deleted() callback (KIP-883) has ended; the result says how that went (PENDING without
+        `wait`)."""
         async with self.reconciler.locks[name]:
             if not self.snapshot().contains(name):
                 raise connector_not_found(name)
@@ -493,13 +499,19 @@ class Herder:
                     exc.message = f"{exc.message} Connector {name} is STOPPED now and was not deleted."
                     exc.args = (exc.message,)
                     raise
+            config = self.snapshot().connector_config(name)
             with stage("writing the connector tombstone to the config topic"):
                 await asyncio.to_thread(
-                    lambda: self.config_store.remove_connector_config(name, self.store_timeout)
+                    lambda: self.config_store.remove_connector_config(
+                        name, self.store_timeout, deleted_callback=config
+                    )
                 )
         await self.reconciler.reconcile_now(name)
-        if wait or delete_offsets:
-            await tasks_gone(self.scheduler, name)
+        if not (wait or delete_offsets):
+            return PENDING
+        await tasks_gone(self.scheduler, name)
+        with stage("waiting for the connector's deleted() callback"):
+            return await self.reconciler.deleted_callbacks.outcome(name)
 
     async def _write_stopped(self, name: str) -> None:
         """The STOPPED target state, the empty task set first (as Kafka does: a crash in between

@@ -15,6 +15,7 @@ from sluiceway.connect.plugins import PluginNotFoundError, PluginRegistry
 from sluiceway_server.herder.active_topics import ActiveTopicTracker
 from sluiceway_server.herder.connector_instance import ConnectorInstance, InstanceState, PluginCallbackError
 from sluiceway_server.herder.deadlines import stage
+from sluiceway_server.herder.deleted_callbacks import DeletedCallbacks
 from sluiceway_server.herder.views import RestartPlan
 from sluiceway_server.model import State, TargetState
 from sluiceway_server.status_writer import StatusWriter
@@ -75,6 +76,12 @@ class ConnectorReconciler:
         self.store_timeout = store_timeout
         self._post = post
         self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self.deleted_callbacks = DeletedCallbacks(
+            config_store=config_store,
+            plugins=plugins,
+            plugin_timeout=plugin_timeout,
+            store_timeout=store_timeout,
+        )
         self.scheduler: TaskScheduler | None = None
         self._instances: dict[str, ConnectorInstance] = {}
         self._pending_restarts: dict[str, RestartPlan] = {}
@@ -87,6 +94,7 @@ class ConnectorReconciler:
 
     async def stop(self) -> None:
         self._stopping = True
+        await self.deleted_callbacks.stop()
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
@@ -159,8 +167,12 @@ class ConnectorReconciler:
 
         if config is None:
             self._pending_restarts.pop(name, None)
-            if instance is not None:
-                await self._stop_instance(name)
+            callback = snap.pending_deleted_callbacks.get(name)
+            due = callback is not None and self.deleted_callbacks.due(name, callback)
+            stopped = await self._stop_instance(name, deleting=due)
+            if due:
+                assert callback is not None
+                self.deleted_callbacks.launch(name, callback, stopped)
             await self.status.remove_connector(name)
             await self.topics.remove(name)
             return
@@ -235,16 +247,19 @@ class ConnectorReconciler:
         await self.status.put_connector(name, State.RUNNING)
         return instance
 
-    async def _stop_instance(self, name: str) -> None:
+    async def _stop_instance(self, name: str, *, deleting: bool = False) -> ConnectorInstance | None:
+        """Stops the connector's instance, if it has one, and returns it. When `deleting`, its thread
+        stays for the deleted() callback."""
         instance = self._instances.pop(name, None)
         if instance is None:
-            return
+            return None
         try:
             with self._doing(name, "stopping the connector"):
-                await instance.stop()
+                await instance.stop(deleting=deleting)
         except PluginCallbackError as exc:
             # A failing stop() must not keep the connector from stopping (KIP-875).
             log.warning("%s", exc)
+        return instance
 
     def request_reconfigure(self, name: str) -> None:
         self._reconfigure_requested.add(name)

@@ -33,6 +33,9 @@ TASK_PREFIX = "task-"
 COMMIT_PREFIX = "commit-"
 TARGET_STATE_PREFIX = "target-state-"
 RESTART_PREFIX = "restart-connector-"
+# Ours, not Kafka Connect's: a deleted connector whose deleted() callback (KIP-883) has not run to
+# its end yet, with the config it had; a tombstone once it has.
+DELETED_CALLBACK_PREFIX = "deleted-connector-"
 
 _CONFIG_PARTITION = 0
 
@@ -55,6 +58,10 @@ def target_state_key(connector: str) -> bytes:
 
 def restart_key(connector: str) -> bytes:
     return f"{RESTART_PREFIX}{connector}".encode()
+
+
+def deleted_callback_key(connector: str) -> bytes:
+    return f"{DELETED_CALLBACK_PREFIX}{connector}".encode()
 
 
 def encode_target_state(state: TargetState) -> bytes:
@@ -86,6 +93,10 @@ class ClusterConfigState:
         default_factory=lambda: MappingProxyType({})
     )
     inconsistent: frozenset[str] = frozenset()
+    # Deleted connectors whose deleted() callback is still due, with the config they had.
+    pending_deleted_callbacks: Mapping[str, Mapping[str, str]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
     def connectors(self) -> list[str]:
         return sorted(self.connector_configs)
@@ -143,6 +154,7 @@ class ConfigStore:
         self._tasks: dict[str, tuple[Mapping[str, str], ...]] = {}
         self._deferred: dict[str, dict[int, Mapping[str, str]]] = {}
         self._inconsistent: set[str] = set()
+        self._deleted_callbacks: dict[str, Mapping[str, str]] = {}
         self._snapshot: ClusterConfigState | None = None
         self._log = log_factory(self._on_record)
 
@@ -168,6 +180,7 @@ class ConfigStore:
                     target_states=MappingProxyType(dict(self._targets)),
                     task_configs=MappingProxyType(dict(self._tasks)),
                     inconsistent=frozenset(self._inconsistent),
+                    pending_deleted_callbacks=MappingProxyType(dict(self._deleted_callbacks)),
                 )
             return self._snapshot
 
@@ -194,10 +207,26 @@ class ConfigStore:
         records.append((connector_key(connector), serde.dumps({"properties": dict(config)})))
         return self._write(records, timeout)
 
-    def remove_connector_config(self, connector: str, timeout: float = 30.0) -> int:
-        """Tombstones for the connector's config and its target state, as Kafka Connect writes them."""
+    def remove_connector_config(
+        self, connector: str, timeout: float = 30.0, *, deleted_callback: Mapping[str, str] | None = None
+    ) -> int:
+        """Tombstones for the connector's config and its target state, as Kafka Connect writes them.
+        With ``deleted_callback`` (the config the connector had), they are preceded by the record
+        saying its deleted() callback is due, so whoever leads next still calls it after a crash."""
         _check_name(connector)
-        return self._write([(connector_key(connector), None), (target_state_key(connector), None)], timeout)
+        records: list[tuple[bytes, bytes | None]] = []
+        if deleted_callback is not None:
+            serde.check_string_map(f"config of connector {connector!r}", deleted_callback)
+            records.append(
+                (deleted_callback_key(connector), serde.dumps({"properties": dict(deleted_callback)}))
+            )
+        records += [(connector_key(connector), None), (target_state_key(connector), None)]
+        return self._write(records, timeout)
+
+    def remove_deleted_callback(self, connector: str, timeout: float = 30.0) -> int:
+        """The deleted() callback of the connector has run (whatever its outcome)."""
+        _check_name(connector)
+        return self._write([(deleted_callback_key(connector), None)], timeout)
 
     def put_task_configs(
         self, connector: str, configs: Sequence[Mapping[str, str]], timeout: float = 30.0
@@ -282,6 +311,8 @@ class ConfigStore:
             return self._apply_commit(key[len(COMMIT_PREFIX) :], value, tombstone)
         if key.startswith(RESTART_PREFIX):
             return self._apply_restart(key[len(RESTART_PREFIX) :], value, tombstone)
+        if key.startswith(DELETED_CALLBACK_PREFIX):
+            return self._apply_deleted_callback(key[len(DELETED_CALLBACK_PREFIX) :], value, tombstone)
         # session-key, tasks-fencing-…, logger-cluster-…: Kafka Connect features we do not implement.
         log.warning("config topic: skipping record %d with unknown key %r", record.offset, key)
         return []
@@ -304,6 +335,20 @@ class ConfigStore:
         # A connector without a target-state record runs (connectors created before pause existed).
         self._targets.setdefault(connector, TargetState.STARTED)
         return [lambda listener: listener.on_connector_config_update(connector)]
+
+    def _apply_deleted_callback(self, connector: str, value: object, tombstone: bool) -> list[_Event]:
+        if tombstone:
+            self._deleted_callbacks.pop(connector, None)
+            return []
+        properties = serde.parse_string_map(value.get("properties") if isinstance(value, dict) else None)
+        if properties is None:
+            log.warning(
+                'config topic: skipping deleted-callback record of %r: not {"properties": {strings}}',
+                connector,
+            )
+            return []
+        self._deleted_callbacks[connector] = MappingProxyType(properties)
+        return []
 
     def _apply_task(self, key: str, value: object, tombstone: bool) -> list[_Event]:
         connector, sep, number = key[len(TASK_PREFIX) :].rpartition("-")

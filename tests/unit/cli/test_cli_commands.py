@@ -187,11 +187,13 @@ def test_lifecycle_commands(cli: Cli) -> None:
     assert cli.json("connectors", "resume", "alpha")["target_state"] == "TARGET_STATE_RUNNING"
     assert (
         cli("connectors", "delete", "beta", "--delete-offsets", "--wait")
-        == "Deleted connector beta and its offsets.\n"
+        == "Deleted connector beta and its offsets.\nIts deleted() callback: SUCCEEDED.\n"
     )
     request = cli.served.fake.attempts_of("DeleteConnector")[0].request
     assert (request.delete_offsets, request.wait) == (True, True)
-    assert cli.json("connectors", "delete", "alpha") == {}
+    assert cli.json("connectors", "delete", "alpha") == {
+        "deleted_callback": {"error": "", "outcome": "OUTCOME_PENDING"}
+    }
 
 
 def test_restart(cli: Cli) -> None:

@@ -362,7 +362,14 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
         fake.enter("DeleteConnector", request, context)
         connector, _ = fake.lookup(request.name, context)
         del fake.connectors[connector]
-        return empty_pb2.Empty()
+        outcome = (
+            connectors_pb2.DeletedCallback.OUTCOME_SUCCEEDED
+            if request.wait
+            else connectors_pb2.DeletedCallback.OUTCOME_PENDING
+        )
+        return connectors_pb2.DeleteConnectorResponse(
+            deleted_callback=connectors_pb2.DeletedCallback(outcome=outcome)
+        )
 
     def _target(self, method: str, request: Any, context: Any, target: Any) -> Any:
         fake = self.fake

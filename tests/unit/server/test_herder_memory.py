@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from sluiceway.connect import Connector
 from sluiceway.connect.plugins import PluginRegistry
 from sluiceway_executor.connectors.datagen import DataGenSourceConnector
 from sluiceway_server.herder.deadlines import with_deadline
@@ -43,7 +44,7 @@ def _no_admin(settings: dict[str, Any]) -> AdminClient:
 
 
 class Bed:
-    def __init__(self, plugin_timeout: float = 2.0) -> None:
+    def __init__(self, plugin_timeout: float = 2.0, plugins: Sequence[type[Connector]] = ()) -> None:
         self.logs: dict[str, MemoryLog] = {}
         self.config_store = ConfigStore(self._factory("configs"))
         self.status_store = StatusStore(self._factory("status"))
@@ -61,7 +62,7 @@ class Bed:
             worker_id="test:1",
             config_store=self.config_store,
             status_store=self.status_store,
-            plugins=PluginRegistry.of(DataGenSourceConnector, ControllableSourceConnector),
+            plugins=PluginRegistry.of(DataGenSourceConnector, ControllableSourceConnector, *plugins),
             plugin_timeout=plugin_timeout,
             offset_storage=self.offset_storage,
             store_timeout=5,

@@ -424,8 +424,9 @@ class DeleteConnectorRequest(_message.Message):
     """
     wait: _builtins.bool
     """Return only once no executor runs a task of the connector any more (implied by
-    delete_offsets). Without it the call returns once the deletion is in the config topic and the
-    connector instance has stopped; the tasks stop on their executors right after.
+    delete_offsets) and its deleted() callback has returned, failed or run out of time. Without it
+    the call returns once the deletion is in the config topic and the connector instance has
+    stopped; the tasks stop on their executors and the callback runs right after.
     """
     request_id: _builtins.str
     etag: _builtins.str
@@ -448,6 +449,81 @@ class DeleteConnectorRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeleteConnectorRequest: _TypeAlias = DeleteConnectorRequest  # noqa: Y015
+
+@_typing.final
+class DeleteConnectorResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DELETED_CALLBACK_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def deleted_callback(self) -> Global___DeletedCallback:
+        """The connector's deleted() callback (KIP-883). OUTCOME_PENDING unless the request set `wait`."""
+
+    def __init__(
+        self,
+        *,
+        deleted_callback: Global___DeletedCallback | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["deleted_callback", b"deleted_callback"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted_callback", b"deleted_callback"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteConnectorResponse: _TypeAlias = DeleteConnectorResponse  # noqa: Y015
+
+@_typing.final
+class DeletedCallback(_message.Message):
+    """How a deleted connector's deleted() callback went. It runs on the control plane after stop(),
+    limited by plugin.callback.timeout.ms; its outcome never undoes or holds up the deletion.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    class _Outcome:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _OutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[DeletedCallback._Outcome.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        OUTCOME_UNSPECIFIED: DeletedCallback._Outcome.ValueType  # 0
+        OUTCOME_PENDING: DeletedCallback._Outcome.ValueType  # 1
+        """Still to run or running (the call did not wait)."""
+        OUTCOME_SUCCEEDED: DeletedCallback._Outcome.ValueType  # 2
+        """It returned."""
+        OUTCOME_FAILED: DeletedCallback._Outcome.ValueType  # 3
+        """It raised; `error` holds the trace."""
+        OUTCOME_TIMED_OUT: DeletedCallback._Outcome.ValueType  # 4
+        """It did not return within plugin.callback.timeout.ms."""
+
+    class Outcome(_Outcome, metaclass=_OutcomeEnumTypeWrapper): ...
+    OUTCOME_UNSPECIFIED: DeletedCallback.Outcome.ValueType  # 0
+    OUTCOME_PENDING: DeletedCallback.Outcome.ValueType  # 1
+    """Still to run or running (the call did not wait)."""
+    OUTCOME_SUCCEEDED: DeletedCallback.Outcome.ValueType  # 2
+    """It returned."""
+    OUTCOME_FAILED: DeletedCallback.Outcome.ValueType  # 3
+    """It raised; `error` holds the trace."""
+    OUTCOME_TIMED_OUT: DeletedCallback.Outcome.ValueType  # 4
+    """It did not return within plugin.callback.timeout.ms."""
+
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    outcome: Global___DeletedCallback.Outcome.ValueType
+    error: _builtins.str
+    def __init__(
+        self,
+        *,
+        outcome: Global___DeletedCallback.Outcome.ValueType = ...,
+        error: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "outcome", b"outcome"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeletedCallback: _TypeAlias = DeletedCallback  # noqa: Y015
 
 @_typing.final
 class PauseConnectorRequest(_message.Message):

@@ -68,7 +68,7 @@ class ConnectorServiceStub:
         self.DeleteConnector = channel.unary_unary(
                 '/sluiceway.api.v1.ConnectorService/DeleteConnector',
                 request_serializer=sluiceway_dot_api_dot_v1_dot_connectors__pb2.DeleteConnectorRequest.SerializeToString,
-                response_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+                response_deserializer=sluiceway_dot_api_dot_v1_dot_connectors__pb2.DeleteConnectorResponse.FromString,
                 _registered_method=True)
         self.PauseConnector = channel.unary_unary(
                 '/sluiceway.api.v1.ConnectorService/PauseConnector',
@@ -161,7 +161,8 @@ class ConnectorServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteConnector(self, request, context):
-        """Kafka Connect: DELETE /connectors/{name}.
+        """Kafka Connect: DELETE /connectors/{name}. The answer says how the connector's deleted()
+        callback (KIP-883) went, when the call waited for it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -262,7 +263,7 @@ def add_ConnectorServiceServicer_to_server(servicer, server):
             'DeleteConnector': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteConnector,
                     request_deserializer=sluiceway_dot_api_dot_v1_dot_connectors__pb2.DeleteConnectorRequest.FromString,
-                    response_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
+                    response_serializer=sluiceway_dot_api_dot_v1_dot_connectors__pb2.DeleteConnectorResponse.SerializeToString,
             ),
             'PauseConnector': grpc.unary_unary_rpc_method_handler(
                     servicer.PauseConnector,
@@ -476,7 +477,7 @@ class ConnectorService:
             target,
             '/sluiceway.api.v1.ConnectorService/DeleteConnector',
             sluiceway_dot_api_dot_v1_dot_connectors__pb2.DeleteConnectorRequest.SerializeToString,
-            google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+            sluiceway_dot_api_dot_v1_dot_connectors__pb2.DeleteConnectorResponse.FromString,
             options,
             channel_credentials,
             insecure,

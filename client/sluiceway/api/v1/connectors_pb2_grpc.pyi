@@ -49,8 +49,10 @@ class ConnectorServiceStub:
     """Creates or replaces the whole config. Kafka Connect: PUT /connectors/{name}/config."""
     PatchConnectorConfig: _grpc.UnaryUnaryMultiCallable[_connectors_pb2.PatchConnectorConfigRequest, _connectors_pb2.Connector]
     """Sets and removes single keys. Kafka Connect: PATCH /connectors/{name}/config (null removes)."""
-    DeleteConnector: _grpc.UnaryUnaryMultiCallable[_connectors_pb2.DeleteConnectorRequest, _empty_pb2.Empty]
-    """Kafka Connect: DELETE /connectors/{name}."""
+    DeleteConnector: _grpc.UnaryUnaryMultiCallable[_connectors_pb2.DeleteConnectorRequest, _connectors_pb2.DeleteConnectorResponse]
+    """Kafka Connect: DELETE /connectors/{name}. The answer says how the connector's deleted()
+    callback (KIP-883) went, when the call waited for it.
+    """
     PauseConnector: _grpc.UnaryUnaryMultiCallable[_connectors_pb2.PauseConnectorRequest, _connectors_pb2.Connector]
     """Kafka Connect: PUT /connectors/{name}/pause."""
     ResumeConnector: _grpc.UnaryUnaryMultiCallable[_connectors_pb2.ResumeConnectorRequest, _connectors_pb2.Connector]
@@ -92,8 +94,10 @@ class ConnectorServiceAsyncStub(ConnectorServiceStub):
     """Creates or replaces the whole config. Kafka Connect: PUT /connectors/{name}/config."""
     PatchConnectorConfig: _aio.UnaryUnaryMultiCallable[_connectors_pb2.PatchConnectorConfigRequest, _connectors_pb2.Connector]  # type: ignore[assignment]
     """Sets and removes single keys. Kafka Connect: PATCH /connectors/{name}/config (null removes)."""
-    DeleteConnector: _aio.UnaryUnaryMultiCallable[_connectors_pb2.DeleteConnectorRequest, _empty_pb2.Empty]  # type: ignore[assignment]
-    """Kafka Connect: DELETE /connectors/{name}."""
+    DeleteConnector: _aio.UnaryUnaryMultiCallable[_connectors_pb2.DeleteConnectorRequest, _connectors_pb2.DeleteConnectorResponse]  # type: ignore[assignment]
+    """Kafka Connect: DELETE /connectors/{name}. The answer says how the connector's deleted()
+    callback (KIP-883) went, when the call waited for it.
+    """
     PauseConnector: _aio.UnaryUnaryMultiCallable[_connectors_pb2.PauseConnectorRequest, _connectors_pb2.Connector]  # type: ignore[assignment]
     """Kafka Connect: PUT /connectors/{name}/pause."""
     ResumeConnector: _aio.UnaryUnaryMultiCallable[_connectors_pb2.ResumeConnectorRequest, _connectors_pb2.Connector]  # type: ignore[assignment]
@@ -168,8 +172,10 @@ class ConnectorServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _connectors_pb2.DeleteConnectorRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_empty_pb2.Empty, _abc.Awaitable[_empty_pb2.Empty]]:
-        """Kafka Connect: DELETE /connectors/{name}."""
+    ) -> _typing.Union[_connectors_pb2.DeleteConnectorResponse, _abc.Awaitable[_connectors_pb2.DeleteConnectorResponse]]:
+        """Kafka Connect: DELETE /connectors/{name}. The answer says how the connector's deleted()
+        callback (KIP-883) went, when the call waited for it.
+        """
 
     @_abc_1.abstractmethod
     def PauseConnector(
