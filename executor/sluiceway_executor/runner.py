@@ -9,6 +9,10 @@ duplicate batch per interruption.
 
 Stopping happens between batches: a batch in flight finishes its Spark job; whether its offsets
 may still be committed depends on why the task stops (``stop(commit=...)``).
+
+After an empty batch the runner pauses (growing up to ``max_poll_interval``), but never past the
+moment a source task's next heartbeat (KIP-910) is due, so an idle task still sends heartbeat
+records on time; they are committed like any batch's records.
 """
 
 from __future__ import annotations
@@ -25,7 +29,13 @@ from typing import Final, Protocol
 
 from sluiceway.api.v1 import common_pb2
 from sluiceway.offsets import OffsetPair
-from sluiceway_executor.pipelines.pipeline import BatchOutcome, Pipeline, PipelineFactory, canonical
+from sluiceway_executor.pipelines.pipeline import (
+    BatchOutcome,
+    Pipeline,
+    PipelineFactory,
+    SchedulesHeartbeats,
+    canonical,
+)
 from sluiceway_executor.pipelines.spec import TaskSpec
 
 __all__ = [
@@ -207,10 +217,19 @@ class TaskRunner:
                 time.monotonic() - started,
             )
             if outcome.empty:
-                self._stopping.wait(idle)
+                self._stopping.wait(self._idle_pause(pipeline, idle))
                 idle = min(idle * 2, self._max_poll_interval)
             else:
                 idle = self._poll_interval
+
+    @staticmethod
+    def _idle_pause(pipeline: Pipeline, idle: float) -> float:
+        """The pause after an empty batch: ``idle``, or less when a heartbeat falls due sooner."""
+        if isinstance(pipeline, SchedulesHeartbeats):
+            left = pipeline.seconds_until_heartbeat()
+            if left is not None:
+                return min(idle, left)
+        return idle
 
     def _finish_batch(self, pipeline: Pipeline, outcome: BatchOutcome) -> bool:
         """Commits the batch's offsets and reports its new topics; False when the task must end."""

@@ -12,6 +12,11 @@ remembered, so later batches ask Kafka nothing about them.
 
 A topic that cannot be created (an illegal name, a refusal from the broker, no answer in time)
 raises ConnectException, which fails the task before any record is written to it.
+
+The same machinery serves topics the framework itself writes to for a task, such as KIP-910's
+heartbeat topic: a creator made with ``always=`` a group is active whatever the connector's
+``topic.creation.*`` keys and the worker's switch say, and creates every missing topic with that
+group's settings.
 """
 
 from __future__ import annotations
@@ -92,6 +97,10 @@ class TopicCreator:
     ``bootstrap.servers`` and security settings after the connector's ``producer.override.*``. As
     in Kafka Connect, a source connector's topics are created where its records go, which need not
     be the worker's own cluster.
+
+    ``always``, ``label`` and ``hint`` serve topics of the framework's own (see the module doc): the
+    one group every topic is created with, how messages name its settings instead of "topic
+    creation group NAME", and what a failure message advises.
     """
 
     def __init__(
@@ -101,20 +110,29 @@ class TopicCreator:
         *,
         task: str = "",
         timeout: float = DEFAULT_TIMEOUT_S,
+        always: TopicCreationGroup | None = None,
+        label: str = "",
+        hint: str = _HINT,
     ) -> None:
         self._task = task or "the task"
         self._timeout = timeout
+        self._label = label
+        self._hint = hint
         self._admin: AdminClient | None = None
         self._known: set[str] = set()
-        self.active = topic_creation_enabled(worker_config) and uses_topic_creation(connector_config)
         self._groups: tuple[TopicCreationGroup, ...] = ()
         self._admin_config: dict[str, str] = {}
-        if not self.active:
-            return
-        try:
-            self._groups = topic_creation_groups(connector_config)
-        except ConfigException as e:
-            raise ConnectException(f"the connector's topic creation settings are not valid: {e}") from e
+        if always is not None:
+            self.active = True
+            self._groups = (always,)
+        else:
+            self.active = topic_creation_enabled(worker_config) and uses_topic_creation(connector_config)
+            if not self.active:
+                return
+            try:
+                self._groups = topic_creation_groups(connector_config)
+            except ConfigException as e:
+                raise ConnectException(f"the connector's topic creation settings are not valid: {e}") from e
         self._admin_config = connection_settings(
             kafka_client_config(worker_config, "producer", connector_config)
         )
@@ -142,8 +160,11 @@ class TopicCreator:
                 raise self._failure(
                     topic,
                     f"the name is not a legal Kafka topic name: it {problem}",
-                    "Have the connector send its records to a topic with a legal name, then restart the "
-                    "task.",
+                    # A framework topic's name comes from a setting; its own hint says which.
+                    None
+                    if self._label
+                    else "Have the connector send its records to a topic with a legal name, then restart "
+                    "the task.",
                 )
         deadline = time.monotonic() + self._timeout
         missing = self._missing(pending, deadline)
@@ -231,19 +252,22 @@ class TopicCreator:
                         raise self._failure(topic, f"the broker did not create it: {exc}") from exc
                 else:
                     log.info(
-                        "%s: created topic %s with the settings of topic creation group %s (%s)",
+                        "%s: created topic %s with the settings of the %s (%s)",
                         self._task,
                         topic,
-                        group.name,
+                        self._settings_name(group),
                         group.describe(),
                     )
             if again:
                 time.sleep(_RETRY_PAUSE_S)
             ask = again
 
-    def _failure(self, topic: str, why: str, hint: str = _HINT) -> ConnectException:
+    def _settings_name(self, group: TopicCreationGroup) -> str:
+        return self._label or f"topic creation group {group.name!r}"
+
+    def _failure(self, topic: str, why: str, hint: str | None = None) -> ConnectException:
         group = self.group_for(topic)
         return ConnectException(
-            f"{self._task} cannot write to topic {topic!r} before making sure it exists (topic creation "
-            f"group {group.name!r}: {group.describe()}): {why}. {hint}"
+            f"{self._task} cannot write to topic {topic!r} before making sure it exists "
+            f"({self._settings_name(group)}: {group.describe()}): {why}. {hint or self._hint}"
         )

@@ -31,7 +31,8 @@ DEFAULTS: dict[str, str] = {
     # KIP-158: whether a source connector that sets topic.creation.* has those keys validated and
     # its tasks create the topics they write to when missing (false: the keys are ignored).
     "topic.creation.enable": "true",
-    # Read and validated only, until source heartbeat records (KIP-910) exist.
+    # KIP-910: how often source tasks are asked for heartbeat records (0: never), and the topic
+    # they go to; a connector's own heartbeat.* keys win. Executors read them from Welcome.
     "heartbeat.interval.ms": "0",
     "heartbeat.records.topic": "connect-heartbeats",
     # How long the control plane lets a connector's start, task_configs or stop run.

@@ -2,9 +2,7 @@
 defaults and valid values (ConnectorConfig, SourceConnectorConfig, SinkConnectorConfig,
 TopicCreationConfig), documented for what they do in Sluiceway. Keys whose feature Sluiceway does
 not have yet are listed in ``validation.NOT_SUPPORTED_YET``: a value other than their default is
-refused. A few
-others are accepted and validated but not yet read by the control plane or the executors; their
-documentation says so ("Not acted on yet")."""
+refused."""
 
 from __future__ import annotations
 
@@ -394,13 +392,18 @@ _OFFSETS_TOPIC_DOC = (
     "like the worker's offsets topic. Unset: only the worker's topic is used."
 )
 _HEARTBEAT_INTERVAL_DOC = (
-    "How often, in milliseconds, this connector's tasks would send heartbeat records (KIP-910); 0 "
-    "turns them off, unset takes the worker's heartbeat.interval.ms. Not acted on yet: Sluiceway "
-    "sends no heartbeat records."
+    "How often, in milliseconds, each task of this connector is asked for heartbeat records (KIP-910): "
+    "records a task can send when it has no data, to move its source offsets; they go to "
+    "heartbeat.records.topic and their offsets are committed. The ask comes before a batch once the "
+    "interval has passed since the last one. 0 turns heartbeats off for this connector; unset takes "
+    "the worker's heartbeat.interval.ms (default 0, off). Only tasks that implement "
+    "produce_heartbeat_records are asked. Best set in minutes or hours."
 )
 _HEARTBEAT_TOPIC_DOC = (
-    "The topic for this connector's heartbeat records (KIP-910); unset takes the worker's "
-    "heartbeat.records.topic. Not acted on yet: Sluiceway sends no heartbeat records."
+    "The topic this connector's heartbeat records go to (KIP-910); unset takes the worker's "
+    "heartbeat.records.topic (default connect-heartbeats). A task creates it, when missing, before "
+    "its first heartbeat record, on the cluster its producer writes to, with the broker's default "
+    "partitions and replication factor; an existing topic is used as it is."
 )
 
 

@@ -146,9 +146,19 @@ class SourceTask(Task):
         """
 
     def produce_heartbeat_records(self) -> list[SourceRecord]:
-        """KIP-910 hook: the records to send to the heartbeat topic at each heartbeat; none by default.
+        """Heartbeat records (KIP-910): lets the task move its source offsets while ``poll`` has
+        nothing to send, e.g. past changes of the source it does not copy.
 
-        Not called yet: Sluiceway sends no heartbeat records.
+        When the connector's heartbeat interval (``heartbeat.interval.ms``) is above 0 and has run
+        out, the executor calls this at the start of a batch, before the first ``poll``. Each record
+        returned goes to the heartbeat topic (``heartbeat.records.topic``) whatever its own
+        ``topic`` and ``kafka_partition``; its key, value and headers go through the connector's
+        converters; its source offset is committed with the batch's, as if ``poll`` had returned it.
+        The next call comes one interval later, whether or not this one returned records.
+
+        The default returns no records, and the executor never calls a task that keeps it, so a
+        task without heartbeats costs nothing. The task's offsets (through its context) are those
+        committed before the batch.
         """
         return []
 
@@ -258,6 +268,19 @@ class DataFrameSourceTask(Task):
         self, spark: SparkSession, offsets: OffsetStorageReader, context: BatchContext
     ) -> SourceBatch:
         """Reads the next bounded batch after the committed ``offsets``."""
+
+    def produce_heartbeat_records(
+        self, offsets: OffsetStorageReader, context: BatchContext
+    ) -> list[SourceRecord]:
+        """Heartbeat records (KIP-910), as ``SourceTask.produce_heartbeat_records`` describes: called
+        when a heartbeat is due, before the ``read_batch`` of batch ``context.batch_id``, with the
+        committed ``offsets``. The records go to the heartbeat topic, converted one by one by the
+        connector's converters (a task's records are few here); their source offsets are committed
+        with that batch's, and ``read_batch`` already sees them in its ``offsets``.
+
+        The default returns no records, and the executor never calls a task that keeps it.
+        """
+        return []
 
 
 class DataFrameSinkTask(Task):

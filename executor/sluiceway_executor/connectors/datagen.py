@@ -8,6 +8,11 @@ executor's Spark data source calls too (re-exported here).
 The connector's task is :class:`DataGenBatchTask`, which generates each batch inside Spark through the
 ``sluiceway-datagen`` data source; :class:`DataGenSourceTask` produces the same records one poll at a
 time (Kafka Connect's record-level API), for plugin authors and tests.
+
+Both send heartbeat records (KIP-910) when the connector's heartbeat interval is set: one per
+heartbeat, :func:`heartbeat_record`, carrying the task's committed offset unchanged, so the offsets
+stay where the data left them while the heartbeat topic shows that an idle task is alive. A task
+that has committed nothing yet has no offset to carry and sends none.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ __all__ = [
     "DataGenSourceConnector",
     "DataGenSourceTask",
     "datagen_record",
+    "heartbeat_record",
     "resume_seq",
     "source_partition",
 ]
@@ -63,6 +69,16 @@ TASK_FIELD: Final = "task"
 SEQ_FIELD: Final = "seq"
 
 STRING_SCHEMA: Final[Mapping[str, Any]] = {"type": "string", "optional": False}
+HEARTBEAT_SCHEMA: Final[Mapping[str, Any]] = {
+    "type": "struct",
+    "name": "sluiceway.datagen.Heartbeat",
+    "optional": False,
+    "fields": [
+        {"field": TASK_FIELD, "type": "int32", "optional": False},
+        {"field": SEQ_FIELD, "type": "int64", "optional": False},
+        {"field": "ts", "type": "int64", "optional": False},
+    ],
+}
 
 # Records per poll when neither max.records nor records.per.sec limits a batch further.
 DEFAULT_POLL_BATCH: Final = 10_000
@@ -168,6 +184,28 @@ def resume_seq(offset: Mapping[str, Any] | None) -> int:
             f"The committed offset {dict(offset)} has no valid '{SEQ_FIELD}' (a long >= 0)"
         )
     return int(seq) + 1
+
+
+def heartbeat_record(
+    task: int, offset: Mapping[str, Any] | None, topic: str, ts_ms: int
+) -> SourceRecord | None:
+    """Task ``task``'s heartbeat record: key ``"{task}-heartbeat"``, value ``{"task": t, "seq": n,
+    "ts": ms}`` with ``n`` the last sequence number committed, source partition ``{"task": t}`` and
+    ``offset`` itself as its offset, so committing it moves nothing. None without an ``offset``."""
+    if offset is None:
+        return None
+    seq = resume_seq(offset) - 1
+    return SourceRecord(
+        source_partition=source_partition(task),
+        source_offset={SEQ_FIELD: seq},
+        # The executor sends heartbeat records to the heartbeat topic; this one is not used.
+        topic=topic,
+        key=f"{task}-heartbeat",
+        value={TASK_FIELD: task, SEQ_FIELD: seq, "ts": ts_ms},
+        timestamp_ms=ts_ms,
+        key_schema=STRING_SCHEMA,
+        value_schema=HEARTBEAT_SCHEMA,
+    )
 
 
 class DataGenSourceConnector(SourceConnector):
@@ -308,6 +346,12 @@ class DataGenSourceTask(SourceTask):
         self._next_seq += count
         return records
 
+    def produce_heartbeat_records(self) -> list[SourceRecord]:
+        """One heartbeat record for the last record generated (none before the first)."""
+        last = {SEQ_FIELD: self._next_seq - 1} if self._next_seq > 0 else None
+        record = heartbeat_record(self._task, last, self._topic, int(self._wall_clock() * 1000))
+        return [] if record is None else [record]
+
     def stop(self) -> None:
         self._stopping.set()
 
@@ -326,8 +370,11 @@ class DataGenBatchTask(DataFrameSourceTask):
     batch whose offsets were not committed is generated again, identically.
     """
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, *, clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time
+    ) -> None:
         self._clock = clock
+        self._wall_clock = wall_clock
         self._started = False
         self._task = 0
         self._topic = ""
@@ -398,6 +445,14 @@ class DataGenBatchTask(DataFrameSourceTask):
             .select("key", "value")
         )
         return SourceBatch(data=data, offsets=[(partition, {SEQ_FIELD: next_seq + count - 1})])
+
+    def produce_heartbeat_records(
+        self, offsets: OffsetStorageReader, context: BatchContext
+    ) -> list[SourceRecord]:
+        """One heartbeat record carrying the committed offset (none before the first commit)."""
+        committed = offsets.offset(source_partition(self._task))
+        record = heartbeat_record(self._task, committed, self._topic, int(self._wall_clock() * 1000))
+        return [] if record is None else [record]
 
     def stop(self) -> None:
         """Each batch is its own Spark job; nothing stays open."""

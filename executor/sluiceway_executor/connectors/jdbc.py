@@ -6,6 +6,14 @@ partition is ``{"table": table}`` and its offset ``{"incrementing": last value}`
 a struct of the row's columns. The sink appends each record's struct value as a row of the table
 named by ``table.name.format``.
 
+With heartbeats on (KIP-910, ``heartbeat.interval.ms``), the source sends one heartbeat record per
+heartbeat that carries its committed offset again: source partition ``{"table": table}``, offset
+``{"incrementing": last value copied}``, value ``{"table": table, "incrementing": value}``. So an
+idle table's offset is written anew at every heartbeat and the heartbeat topic shows how far the
+copy has come. The offset never moves past what has been copied: in incrementing mode every row
+above it is still to be copied, unlike a change log in which a heartbeat may skip changes the
+connector does not follow. A table with nothing copied yet has no offset to send.
+
 Spark is imported only inside the tasks' batch methods, so the control plane can load these plugins
 without it.
 """
@@ -36,6 +44,7 @@ from sluiceway.connect import (
     SinkConnector,
     SourceBatch,
     SourceConnector,
+    SourceRecord,
     Task,
     TopicPartition,
     ValidString,
@@ -72,6 +81,16 @@ TOPIC_PLACEHOLDER: Final = "${topic}"
 
 TABLE_FIELD: Final = "table"
 INCREMENTING_FIELD: Final = "incrementing"
+
+HEARTBEAT_SCHEMA: Final[Mapping[str, Any]] = {
+    "type": "struct",
+    "name": "sluiceway.jdbc.Heartbeat",
+    "optional": False,
+    "fields": [
+        {"field": TABLE_FIELD, "type": "string", "optional": False},
+        {"field": INCREMENTING_FIELD, "type": "int64", "optional": False},
+    ],
+}
 
 POSTGRESQL_DRIVER: Final = "org.postgresql.Driver"
 
@@ -410,6 +429,28 @@ class JdbcSourceTask(DataFrameSourceTask):
             F.lit(None).cast("string").alias("key"), value.alias("value"), F.lit(self._topic).alias("topic")
         )
         return SourceBatch(data=data, offsets=[({TABLE_FIELD: self._table}, {INCREMENTING_FIELD: upto})])
+
+    def produce_heartbeat_records(
+        self, offsets: OffsetStorageReader, context: BatchContext
+    ) -> list[SourceRecord]:
+        """One record carrying the committed offset again (see the module doc); none before the
+        first commit. Asks nothing of the database."""
+        if self._config is None:
+            raise ConnectException("JdbcSourceTask is not started")
+        copied = self._committed(offsets)
+        if copied is None:
+            return []
+        return [
+            SourceRecord(
+                source_partition={TABLE_FIELD: self._table},
+                source_offset={INCREMENTING_FIELD: copied},
+                # The executor sends it to the heartbeat topic whatever this says.
+                topic=self._topic,
+                key=self._table,
+                value={TABLE_FIELD: self._table, INCREMENTING_FIELD: copied},
+                value_schema=HEARTBEAT_SCHEMA,
+            )
+        ]
 
     def stop(self) -> None:
         """Each batch is its own Spark job; nothing stays open."""

@@ -1,17 +1,18 @@
 """The interface between the runner and a task's pipeline: `Pipeline`, `PipelineFactory`, what one
-batch did (`BatchOutcome`), and the canonical text of a source partition both index offsets by."""
+batch did (`BatchOutcome`), the heartbeat schedule a source pipeline may expose to the runner
+(`SchedulesHeartbeats`), and the canonical text of a source partition both index offsets by."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from sluiceway.offsets import OffsetPair
 from sluiceway_executor.pipelines.spec import TaskSpec
 
-__all__ = ["BatchOutcome", "Pipeline", "PipelineFactory", "canonical"]
+__all__ = ["BatchOutcome", "Pipeline", "PipelineFactory", "SchedulesHeartbeats", "canonical", "merge_offsets"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,16 @@ class Pipeline(Protocol):
     def stop(self) -> None: ...
 
 
+@runtime_checkable
+class SchedulesHeartbeats(Protocol):
+    """A pipeline whose task sends heartbeat records (KIP-910) at the start of a batch once they are
+    due: the runner shortens its pause after an empty batch so that a due heartbeat is not late."""
+
+    def seconds_until_heartbeat(self) -> float | None:
+        """Seconds until the next heartbeat is due (0: at the next batch); None: no heartbeats."""
+        ...
+
+
 class PipelineFactory(Protocol):
     def __call__(self, spec: TaskSpec, worker_config: Mapping[str, str]) -> Pipeline: ...
 
@@ -49,3 +60,14 @@ class PipelineFactory(Protocol):
 def canonical(value: Mapping[str, Any]) -> str:
     """Compact JSON with sorted keys, so equal source partitions give equal text."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def merge_offsets(*offsets: Iterable[tuple[Mapping[str, Any], Mapping[str, Any] | None]]) -> list[OffsetPair]:
+    """One offset per source partition: for a partition given more than once, the last one given."""
+    merged: dict[str, OffsetPair] = {}
+    for pairs in offsets:
+        for partition, offset in pairs:
+            key = canonical(partition)
+            merged.pop(key, None)
+            merged[key] = (dict(partition), None if offset is None else dict(offset))
+    return list(merged.values())

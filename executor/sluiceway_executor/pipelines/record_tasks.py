@@ -6,6 +6,9 @@
   ``stop()`` makes a waiting poll return), and yields one row per record: topic, partition,
   timestamp, headers, key and value converted to Kafka bytes by the record-level converters, and
   the record's source partition and offset as JSON with its position in the poll order (``seq``).
+  When the executor says a heartbeat is due (option ``heartbeat.topic``), the task's
+  ``produce_heartbeat_records()`` is called after ``start()`` and before the first ``poll()``; its
+  records come first, routed to that topic and flagged in the ``heartbeat`` column (KIP-910).
 - Sinks: :func:`run_sink_task` feeds a batch read from Kafka to one task instance inside Spark
   (``mapInArrow`` over the batch coalesced to one partition, so one instance sees the records of
   each partition in offset order, as Kafka Connect's single-threaded task does): ``start``,
@@ -22,7 +25,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -30,6 +33,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    BooleanType,
     IntegerType,
     LongType,
     StringType,
@@ -53,6 +57,9 @@ from sluiceway.offsets import OffsetPair
 from sluiceway_executor.pipelines.loading import load_class
 from sluiceway_executor.pipelines.spec import TaskSpec
 
+if TYPE_CHECKING:
+    from sluiceway_executor.converters.base import Converter
+
 __all__ = [
     "SOURCE_SCHEMA",
     "SOURCE_TASK_FORMAT",
@@ -62,6 +69,7 @@ __all__ = [
     "converter_settings",
     "read_source_task",
     "run_sink_task",
+    "source_row",
 ]
 
 log = logging.getLogger(__name__)
@@ -83,6 +91,8 @@ SOURCE_SCHEMA: Final = StructType(
         StructField("source_partition", StringType()),
         StructField("source_offset", StringType()),
         StructField("seq", LongType()),
+        # KIP-910: a heartbeat record, sent to the heartbeat topic.
+        StructField("heartbeat", BooleanType()),
     ]
 )
 
@@ -117,6 +127,8 @@ class SourceTaskOptions:
     poll_window_ms: int
     connector_converters: dict[str, str]
     worker_converters: dict[str, str]
+    # Where this batch's heartbeat records go; empty: no heartbeat in this batch.
+    heartbeat_topic: str = ""
 
     def to_options(self) -> dict[str, str]:
         return {
@@ -127,6 +139,7 @@ class SourceTaskOptions:
             "poll.window.ms": str(self.poll_window_ms),
             "connector.converters": json.dumps(self.connector_converters),
             "worker.converters": json.dumps(self.worker_converters),
+            "heartbeat.topic": self.heartbeat_topic,
         }
 
     @classmethod
@@ -147,6 +160,7 @@ class SourceTaskOptions:
             poll_window_ms=max(0, int(str(options.get("poll.window.ms") or DEFAULT_POLL_WINDOW_MS))),
             connector_converters=dict(_json_option(options, "connector.converters", {})),
             worker_converters=dict(_json_option(options, "worker.converters", {})),
+            heartbeat_topic=str(options.get("heartbeat.topic") or "").strip(),
         )
 
 
@@ -161,6 +175,30 @@ def _headers(record: SourceRecord) -> list[tuple[str, bytes | None]] | None:
 
 def _canonical(value: Mapping[str, Any]) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def source_row(
+    record: SourceRecord,
+    key_converter: Converter,
+    value_converter: Converter,
+    seq: int,
+    heartbeat_topic: str = "",
+) -> tuple[Any, ...]:
+    """One record as a row of SOURCE_SCHEMA, key and value converted to Kafka bytes. With a
+    ``heartbeat_topic`` it is a heartbeat record: it goes to that topic, to the partition the
+    producer picks (the record's own topic and partition are not the heartbeat topic's)."""
+    return (
+        heartbeat_topic or record.topic,
+        None if heartbeat_topic else record.kafka_partition,
+        record.timestamp_ms,
+        _headers(record),
+        key_converter.from_connect_value(record.key, record.key_schema),
+        value_converter.from_connect_value(record.value, record.value_schema),
+        _canonical(record.source_partition),
+        _canonical(record.source_offset),
+        seq,
+        bool(heartbeat_topic),
+    )
 
 
 class _StopOnce:
@@ -194,24 +232,22 @@ def poll_source_task(options: SourceTaskOptions) -> Iterator[tuple[Any, ...]]:
     timer.daemon = True
     timer.start()
     deadline = time.monotonic() + options.poll_window_ms / 1000
+    # Heartbeat records come first (the task is asked before it polls) and do not count against
+    # max_records; ``seq`` runs on through them, so a polled record's offset wins over a heartbeat's.
+    seq = 0
     produced = 0
     try:
+        if options.heartbeat_topic:
+            for record in task.produce_heartbeat_records():
+                yield source_row(record, key_converter, value_converter, seq, options.heartbeat_topic)
+                seq += 1
         while produced < options.max_records and time.monotonic() < deadline:
             records = task.poll()
             if not records:
                 break
             for record in records[: options.max_records - produced]:
-                yield (
-                    record.topic,
-                    record.kafka_partition,
-                    record.timestamp_ms,
-                    _headers(record),
-                    key_converter.from_connect_value(record.key, record.key_schema),
-                    value_converter.from_connect_value(record.value, record.value_schema),
-                    _canonical(record.source_partition),
-                    _canonical(record.source_offset),
-                    produced,
-                )
+                yield source_row(record, key_converter, value_converter, seq)
+                seq += 1
                 produced += 1
     finally:
         timer.cancel()
@@ -257,9 +293,11 @@ def read_source_task(
     *,
     max_records: int,
     poll_window_ms: int = DEFAULT_POLL_WINDOW_MS,
+    heartbeat_topic: str = "",
 ) -> DataFrame:
     """The next batch of a record-level source task as a DataFrame (SOURCE_SCHEMA). Evaluating it
-    polls the task, so evaluate it once (``localCheckpoint``)."""
+    polls the task, so evaluate it once (``localCheckpoint``). With a ``heartbeat_topic`` the batch
+    starts with the task's heartbeat records, sent to that topic."""
     options = SourceTaskOptions(
         task_class=class_path(task_class),
         task_config=dict(spec.task_config),
@@ -268,6 +306,7 @@ def read_source_task(
         poll_window_ms=poll_window_ms,
         connector_converters=converter_settings(spec.connector_config),
         worker_converters=converter_settings(worker_config),
+        heartbeat_topic=heartbeat_topic,
     )
     return spark.read.format(SOURCE_TASK_FORMAT).options(**options.to_options()).load()
 

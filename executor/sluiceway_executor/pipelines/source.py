@@ -14,6 +14,15 @@ Before a batch is written, the topics it writes to go through the task's `TopicC
 (KIP-158): when the connector uses topic creation, a topic the task meets for the first time is
 created if missing, so no record reaches a topic that was not checked.
 
+Heartbeat records (KIP-910, ``heartbeats.py``): when the task has a heartbeat hook of its own and
+the connector's heartbeat interval has run out, the batch starts with the hook. A DataFrame-level
+task's hook runs here; its records are converted one by one and written to the heartbeat topic
+before ``read_batch``. A record-level task's hook runs inside Spark, in the same task instance that
+then polls, and its records come out of the read first. Either way the heartbeat topic is created
+when missing before anything is written to it, and the heartbeat records' offsets are committed
+with the batch's (a later offset of the same source partition wins), so an idle task's batch
+commits only them.
+
 Offsets are kept in memory: the assignment's committed offsets, updated after each accepted commit.
 """
 
@@ -29,12 +38,19 @@ from sluiceway.connect import (
     ConnectException,
     DataFrameSourceTask,
     MemoryOffsetStorageReader,
+    OffsetStorageReader,
     SourceTask,
     Task,
 )
 from sluiceway.connect.kafka_clients import kafka_client_config
 from sluiceway.offsets import OffsetPair
-from sluiceway_executor.pipelines.pipeline import BatchOutcome, canonical
+from sluiceway_executor.heartbeats import (
+    HeartbeatTimer,
+    heartbeat_settings,
+    heartbeat_topic_creator,
+    overrides_heartbeat_hook,
+)
+from sluiceway_executor.pipelines.pipeline import BatchOutcome, canonical, merge_offsets
 from sluiceway_executor.pipelines.spec import TaskSpec, batch_max_records
 from sluiceway_executor.topic_creation import TopicCreator
 
@@ -48,6 +64,7 @@ log = logging.getLogger(__name__)
 TOPIC_CONFIG: Final = "topic"
 _FORMAT: Final = "sluiceway-kafka"
 _KAFKA_COLUMNS: Final = ("topic", "partition", "timestamp", "headers")
+_WRITTEN_COLUMNS: Final = (*_KAFKA_COLUMNS, "key", "value")
 
 
 def last_offsets(summary: list[Row]) -> tuple[list[OffsetPair], frozenset[str], int]:
@@ -94,9 +111,26 @@ class SourcePipeline:
         producer_config = kafka_client_config(worker_config, "producer", spec.connector_config)
         self._bootstrap = producer_config.pop("bootstrap.servers")
         self._producer_config = producer_config
-        self._topic_creator = TopicCreator(
-            worker_config, spec.connector_config, task=f"task {spec.task_index} of {spec.connector}"
-        )
+        name = f"task {spec.task_index} of {spec.connector}"
+        self._topic_creator = TopicCreator(worker_config, spec.connector_config, task=name)
+        # KIP-910: a task that keeps the SDK's heartbeat hook is never asked; its timer stays off.
+        self._heartbeat_topic = ""
+        self._heartbeats = HeartbeatTimer(0)
+        self._heartbeat_creator: TopicCreator | None = None
+        if overrides_heartbeat_hook(task_class):
+            settings = heartbeat_settings(worker_config, spec.connector_config)
+            if settings.enabled:
+                self._heartbeat_topic = settings.topic
+                self._heartbeats = HeartbeatTimer(settings.interval_ms)
+                self._heartbeat_creator = heartbeat_topic_creator(
+                    worker_config, spec.connector_config, task=name
+                )
+                log.info(
+                    "%s: heartbeat records every %d ms to topic %s",
+                    name,
+                    settings.interval_ms,
+                    settings.topic,
+                )
 
     def start(self) -> None:
         from sluiceway_executor.converters.registry import converter_for
@@ -110,17 +144,31 @@ class SourcePipeline:
 
     # ------------------------------------------------------------------ batches
 
-    def run_batch(self, batch_id: int) -> BatchOutcome:
-        if self._task is not None:
-            return self._dataframe_batch(self._task, batch_id)
-        return self._record_batch()
+    def seconds_until_heartbeat(self) -> float | None:
+        """When the task's next heartbeat is due (see ``SchedulesHeartbeats``)."""
+        return self._heartbeats.seconds_left()
 
-    def _dataframe_batch(self, task: DataFrameSourceTask, batch_id: int) -> BatchOutcome:
+    def run_batch(self, batch_id: int) -> BatchOutcome:
+        heartbeat = self._heartbeats.due()
+        if heartbeat:
+            # The next one is an interval from now, whatever this one brings.
+            self._heartbeats.reset()
+        if self._task is not None:
+            return self._dataframe_batch(self._task, batch_id, heartbeat)
+        return self._record_batch(heartbeat)
+
+    def _dataframe_batch(self, task: DataFrameSourceTask, batch_id: int, heartbeat: bool) -> BatchOutcome:
         context = BatchContext(self.spec.connector, self.spec.task_index, batch_id)
-        batch = task.read_batch(self._spark, MemoryOffsetStorageReader(self.current_offsets()), context)
-        offsets: list[OffsetPair] = [(dict(p), None if o is None else dict(o)) for p, o in batch.offsets]
+        committed = self.current_offsets()
+        beat = BatchOutcome(records=0)
+        if heartbeat:
+            beat = self._dataframe_heartbeat(task, MemoryOffsetStorageReader(committed), context)
+        # read_batch continues from the heartbeat's offsets: they are committed together.
+        reader = MemoryOffsetStorageReader([*committed, *beat.offsets])
+        batch = task.read_batch(self._spark, reader, context)
+        offsets = merge_offsets(beat.offsets, batch.offsets)
         if batch.data is None:
-            return BatchOutcome(records=0, offsets=offsets)
+            return BatchOutcome(records=0, offsets=offsets, topics=beat.topics)
         out = self._for_kafka(batch.data)
         if "topic" in batch.data.columns:
             # The topics written are needed (KIP-558): read them from the very records written.
@@ -131,7 +179,34 @@ class SourcePipeline:
         else:
             topics = frozenset({self._topic})
         self._write(out, topics)
-        return BatchOutcome(records=None, offsets=offsets, topics=topics)
+        return BatchOutcome(records=None, offsets=offsets, topics=topics | beat.topics)
+
+    def _dataframe_heartbeat(
+        self, task: DataFrameSourceTask, offsets: OffsetStorageReader, context: BatchContext
+    ) -> BatchOutcome:
+        """Calls the task's heartbeat hook and writes what it returns to the heartbeat topic; the
+        outcome holds the records' offsets (not yet committed) and the topic, or nothing."""
+        records = task.produce_heartbeat_records(offsets, context)
+        if not records:
+            return BatchOutcome(records=0)
+        from sluiceway_executor.pipelines.record_tasks import SOURCE_SCHEMA, source_row
+
+        topic = self._heartbeat_topic
+        rows = [
+            source_row(record, self._key_converter, self._value_converter, seq, topic)
+            for seq, record in enumerate(records)
+        ]
+        self._ensure_heartbeat_topic()
+        self._write(self._spark.createDataFrame(rows, SOURCE_SCHEMA).select(*_WRITTEN_COLUMNS), {topic})
+        return BatchOutcome(
+            records=len(records),
+            offsets=merge_offsets((r.source_partition, r.source_offset) for r in records),
+            topics=frozenset({topic}),
+        )
+
+    def _ensure_heartbeat_topic(self) -> None:
+        if self._heartbeat_creator is not None:
+            self._heartbeat_creator.ensure([self._heartbeat_topic])
 
     def _for_kafka(self, data: DataFrame) -> DataFrame:
         """The batch's records laid out for the Kafka writer: key and value converted."""
@@ -161,7 +236,7 @@ class SourcePipeline:
             self._value_converter.from_connect(F.col("value"), types["value"]).alias("value"),
         )
 
-    def _record_batch(self) -> BatchOutcome:
+    def _record_batch(self, heartbeat: bool) -> BatchOutcome:
         from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
         from sluiceway_executor.pipelines.record_tasks import read_source_task
@@ -173,6 +248,7 @@ class SourcePipeline:
             self._worker_config,
             self.current_offsets(),
             max_records=self._batch_records,
+            heartbeat_topic=self._heartbeat_topic if heartbeat else "",
         )
         # Deterministic from here on: the write and the offsets see the same records.
         records = read.localCheckpoint()
@@ -182,6 +258,7 @@ class SourcePipeline:
                 F.max_by("source_offset", "seq").alias("last_offset"),
                 F.max("seq").alias("last_seq"),
                 F.count(F.lit(1)).alias("records"),
+                F.count_if(F.col("heartbeat")).alias("heartbeats"),
             )
             .collect()
         )
@@ -190,10 +267,14 @@ class SourcePipeline:
             return BatchOutcome(records=0)
         # A record without a topic goes to the connector's topic (the writer's `topic` option).
         written = (topics | ({self._topic} if any(row["topic"] is None for row in summary) else set())) - {""}
-        self._write(records.select("topic", "partition", "timestamp", "headers", "key", "value"), written)
-        return BatchOutcome(records=count, offsets=offsets, topics=written)
+        heartbeats = sum(int(row["heartbeats"]) for row in summary)
+        if heartbeats:
+            self._ensure_heartbeat_topic()
+        self._write(records.select(*_WRITTEN_COLUMNS), written)
+        # Heartbeat records are not data: a batch of nothing else counts as empty for the runner.
+        return BatchOutcome(records=count - heartbeats, offsets=offsets, topics=written)
 
-    def _write(self, out: DataFrame, topics: frozenset[str]) -> None:
+    def _write(self, out: DataFrame, topics: frozenset[str] | set[str]) -> None:
         """Writes the batch to Kafka once every topic it writes to (``topics``) has been checked
         and, when missing, created (KIP-158)."""
         self._topic_creator.ensure(topics)

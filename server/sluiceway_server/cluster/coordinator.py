@@ -419,7 +419,10 @@ class ExecutorCoordinator:
         if kind == "task_status":
             report = message.task_status
             task = self._current(member, report.task, report.generation)
-            if task is not None:
+            if task is not None and self._snapshot().connector_config(task.connector) is None:
+                # A deleted connector's statuses are gone; a late report must not bring one back.
+                log.info("dropping the status report of %s: its connector was deleted", report.task)
+            elif task is not None:
                 await self._put_task_status(
                     task,
                     _STATES.get(report.state, State.UNASSIGNED),

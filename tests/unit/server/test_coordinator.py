@@ -13,7 +13,7 @@ from typing import Any, cast
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from sluiceway.api.v1 import executor_pb2
+from sluiceway.api.v1 import common_pb2, executor_pb2
 from sluiceway.offsets import map_from_proto
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
 from sluiceway_server.herder.active_topics import ActiveTopicTracker
@@ -131,6 +131,34 @@ def test_stop_detaches_executors_and_records_their_tasks_unassigned() -> None:
         with pytest.raises(UnavailableError) as refused:
             await coordinator.attach(executor_pb2.Hello(executor_id="e2"))
         assert refused.value.reason == "NOT_LEADER"
+        store.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_status_report_arriving_after_the_connector_was_deleted_writes_nothing() -> None:
+    class Configs(Snapshot):
+        def connector_config(self, connector: str) -> Mapping[str, str] | None:  # type: ignore[override]
+            return self.configs.get(connector)
+
+    async def scenario() -> None:
+        store = GatedStatusStore()
+        store.start(5)
+        snapshot = Configs()
+        coordinator = _coordinator(store, snapshot)
+        coordinator.start()
+        member = await _attached(coordinator, "e1")
+        task, owned = next(iter(member.owned.items()))
+        snapshot.configs = {}
+        report = executor_pb2.TaskStatusReport(
+            task=f"connectors/{task.connector}/tasks/{task.task}",
+            generation=owned.generation,
+            state=common_pb2.STATE_FAILED,
+            trace="offset commit refused: connector c no longer exists",
+        )
+        await coordinator.handle(member, executor_pb2.ExecutorMessage(task_status=report))
+        assert State.FAILED not in _states(store)
+        await coordinator.stop()
         store.stop()
 
     asyncio.run(scenario())
