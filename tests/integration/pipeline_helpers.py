@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+import os
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Final, TypeVar
 
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+from sluiceway.client import SluicewayClient
+from sluiceway.offsets import OffsetPair, offsets_from_proto
+from sluiceway_server.embedded import EmbeddedSparkConnect, ManagedProcess, executor_argv, spawn
+from tests.conftest import LOG_DIR, TEST_PLUGINS, ControlPlaneProcess
+
+T = TypeVar("T")
 
 
 def parquet_counts(spark: SparkSession, path: Path) -> tuple[int, int]:
@@ -20,3 +35,86 @@ def parquet_counts(spark: SparkSession, path: Path) -> tuple[int, int]:
     ).first()
     assert row is not None
     return int(row["rows"]), int(row["distinct"])
+
+
+# Executors notice a dead control plane and planes a dead executor within seconds, not the defaults.
+FAST_EXECUTOR_SESSION: Final = {
+    "executor.heartbeat.interval.ms": "500",
+    "executor.session.timeout.ms": "5000",
+}
+TIMEOUT: Final = 90.0
+
+
+@dataclass
+class PipelineStack:
+    """A control plane of a test's own with one executor attached, and a client of the plane."""
+
+    plane: ControlPlaneProcess
+    client: SluicewayClient
+    executor: ManagedProcess
+
+    def logs(self) -> str:
+        plane = self.plane.managed.tail() if self.plane.managed is not None else ""
+        return f"--- executor\n{self.executor.tail()}\n--- control plane\n{plane}"
+
+    def wait_for(self, probe: Callable[[], T], what: str, timeout: float = TIMEOUT) -> T:
+        """Polls `probe` until it returns something truthy and returns that; fails at once if the
+        executor exits, and with both processes' logs on a timeout."""
+        deadline = time.monotonic() + timeout
+        last: T | None = None
+        while time.monotonic() < deadline:
+            assert self.executor.process.poll() is None, f"the executor exited\n{self.logs()}"
+            last = probe()
+            if last:
+                return last
+            time.sleep(0.5)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}; last={last!r}\n{self.logs()}")
+
+    def close(self) -> None:
+        self.client.close()
+        self.executor.stop(timeout=60)
+
+
+def attach_executor(
+    plane: ControlPlaneProcess, spark_connect: EmbeddedSparkConnect, role: str
+) -> PipelineStack:
+    """Starts an executor for `plane` that can import the test plugins, and waits until it is
+    attached. `role` names it in ids and log files."""
+    executor_id = f"{role}-{uuid.uuid4().hex[:8]}"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(TEST_PLUGINS), os.environ.get("PYTHONPATH")])),
+    }
+    process = spawn(
+        f"executor-{executor_id}",
+        executor_argv(plane.address, spark_connect.remote, "--id", executor_id, "--log-level", "INFO"),
+        LOG_DIR,
+        env=env,
+    )
+    stack = PipelineStack(plane, SluicewayClient(plane.address, timeout=30), process)
+    try:
+        stack.wait_for(
+            lambda: [e.id for e in stack.client.server_info().executors] == [executor_id],
+            "the executor to attach",
+        )
+    except BaseException:
+        stack.close()
+        raise
+    return stack
+
+
+def committed_offsets(client: SluicewayClient, name: str) -> list[OffsetPair]:
+    """The connector's committed offsets, as OffsetService answers them."""
+    return offsets_from_proto(client.get_offsets(name).offsets)
+
+
+def topic_exists(admin: AdminClient, topic: str) -> bool:
+    """Whether the topic exists, asked with DescribeTopics (a metadata request might create it)."""
+    future = admin.describe_topics(TopicCollection([topic]), request_timeout=15)[topic]
+    try:
+        future.result(timeout=20)
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return False
+        raise
+    return True

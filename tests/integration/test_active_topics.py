@@ -13,7 +13,6 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,64 +26,42 @@ from sluiceway.errors import InvalidArgumentError, NotFoundError, PermissionDeni
 from sluiceway_server.embedded import (
     EmbeddedBroker,
     EmbeddedSparkConnect,
-    ManagedProcess,
-    executor_argv,
-    spawn,
 )
-from tests.conftest import LOG_DIR, ControlPlaneProcess
+from tests.conftest import ControlPlaneProcess
 from tests.integration.api_helpers import read_topic, wait_until
+from tests.integration.pipeline_helpers import FAST_EXECUTOR_SESSION, TIMEOUT, PipelineStack, attach_executor
 
 pytestmark = pytest.mark.integration
 
-TIMEOUT = 90.0
-FAST_EXECUTOR = {"executor.heartbeat.interval.ms": "500", "executor.session.timeout.ms": "5000"}
+
+def topic_records(stack: PipelineStack, connector: str) -> dict[str, list[Any]]:
+    """Every value the status topic holds for each active-topic key of `connector`, in order."""
+    out: dict[str, list[Any]] = {}
+    suffix = f":connector-{connector}"
+    for key, value in read_topic(stack.plane.broker.bootstrap_servers, stack.plane.topics["status"]):
+        if key is not None and key.startswith("status-topic-") and key.endswith(suffix):
+            out.setdefault(key[len("status-topic-") : -len(suffix)], []).append(value)
+    return out
 
 
-@dataclass
-class Stack:
-    """A control plane of its own with one executor attached."""
-
-    plane: ControlPlaneProcess
-    executor: ManagedProcess
-    client: SluicewayClient
-
-    def logs(self) -> str:
-        plane = self.plane.managed.tail() if self.plane.managed is not None else ""
-        return f"--- executor\n{self.executor.tail()}\n--- control plane\n{plane}"
-
-    def topic_records(self, connector: str) -> dict[str, list[Any]]:
-        """Every value the status topic holds for each active-topic key of `connector`, in order."""
-        out: dict[str, list[Any]] = {}
-        for key, value in read_topic(self.plane.broker.bootstrap_servers, self.plane.topics["status"]):
-            if (
-                key is not None
-                and key.startswith("status-topic-")
-                and key.endswith(f":connector-{connector}")
-            ):
-                topic = key[len("status-topic-") : -len(f":connector-{connector}")]
-                out.setdefault(topic, []).append(value)
-        return out
+def _stack(broker: EmbeddedBroker, spark_connect: EmbeddedSparkConnect, **settings: str) -> PipelineStack:
+    plane = ControlPlaneProcess(
+        broker, uuid.uuid4().hex[:8], settings={**FAST_EXECUTOR_SESSION, **settings}
+    ).start()
+    try:
+        return attach_executor(plane, spark_connect, "topics")
+    except BaseException:
+        plane.stop()
+        raise
 
 
-def _stack(broker: EmbeddedBroker, spark_connect: EmbeddedSparkConnect, **settings: str) -> Stack:
-    suffix = uuid.uuid4().hex[:8]
-    plane = ControlPlaneProcess(broker, suffix, settings={**FAST_EXECUTOR, **settings}).start()
-    executor = spawn(
-        f"executor-topics-{suffix}",
-        executor_argv(plane.address, spark_connect.remote, "--id", f"topics-{suffix}", "--log-level", "INFO"),
-        LOG_DIR,
-    )
-    return Stack(plane, executor, SluicewayClient(plane.address, timeout=30))
-
-
-def _close(stack: Stack) -> None:
-    stack.client.close()
-    stack.executor.stop(timeout=60)
+def _close(stack: PipelineStack) -> None:
+    stack.close()
     stack.plane.stop()
 
 
 @pytest.fixture(scope="module")
-def stack(broker: EmbeddedBroker, spark_connect: EmbeddedSparkConnect) -> Iterator[Stack]:
+def stack(broker: EmbeddedBroker, spark_connect: EmbeddedSparkConnect) -> Iterator[PipelineStack]:
     started = _stack(broker, spark_connect)
     yield started
     _close(started)
@@ -110,7 +87,7 @@ def _tasks_seen(bootstrap: str, topic: str) -> set[int]:
 
 
 def test_sources_and_sinks_record_each_topic_once_and_keep_it_across_restart_and_reconfigure(
-    stack: Stack, unique: str, tmp_path: Path
+    stack: PipelineStack, unique: str, tmp_path: Path
 ) -> None:
     client, topic = stack.client, f"tracked-{unique}"
     gen, sink = f"gen-{unique}", f"sink-{unique}"
@@ -124,14 +101,14 @@ def test_sources_and_sinks_record_each_topic_once_and_keep_it_across_restart_and
     bootstrap = stack.plane.broker.bootstrap_servers
     wait_until(lambda: _tasks_seen(bootstrap, topic) == {0, 1}, TIMEOUT, 0.5, "records of both tasks")
     time.sleep(2)
-    records = stack.topic_records(gen)
+    records = topic_records(stack, gen)
     assert list(records) == [topic]
     (only,) = records[topic]
     assert only["topic"]["name"] == topic
     assert only["topic"]["connector"] == gen
     assert only["topic"]["task"] in (0, 1)
     assert only["topic"]["discoverTimestamp"] > 0
-    assert [len(values) for values in stack.topic_records(sink).values()] == [1]
+    assert [len(values) for values in topic_records(stack, sink).values()] == [1]
     answer = client.active_topics(gen)
     assert (answer.name, answer.connector_exists) == (f"connectors/{gen}", True)
 
@@ -140,18 +117,18 @@ def test_sources_and_sinks_record_each_topic_once_and_keep_it_across_restart_and
     client.patch_connector_config(gen, {"records.per.sec": "300"})
     time.sleep(3)
     assert _topics(client, gen) == {topic}
-    assert stack.topic_records(gen) == {topic: [only]}
+    assert topic_records(stack, gen) == {topic: [only]}
 
     # Deletion tombstones the set; the API then knows neither connector nor set.
     client.delete_connector(gen)
-    wait_until(lambda: stack.topic_records(gen)[topic][-1] is None, TIMEOUT, 0.5, "tombstone on delete")
+    wait_until(lambda: topic_records(stack, gen)[topic][-1] is None, TIMEOUT, 0.5, "tombstone on delete")
     with pytest.raises(NotFoundError):
         client.active_topics(gen)
     client.delete_connector(sink)
 
 
 def test_a_reset_while_running_empties_the_set_and_running_tasks_record_their_topics_again(
-    stack: Stack, unique: str
+    stack: PipelineStack, unique: str
 ) -> None:
     client, topic = stack.client, f"refill-{unique}"
     gen = f"gen-{unique}"
@@ -163,7 +140,7 @@ def test_a_reset_while_running_empties_the_set_and_running_tasks_record_their_to
 
     # The tasks never stopped: the executor forgot what it had reported and reports the topic again.
     def refilled() -> list[Any] | None:
-        history = stack.topic_records(gen).get(topic, [])
+        history = topic_records(stack, gen).get(topic, [])
         return history if len(history) >= 3 else None
 
     history = wait_until(refilled, TIMEOUT, 0.5, f"the set refilled\n{stack.logs()}")
@@ -172,11 +149,11 @@ def test_a_reset_while_running_empties_the_set_and_running_tasks_record_their_to
     # The same request again is answered from the first call: no second tombstone.
     client.reset_active_topics(gen, request_id=request_id)
     time.sleep(1)
-    assert None not in stack.topic_records(gen)[topic][2:]
+    assert None not in topic_records(stack, gen)[topic][2:]
     client.delete_connector(gen)
 
 
-def test_the_set_of_a_deleted_connector_can_be_read_and_reset(stack: Stack, unique: str) -> None:
+def test_the_set_of_a_deleted_connector_can_be_read_and_reset(stack: PipelineStack, unique: str) -> None:
     # A set left in the status topic by a connector that no longer exists (written by hand here,
     # as an earlier worker that did not clean up on delete would have left it).
     gone, topic = f"gone-{unique}", f"old-{unique}"
@@ -203,10 +180,10 @@ def test_the_set_of_a_deleted_connector_can_be_read_and_reset(stack: Stack, uniq
         stack.client.active_topics(gone)
     with pytest.raises(NotFoundError):
         stack.client.reset_active_topics(gone)
-    assert stack.topic_records(gone) == {topic: [value, None]}
+    assert topic_records(stack, gone) == {topic: [value, None]}
 
 
-def test_bad_names_are_refused_over_the_socket(stack: Stack) -> None:
+def test_bad_names_are_refused_over_the_socket(stack: PipelineStack) -> None:
     with grpc.insecure_channel(stack.plane.address) as channel:
         stub = topics_pb2_grpc.TopicServiceStub(channel)
         for call in (
@@ -234,7 +211,7 @@ def test_with_tracking_disabled_nothing_is_recorded_and_the_api_refuses(
             with pytest.raises(PermissionDeniedError) as refused:
                 call()
             assert refused.value.reason == "TOPIC_TRACKING_DISABLED"
-        assert disabled.topic_records(gen) == {}
+        assert topic_records(disabled, gen) == {}
         statuses = read_topic(bootstrap, disabled.plane.topics["status"])
         assert not [key for key, _ in statuses if key and key.startswith("status-topic-")]
     finally:

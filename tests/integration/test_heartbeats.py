@@ -21,153 +21,42 @@ checked with the pipeline alone, on the record-level DataGen task.
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 
 from sluiceway.client import SluicewayClient
-from sluiceway.offsets import OffsetPair, map_from_proto
 from sluiceway_executor.pipelines.factory import SparkPipelineFactory, register_data_sources
 from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_server.embedded import (
     EmbeddedBroker,
     EmbeddedSparkConnect,
-    ManagedProcess,
-    executor_argv,
-    spawn,
 )
-from tests.conftest import LOG_DIR, ControlPlaneProcess
+from tests.conftest import ControlPlaneProcess
+from tests.integration.api_helpers import read_topic
+from tests.integration.pipeline_helpers import (
+    FAST_EXECUTOR_SESSION,
+    attach_executor,
+    committed_offsets,
+    topic_exists,
+)
 
 pytestmark = pytest.mark.integration
 
-TIMEOUT = 90.0
-FAST_EXECUTOR_SESSION = {"executor.heartbeat.interval.ms": "500", "executor.session.timeout.ms": "5000"}
 WORKER_INTERVAL_MS = 600
 OWN_INTERVAL_MS = 400
 # max.records per connector: the last seq (max - 1) in a heartbeat value names the connector.
 PLAIN, OWN, SLOW, OFF = 10, 20, 30, 5
 
-T = TypeVar("T")
-
-
-@dataclass
-class Stack:
-    """A control plane of its own with one executor attached, and a client of the plane."""
-
-    plane: ControlPlaneProcess
-    client: SluicewayClient
-    executor: ManagedProcess
-
-    def logs(self) -> str:
-        plane = self.plane.managed.tail() if self.plane.managed is not None else ""
-        return f"--- executor\n{self.executor.tail()}\n--- control plane\n{plane}"
-
-    def wait_for(self, probe: Callable[[], T], what: str, timeout: float = TIMEOUT) -> T:
-        """Polls `probe` until it returns something truthy, and returns that."""
-        deadline = time.monotonic() + timeout
-        last: T | None = None
-        while time.monotonic() < deadline:
-            assert self.executor.process.poll() is None, f"the executor exited\n{self.logs()}"
-            last = probe()
-            if last:
-                return last
-            time.sleep(0.5)
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}; last={last!r}\n{self.logs()}")
-
-    def close(self) -> None:
-        self.client.close()
-        self.executor.stop(timeout=60)
-
-
-def attach_executor(plane: ControlPlaneProcess, spark_connect: EmbeddedSparkConnect) -> Stack:
-    executor_id = f"heartbeats-{uuid.uuid4().hex[:8]}"
-    process = spawn(
-        f"executor-{executor_id}",
-        executor_argv(plane.address, spark_connect.remote, "--id", executor_id, "--log-level", "INFO"),
-        LOG_DIR,
-        env=dict(os.environ),
-    )
-    stack = Stack(plane, SluicewayClient(plane.address, timeout=30), process)
-    try:
-        stack.wait_for(
-            lambda: [e.id for e in stack.client.server_info().executors] == [executor_id],
-            "the executor to attach",
-        )
-    except BaseException:
-        stack.close()
-        raise
-    return stack
-
 
 @pytest.fixture
 def admin(broker: EmbeddedBroker) -> AdminClient:
     return AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-
-
-def exists(admin: AdminClient, topic: str) -> bool:
-    """Whether the topic exists, asked with DescribeTopics (a metadata request might create it)."""
-    future = admin.describe_topics(TopicCollection([topic]), request_timeout=15)[topic]
-    try:
-        future.result(timeout=20)
-    except KafkaException as exc:
-        if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-            return False
-        raise
-    return True
-
-
-def read_topic(bootstrap: str, topic: str, timeout: float = 20.0) -> list[tuple[str | None, Any]]:
-    """Every record of an existing `topic`: (key as text, value parsed as JSON or None).
-
-    The fetch wait is short because Tansu answers a fetch that waits for data only when the wait
-    ends: with the default 500 ms, a topic that gets a record more often than that (a heartbeat
-    topic, the offsets topic under heartbeats) would never show its end."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"heartbeat-reader-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "fetch.wait.max.ms": 50,
-        }
-    )
-    try:
-        partitions = list(consumer.list_topics(topic, timeout=timeout).topics[topic].partitions)
-        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        pending = set(partitions)
-        out: list[tuple[str | None, Any]] = []
-        deadline = time.monotonic() + timeout
-        while pending and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            error = msg.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    pending.discard(msg.partition())
-                    continue
-                raise RuntimeError(error)
-            key, value = msg.key(), msg.value()
-            out.append((None if key is None else key.decode(), None if value is None else json.loads(value)))
-        assert not pending, f"did not reach the end of {topic} partitions {sorted(pending)}"
-        return out
-    finally:
-        consumer.close()
-
-
-def offsets(client: SluicewayClient, name: str) -> list[OffsetPair]:
-    return [
-        (map_from_proto(item.partition), map_from_proto(item.offset) if item.HasField("offset") else None)
-        for item in client.get_offsets(name).offsets
-    ]
 
 
 def datagen(topic: str, max_records: int, **heartbeat: str) -> dict[str, Any]:
@@ -182,7 +71,7 @@ def datagen(topic: str, max_records: int, **heartbeat: str) -> dict[str, Any]:
 
 def generated(client: SluicewayClient, name: str, max_records: int) -> Callable[[], bool]:
     """A probe: the connector's task committed its last generated seq."""
-    return lambda: offsets(client, name) == [({"task": 0}, {"seq": max_records - 1})]
+    return lambda: committed_offsets(client, name) == [({"task": 0}, {"seq": max_records - 1})]
 
 
 def heartbeats(bootstrap: str, topic: str) -> list[dict[str, Any]]:
@@ -210,11 +99,11 @@ def test_heartbeats_follow_the_connector_over_the_worker_settings(
         **FAST_EXECUTOR_SESSION,
         **{"heartbeat.interval.ms": str(WORKER_INTERVAL_MS), "heartbeat.records.topic": worker_topic},
     )
-    stack = attach_executor(plane, spark_connect)
+    stack = attach_executor(plane, spark_connect, "heartbeats")
     bootstrap = broker.bootstrap_servers
     try:
         for topic in (worker_topic, own_topic, off_topic):
-            assert not exists(admin, topic)
+            assert not topic_exists(admin, topic)
         names = {kind: f"{kind}-{u}" for kind in ("plain", "own", "slow", "off")}
         stack.client.create_connector(names["plain"], datagen(f"data-{u}-plain", PLAIN))
         stack.client.create_connector(
@@ -238,7 +127,7 @@ def test_heartbeats_follow_the_connector_over_the_worker_settings(
             stack.wait_for(generated(stack.client, names[kind], last), f"{kind}'s data")
 
         # The connector's own topic: created by the task, then fed while the task has no data left.
-        stack.wait_for(lambda: exists(admin, own_topic), "the connector's heartbeat topic")
+        stack.wait_for(lambda: topic_exists(admin, own_topic), "the connector's heartbeat topic")
         stack.wait_for(lambda: len(heartbeats(bootstrap, own_topic)) >= 2, "two heartbeats")
         before = len(heartbeats(bootstrap, own_topic))
         commits_before = offset_records(bootstrap, plane.topics["offset"], names["own"])
@@ -249,22 +138,22 @@ def test_heartbeats_follow_the_connector_over_the_worker_settings(
         assert {(v["task"], v["seq"]) for v in own} == {(0, OWN - 1)}
         assert all(isinstance(v["ts"], int) for v in own)
         assert offset_records(bootstrap, plane.topics["offset"], names["own"]) >= commits_before + 2
-        assert offsets(stack.client, names["own"]) == [({"task": 0}, {"seq": OWN - 1})]
+        assert committed_offsets(stack.client, names["own"]) == [({"task": 0}, {"seq": OWN - 1})]
         # The data topic got the data only; the heartbeat topic is one of the task's active topics.
         assert len(read_topic(bootstrap, f"data-{u}-own")) == OWN
         assert set(stack.client.active_topics(names["own"]).topics) == {f"data-{u}-own", own_topic}
 
         # The worker's topic and interval for the connector that sets nothing, and only for it: `own`
         # has its own topic, `slow` its own interval, `off` none.
-        stack.wait_for(lambda: exists(admin, worker_topic), "the worker's heartbeat topic")
+        stack.wait_for(lambda: topic_exists(admin, worker_topic), "the worker's heartbeat topic")
         stack.wait_for(
             lambda: len(heartbeats(bootstrap, worker_topic)) >= 2, "heartbeats in the worker topic"
         )
         assert {(v["task"], v["seq"]) for v in heartbeats(bootstrap, worker_topic)} == {(0, PLAIN - 1)}
-        assert offsets(stack.client, names["plain"]) == [({"task": 0}, {"seq": PLAIN - 1})]
+        assert committed_offsets(stack.client, names["plain"]) == [({"task": 0}, {"seq": PLAIN - 1})]
         assert worker_topic in set(stack.client.active_topics(names["plain"]).topics)
         assert set(stack.client.active_topics(names["slow"]).topics) == {f"data-{u}-slow"}
-        assert not exists(admin, off_topic)
+        assert not topic_exists(admin, off_topic)
         assert set(stack.client.active_topics(names["off"]).topics) == {f"data-{u}-off"}
         for name in names.values():
             stack.client.delete_connector(name)
@@ -278,15 +167,17 @@ def test_no_heartbeat_topic_with_the_worker_defaults(
     admin: AdminClient,
 ) -> None:
     plane = control_plane_factory(**FAST_EXECUTOR_SESSION)
-    stack = attach_executor(plane, spark_connect)
+    stack = attach_executor(plane, spark_connect, "heartbeats")
     try:
         u = uuid.uuid4().hex[:10]
         name = f"quiet-{u}"
         # DataGen has a heartbeat hook; the worker's default interval, 0, keeps it from being called.
         stack.client.create_connector(name, datagen(f"data-{u}-quiet", 5))
-        stack.wait_for(lambda: offsets(stack.client, name) == [({"task": 0}, {"seq": 4})], "the data")
+        stack.wait_for(
+            lambda: committed_offsets(stack.client, name) == [({"task": 0}, {"seq": 4})], "the data"
+        )
         time.sleep(3)  # several idle batches
-        assert not exists(admin, "connect-heartbeats")
+        assert not topic_exists(admin, "connect-heartbeats")
         assert set(stack.client.active_topics(name).topics) == {f"data-{u}-quiet"}
         stack.client.delete_connector(name)
     finally:
@@ -339,7 +230,7 @@ def test_a_record_level_task_sends_its_heartbeats_from_inside_spark(
         first = pipeline.run_batch(0)
         assert first.records == 3 and first.offsets == [({"task": 0}, {"seq": 2})]
         assert first.topics == {data}
-        assert not exists(admin, beats)
+        assert not topic_exists(admin, beats)
         pipeline.committed(first)
         time.sleep(0.01)
         # Idle now: the batch holds the heartbeat only, which the runner commits and does not count.
@@ -347,7 +238,7 @@ def test_a_record_level_task_sends_its_heartbeats_from_inside_spark(
         assert second.records == 0 and second.empty
         assert second.offsets == [({"task": 0}, {"seq": 2})]
         assert second.topics == {beats}
-        assert exists(admin, beats)
+        assert topic_exists(admin, beats)
         ((key, value),) = read_topic(broker.bootstrap_servers, beats)
         assert key == "0-heartbeat" and (value["task"], value["seq"]) == (0, 2)
         assert len(read_topic(broker.bootstrap_servers, data)) == 3

@@ -9,12 +9,9 @@ then reads the topic from the start again."""
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
 
 import pytest
 from confluent_kafka import Producer
@@ -22,17 +19,18 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
-from sluiceway.client import SluicewayClient
-from sluiceway.offsets import OffsetPair, map_from_proto
 from sluiceway_server.embedded import (
     EmbeddedBroker,
     EmbeddedSparkConnect,
-    ManagedProcess,
-    executor_argv,
-    spawn,
 )
-from tests.conftest import LOG_DIR
+from tests.conftest import ControlPlaneProcess
 from tests.integration.api_helpers import read_topic
+from tests.integration.pipeline_helpers import (
+    FAST_EXECUTOR_SESSION,
+    PipelineStack,
+    attach_executor,
+    committed_offsets,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -47,68 +45,15 @@ SINK_START = 150
 SINK_BATCH = 100
 TIMEOUT = 60.0
 
-T = TypeVar("T")
-
-
-@dataclass
-class Stack:
-    """A dedicated control plane with one executor attached, and a client of the plane."""
-
-    client: SluicewayClient
-    executor: ManagedProcess
-    plane_log: Callable[[], str]
-
-    def logs(self) -> str:
-        return f"--- executor\n{self.executor.tail()}\n--- control plane\n{self.plane_log()}"
-
 
 @pytest.fixture
 def stack(
-    control_plane_factory: Callable[..., Any], spark_connect: EmbeddedSparkConnect, unique: str
-) -> Iterator[Stack]:
+    control_plane_factory: Callable[..., ControlPlaneProcess], spark_connect: EmbeddedSparkConnect
+) -> Iterator[PipelineStack]:
     # A plane of its own: the executor runs only this test's connector.
-    plane = control_plane_factory(
-        **{"executor.heartbeat.interval.ms": "500", "executor.session.timeout.ms": "5000"}
-    )
-    executor_id = f"offsets-{unique}"
-    process = spawn(
-        f"executor-{executor_id}",
-        executor_argv(plane.address, spark_connect.remote, "--id", executor_id, "--log-level", "INFO"),
-        LOG_DIR,
-    )
-    client = SluicewayClient(plane.address, timeout=30)
-    result = Stack(client, process, lambda: plane.managed.tail() if plane.managed is not None else "")
-    try:
-        wait_for(
-            lambda: [e.id for e in client.server_info().executors] == [executor_id],
-            TIMEOUT,
-            "the executor to attach",
-            result,
-        )
-        yield result
-    finally:
-        client.close()
-        process.stop(timeout=60)
-
-
-def wait_for(probe: Callable[[], T], timeout: float, what: str, stack: Stack) -> T:
-    """Polls `probe` until it returns something truthy, and returns that."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        assert stack.executor.process.poll() is None, f"the executor exited\n{stack.logs()}"
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last={last!r}\n{stack.logs()}")
-
-
-def offsets(client: SluicewayClient, name: str) -> list[OffsetPair]:
-    return [
-        (map_from_proto(item.partition), map_from_proto(item.offset) if item.HasField("offset") else None)
-        for item in client.get_offsets(name).offsets
-    ]
+    started = attach_executor(control_plane_factory(**FAST_EXECUTOR_SESSION), spark_connect, "offsets")
+    yield started
+    started.close()
 
 
 def create_topic(broker: EmbeddedBroker, topic: str) -> None:
@@ -135,7 +80,7 @@ def parquet_seqs(spark: SparkSession, path: Path) -> list[int]:
 
 
 def test_datagen_source_starts_at_the_altered_offset_and_at_zero_after_a_reset(
-    stack: Stack, broker: EmbeddedBroker, unique: str
+    stack: PipelineStack, broker: EmbeddedBroker, unique: str
 ) -> None:
     client = stack.client
     name, topic = f"gen-{unique}", f"offsets-gen-{unique}"
@@ -153,14 +98,13 @@ def test_datagen_source_starts_at_the_altered_offset_and_at_zero_after_a_reset(
     )
     partition = {"task": 0}
     client.alter_offsets(name, [{"partition": partition, "offset": {"seq": ALTERED_SEQ}}])
-    assert offsets(client, name) == [(partition, {"seq": ALTERED_SEQ})]
+    assert committed_offsets(client, name) == [(partition, {"seq": ALTERED_SEQ})]
 
     client.resume_connector(name)
-    wait_for(
-        lambda: offsets(client, name) == [(partition, {"seq": MAX_SEQ - 1})],
-        TIMEOUT,
+    stack.wait_for(
+        lambda: committed_offsets(client, name) == [(partition, {"seq": MAX_SEQ - 1})],
         "the task to commit its last seq",
-        stack,
+        TIMEOUT,
     )
     # Committed means written: the topic holds exactly seq 100..249, in order.
     first_run = topic_seqs(broker, topic)
@@ -168,20 +112,19 @@ def test_datagen_source_starts_at_the_altered_offset_and_at_zero_after_a_reset(
 
     client.stop_connector(name)
     client.reset_offsets(name)
-    assert offsets(client, name) == []
+    assert committed_offsets(client, name) == []
 
     client.resume_connector(name)
-    wait_for(
-        lambda: offsets(client, name) == [(partition, {"seq": MAX_SEQ - 1})],
-        TIMEOUT,
+    stack.wait_for(
+        lambda: committed_offsets(client, name) == [(partition, {"seq": MAX_SEQ - 1})],
         "the task to commit its last seq again",
-        stack,
+        TIMEOUT,
     )
     assert topic_seqs(broker, topic) == first_run + list(range(MAX_SEQ))
 
 
 def test_spark_file_sink_starts_at_the_altered_offset_and_at_the_start_after_a_reset(
-    stack: Stack, broker: EmbeddedBroker, spark: SparkSession, unique: str, tmp_path: Path
+    stack: PipelineStack, broker: EmbeddedBroker, spark: SparkSession, unique: str, tmp_path: Path
 ) -> None:
     client = stack.client
     name, topic = f"sink-{unique}", f"offsets-sink-{unique}"
@@ -206,28 +149,26 @@ def test_spark_file_sink_starts_at_the_altered_offset_and_at_the_start_after_a_r
     )
     partition = {"kafka_topic": topic, "kafka_partition": 0}
     client.alter_offsets(name, [{"partition": partition, "offset": {"kafka_offset": SINK_START}}])
-    assert offsets(client, name) == [(partition, {"kafka_offset": SINK_START})]
+    assert committed_offsets(client, name) == [(partition, {"kafka_offset": SINK_START})]
 
     client.resume_connector(name)
     # The sink commits the next offset to read once a batch's files are written.
-    wait_for(
-        lambda: offsets(client, name) == [(partition, {"kafka_offset": PRODUCED})],
-        TIMEOUT,
+    stack.wait_for(
+        lambda: committed_offsets(client, name) == [(partition, {"kafka_offset": PRODUCED})],
         "the sink to commit the end of the topic",
-        stack,
+        TIMEOUT,
     )
     assert sorted(parquet_seqs(spark, out)) == list(range(SINK_START, PRODUCED))
 
     client.stop_connector(name)
     client.reset_offsets(name)
-    assert offsets(client, name) == []
+    assert committed_offsets(client, name) == []
 
     # Without a committed offset the sink starts at the earliest record.
     client.resume_connector(name)
-    wait_for(
-        lambda: offsets(client, name) == [(partition, {"kafka_offset": PRODUCED})],
-        TIMEOUT,
+    stack.wait_for(
+        lambda: committed_offsets(client, name) == [(partition, {"kafka_offset": PRODUCED})],
         "the sink to commit the end of the topic again",
-        stack,
+        TIMEOUT,
     )
     assert Counter(parquet_seqs(spark, out)) == Counter([*range(PRODUCED), *range(SINK_START, PRODUCED)])

@@ -10,103 +10,45 @@ DescribeConfigs; Tansu reports only the settings a topic was created with)."""
 
 from __future__ import annotations
 
-import os
-import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import grpc
 import pytest
-from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
 
 from sluiceway.api.v1 import common_pb2
-from sluiceway.client import SluicewayClient
 from sluiceway.errors import SluicewayError
-from sluiceway.offsets import OffsetPair, map_from_proto
+from sluiceway.offsets import OffsetPair
 from sluiceway_server.embedded import (
     EmbeddedBroker,
     EmbeddedSparkConnect,
-    ManagedProcess,
-    executor_argv,
-    spawn,
 )
-from tests.conftest import LOG_DIR, TEST_PLUGINS, ControlPlaneProcess
+from tests.conftest import ControlPlaneProcess
 from tests.integration.api_helpers import read_topic
+from tests.integration.pipeline_helpers import (
+    FAST_EXECUTOR_SESSION,
+    PipelineStack,
+    attach_executor,
+    committed_offsets,
+    topic_exists,
+)
 
 pytestmark = pytest.mark.integration
 
 ROUTING = "testing_connectors.TopicRoutingSourceConnector"
 DONE: OffsetPair = ({"routing": "once"}, {"routed": True})
 PER_TOPIC = 2
-TIMEOUT = 90.0
-FAST_EXECUTOR_SESSION = {"executor.heartbeat.interval.ms": "500", "executor.session.timeout.ms": "5000"}
-
-T = TypeVar("T")
-
-
-@dataclass
-class Stack:
-    """A control plane of its own with one executor attached, and a client of the plane."""
-
-    plane: ControlPlaneProcess
-    client: SluicewayClient
-    executor: ManagedProcess
-
-    def logs(self) -> str:
-        plane = self.plane.managed.tail() if self.plane.managed is not None else ""
-        return f"--- executor\n{self.executor.tail()}\n--- control plane\n{plane}"
-
-    def wait_for(self, probe: Callable[[], T], what: str) -> T:
-        """Polls `probe` until it returns something truthy, and returns that."""
-        deadline = time.monotonic() + TIMEOUT
-        last: T | None = None
-        while time.monotonic() < deadline:
-            assert self.executor.process.poll() is None, f"the executor exited\n{self.logs()}"
-            last = probe()
-            if last:
-                return last
-            time.sleep(0.5)
-        raise AssertionError(f"timed out after {TIMEOUT}s waiting for {what}; last={last!r}\n{self.logs()}")
-
-    def close(self) -> None:
-        self.client.close()
-        self.executor.stop(timeout=60)
-
-
-def attach_executor(plane: ControlPlaneProcess, spark_connect: EmbeddedSparkConnect) -> Stack:
-    """Starts an executor for `plane` that can import the test plugins, and waits for it to attach."""
-    executor_id = f"topic-creation-{uuid.uuid4().hex[:8]}"
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(TEST_PLUGINS), os.environ.get("PYTHONPATH")])),
-    }
-    process = spawn(
-        f"executor-{executor_id}",
-        executor_argv(plane.address, spark_connect.remote, "--id", executor_id, "--log-level", "INFO"),
-        LOG_DIR,
-        env=env,
-    )
-    stack = Stack(plane, SluicewayClient(plane.address, timeout=30), process)
-    try:
-        stack.wait_for(
-            lambda: [e.id for e in stack.client.server_info().executors] == [executor_id],
-            "the executor to attach",
-        )
-    except BaseException:
-        stack.close()
-        raise
-    return stack
 
 
 @pytest.fixture(scope="module")
-def stack(broker: EmbeddedBroker, spark_connect: EmbeddedSparkConnect) -> Iterator[Stack]:
+def stack(broker: EmbeddedBroker, spark_connect: EmbeddedSparkConnect) -> Iterator[PipelineStack]:
     """A plane with the worker default, topic.creation.enable=true, shared by this module's tests."""
     plane = ControlPlaneProcess(broker, uuid.uuid4().hex[:8], settings=dict(FAST_EXECUTOR_SESSION)).start()
     try:
-        started = attach_executor(plane, spark_connect)
+        started = attach_executor(plane, spark_connect, "topic-creation")
         yield started
         started.close()
     finally:
@@ -118,13 +60,6 @@ def admin(broker: EmbeddedBroker) -> AdminClient:
     return AdminClient({"bootstrap.servers": broker.bootstrap_servers})
 
 
-def offsets(client: SluicewayClient, name: str) -> list[OffsetPair]:
-    return [
-        (map_from_proto(item.partition), map_from_proto(item.offset) if item.HasField("offset") else None)
-        for item in client.get_offsets(name).offsets
-    ]
-
-
 def routing(topics: list[str], **topic_creation: str) -> dict[str, Any]:
     return {
         "connector.class": ROUTING,
@@ -133,17 +68,6 @@ def routing(topics: list[str], **topic_creation: str) -> dict[str, Any]:
         "routing.records.per.topic": PER_TOPIC,
         **topic_creation,
     }
-
-
-def exists(admin: AdminClient, topic: str) -> bool:
-    future = admin.describe_topics(TopicCollection([topic]), request_timeout=15)[topic]
-    try:
-        future.result(timeout=20)
-    except KafkaException as exc:
-        if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-            return False
-        raise
-    return True
 
 
 def partitions(admin: AdminClient, topic: str) -> int:
@@ -160,7 +84,7 @@ def settings(admin: AdminClient, topic: str) -> dict[str, str]:
 
 
 def test_topics_are_created_with_the_settings_of_their_group_and_existing_ones_are_kept(
-    stack: Stack, admin: AdminClient, broker: EmbeddedBroker
+    stack: PipelineStack, admin: AdminClient, broker: EmbeddedBroker
 ) -> None:
     u = uuid.uuid4().hex[:10]
     plain, compacted, skipped, kept = (
@@ -189,7 +113,7 @@ def test_topics_are_created_with_the_settings_of_their_group_and_existing_ones_a
             },
         ),
     )
-    stack.wait_for(lambda: offsets(stack.client, name) == [DONE], "the batch to be committed")
+    stack.wait_for(lambda: committed_offsets(stack.client, name) == [DONE], "the batch to be committed")
 
     # Default group: its partitions and its own settings.
     assert partitions(admin, plain) == 2
@@ -211,7 +135,7 @@ def test_topics_are_created_with_the_settings_of_their_group_and_existing_ones_a
 
 
 def test_a_topic_that_cannot_be_created_fails_the_task_before_anything_is_written(
-    stack: Stack, admin: AdminClient
+    stack: PipelineStack, admin: AdminClient
 ) -> None:
     u = uuid.uuid4().hex[:10]
     fine, illegal = f"tc-{u}-fine", f"tc-{u}-not$legal"
@@ -238,12 +162,14 @@ def test_a_topic_that_cannot_be_created_fails_the_task_before_anything_is_writte
     assert "partitions=4" in failed.trace
     assert "not a legal Kafka topic name" in failed.trace
     # Nothing was created or written, not even the legal topic of the same batch.
-    assert not exists(admin, fine)
-    assert offsets(stack.client, name) == []
+    assert not topic_exists(admin, fine)
+    assert committed_offsets(stack.client, name) == []
     stack.client.delete_connector(name)
 
 
-def test_an_invalid_topic_creation_setting_is_refused_over_grpc(stack: Stack, admin: AdminClient) -> None:
+def test_an_invalid_topic_creation_setting_is_refused_over_grpc(
+    stack: PipelineStack, admin: AdminClient
+) -> None:
     u = uuid.uuid4().hex[:10]
     topic, name = f"tc-{u}-never", f"refused-{u}"
     config = routing(
@@ -262,7 +188,7 @@ def test_an_invalid_topic_creation_setting_is_refused_over_grpc(stack: Stack, ad
     with pytest.raises(SluicewayError) as missing:
         stack.client.get_connector(name)
     assert missing.value.code == grpc.StatusCode.NOT_FOUND
-    assert not exists(admin, topic)
+    assert not topic_exists(admin, topic)
 
 
 def test_a_worker_with_topic_creation_disabled_creates_nothing(
@@ -271,7 +197,7 @@ def test_a_worker_with_topic_creation_disabled_creates_nothing(
     admin: AdminClient,
 ) -> None:
     plane = control_plane_factory(**FAST_EXECUTOR_SESSION, **{"topic.creation.enable": "false"})
-    stack = attach_executor(plane, spark_connect)
+    stack = attach_executor(plane, spark_connect, "topic-creation")
     try:
         u = uuid.uuid4().hex[:10]
         topic, name = f"tc-{u}-off", f"off-{u}"
@@ -290,7 +216,7 @@ def test_a_worker_with_topic_creation_disabled_creates_nothing(
                 },
             ),
         )
-        stack.wait_for(lambda: offsets(stack.client, name) == [DONE], "the batch to be committed")
+        stack.wait_for(lambda: committed_offsets(stack.client, name) == [DONE], "the batch to be committed")
         # The broker made the topic when the records came (its auto-creation defaults).
         assert partitions(admin, topic) != 7
         assert settings(admin, topic).get("cleanup.policy") != "compact"
