@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from sluiceway.connect import (
@@ -67,11 +67,17 @@ _KAFKA_COLUMNS: Final = ("topic", "partition", "timestamp", "headers")
 _WRITTEN_COLUMNS: Final = (*_KAFKA_COLUMNS, "key", "value")
 
 
-def last_offsets(summary: list[Row]) -> tuple[list[OffsetPair], frozenset[str], int]:
+def topics_written(found: Iterable[object], default_topic: str) -> frozenset[str]:
+    """The topics records go to, from their `topic` values: a null one goes to the connector's
+    `topic` (the writer's `topic` option)."""
+    return frozenset(str(t) if t is not None else default_topic for t in found) - {""}
+
+
+def last_offsets(summary: list[Row], default_topic: str = "") -> tuple[list[OffsetPair], frozenset[str], int]:
     """From rows (source_partition JSON, topic, last_offset JSON, last_seq, records): the offset
-    of the last record of each source partition, the topics written and the record count."""
+    of the last record of each source partition, the topics written (`default_topic` for rows
+    without one) and the record count."""
     latest: dict[str, tuple[int, dict[str, Any], dict[str, Any]]] = {}
-    topics: set[str] = set()
     records = 0
     for row in summary:
         partition = json.loads(row["source_partition"])
@@ -80,11 +86,10 @@ def last_offsets(summary: list[Row]) -> tuple[list[OffsetPair], frozenset[str], 
         key = canonical(partition)
         if key not in latest or latest[key][0] < seq:
             latest[key] = (seq, partition, offset)
-        if row["topic"] is not None:
-            topics.add(str(row["topic"]))
         records += int(row["records"])
     ordered = sorted(latest.values(), key=lambda item: item[0])
-    return [(partition, offset) for _, partition, offset in ordered], frozenset(topics), records
+    topics = topics_written((row["topic"] for row in summary), default_topic)
+    return [(partition, offset) for _, partition, offset in ordered], topics, records
 
 
 class SourcePipeline:
@@ -174,8 +179,7 @@ class SourcePipeline:
             # The topics written are needed (KIP-558): read them from the very records written.
             out = out.localCheckpoint()
             found = [row[0] for row in out.select("topic").distinct().collect()]
-            # A null topic goes to the connector's topic (the writer's `topic` option).
-            topics = frozenset(str(t) if t is not None else self._topic for t in found) - {""}
+            topics = topics_written(found, self._topic)
         else:
             topics = frozenset({self._topic})
         self._write(out, topics)
@@ -262,11 +266,9 @@ class SourcePipeline:
             )
             .collect()
         )
-        offsets, topics, count = last_offsets(summary)
+        offsets, written, count = last_offsets(summary, self._topic)
         if count == 0:
             return BatchOutcome(records=0)
-        # A record without a topic goes to the connector's topic (the writer's `topic` option).
-        written = (topics | ({self._topic} if any(row["topic"] is None for row in summary) else set())) - {""}
         heartbeats = sum(int(row["heartbeats"]) for row in summary)
         if heartbeats:
             self._ensure_heartbeat_topic()

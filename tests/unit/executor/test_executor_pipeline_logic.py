@@ -133,6 +133,10 @@ def test_last_offsets_take_each_partitions_last_record_across_topics() -> None:
     assert offsets == [({"f": "b"}, {"p": 3}), ({"f": "a"}, {"p": 12})]
     assert topics == {"t1", "t2"} and count == 6
     assert last_offsets([]) == ([], frozenset(), 0)
+    # A record without a topic goes to the connector's topic.
+    untitled = [Row(source_partition='{"f":"a"}', topic=None, last_offset='{"p":1}', last_seq=0, records=1)]
+    assert last_offsets(untitled, "fallback")[1] == {"fallback"}
+    assert last_offsets(untitled)[1] == frozenset()
 
 
 def test_only_converter_settings_travel_to_spark() -> None:

@@ -9,13 +9,13 @@ from pathlib import Path
 from sluiceway_server.herder.deleted_callbacks import DeletedOutcome
 from sluiceway_server.model import State, TargetState
 from tests.plugins.deletion_connectors import RecordingSourceConnector
-from tests.unit.server.test_herder_memory import Bed, settle
+from tests.unit.server.test_herder_memory import Bed, run, settle
 
 PLUGIN = "RecordingSource"
 
 
-def _bed() -> Bed:
-    return Bed(plugin_timeout=1.0, plugins=(RecordingSourceConnector,))
+PLUGIN_TIMEOUT = 1.0
+PLUGINS = (RecordingSourceConnector,)
 
 
 def _events(calls: Path) -> list[str]:
@@ -30,55 +30,45 @@ def test_delete_calls_deleted_after_stop_and_clears_its_record(tmp_path: Path) -
     calls = tmp_path / "calls"
     config = {"connector.class": PLUGIN, "calls.file": str(calls)}
 
-    async def scenario() -> None:
-        bed = _bed()
-        await bed.herder.start()
-        try:
-            await bed.herder.create_connector("c", config, TargetState.STARTED)
-            await settle(bed, "c", State.RUNNING)
-            result = await bed.herder.delete_connector("c", wait=True)
-            assert result.outcome is DeletedOutcome.SUCCEEDED
-            assert _events(calls) == ["start", "stop", "deleted:begin", "deleted:end"]
-            for _ in range(100):
-                if _records(bed, "c")[-1:] == [None]:
-                    break
-                await asyncio.sleep(0.02)
-            recorded = _records(bed, "c")
-            # The record carried the config the connector had, and is a tombstone now.
-            assert isinstance(recorded[0], dict)
-            assert recorded[0]["properties"]["calls.file"] == str(calls)
-            assert recorded[-1] is None
-            assert bed.config_store.snapshot().pending_deleted_callbacks == {}
-        finally:
-            await bed.herder.stop()
+    async def scenario(bed: Bed) -> None:
+        await bed.herder.create_connector("c", config, TargetState.STARTED)
+        await settle(bed, "c", State.RUNNING)
+        result = await bed.herder.delete_connector("c", wait=True)
+        assert result.outcome is DeletedOutcome.SUCCEEDED
+        assert _events(calls) == ["start", "stop", "deleted:begin", "deleted:end"]
+        for _ in range(100):
+            if _records(bed, "c")[-1:] == [None]:
+                break
+            await asyncio.sleep(0.02)
+        recorded = _records(bed, "c")
+        # The record carried the config the connector had, and is a tombstone now.
+        assert isinstance(recorded[0], dict)
+        assert recorded[0]["properties"]["calls.file"] == str(calls)
+        assert recorded[-1] is None
+        assert bed.config_store.snapshot().pending_deleted_callbacks == {}
 
-    asyncio.run(scenario())
+    run(scenario, PLUGIN_TIMEOUT, PLUGINS)
 
 
 def test_a_raising_deleted_is_reported_and_the_connector_is_gone(tmp_path: Path) -> None:
     config = {"connector.class": PLUGIN, "calls.file": str(tmp_path / "c"), "deleted.behaviour": "raise"}
 
-    async def scenario() -> None:
-        bed = _bed()
-        await bed.herder.start()
-        try:
-            await bed.herder.create_connector("c", config, TargetState.STARTED)
-            await settle(bed, "c", State.RUNNING)
-            result = await bed.herder.delete_connector("c", wait=True)
-            assert result.outcome is DeletedOutcome.FAILED
-            assert "cleanup refused on purpose" in result.error
-            assert not bed.herder.snapshot().contains("c")
-        finally:
-            await bed.herder.stop()
+    async def scenario(bed: Bed) -> None:
+        await bed.herder.create_connector("c", config, TargetState.STARTED)
+        await settle(bed, "c", State.RUNNING)
+        result = await bed.herder.delete_connector("c", wait=True)
+        assert result.outcome is DeletedOutcome.FAILED
+        assert "cleanup refused on purpose" in result.error
+        assert not bed.herder.snapshot().contains("c")
 
-    asyncio.run(scenario())
+    run(scenario, PLUGIN_TIMEOUT, PLUGINS)
 
 
 def test_records_left_by_a_previous_leader_are_called_or_dropped(tmp_path: Path) -> None:
     gone, alive = tmp_path / "gone", tmp_path / "alive"
 
     async def scenario() -> None:
-        bed = _bed()
+        bed = Bed(PLUGIN_TIMEOUT, PLUGINS)
         # What a control plane that died mid-callback leaves: a deleted connector with its record,
         # and a record whose connector still exists (its tombstone never made it).
         bed.config_store.remove_connector_config(

@@ -88,9 +88,11 @@ class Bed:
         ]
 
 
-def run(test: Callable[[Bed], Awaitable[T]], plugin_timeout: float = 2.0) -> T:
+def run(
+    test: Callable[[Bed], Awaitable[T]], plugin_timeout: float = 2.0, plugins: Sequence[type[Connector]] = ()
+) -> T:
     async def main() -> T:
-        bed = Bed(plugin_timeout)
+        bed = Bed(plugin_timeout, plugins)
         await bed.herder.start()
         try:
             return await test(bed)
