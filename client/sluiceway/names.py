@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from sluiceway.limits import echo
+
 __all__ = [
     "CONNECTORS_PREFIX",
     "MAX_TASK_NUMBER",
@@ -55,11 +57,12 @@ class InvalidTaskNumberError(InvalidNameError):
 
     def __init__(self, number: str, name: str | None = None) -> None:
         problem = (
-            f"the task number must be an integer from 0 to {MAX_TASK_NUMBER} in digits 0-9, got {number!r}"
+            f"the task number must be an integer from 0 to {MAX_TASK_NUMBER} in digits 0-9, "
+            f"got {echo(number)}"
         )
         super().__init__(
             number if name is None else name,
-            problem if name is None else f"not a task resource name: {name!r} ({problem})",
+            problem if name is None else f"not a task resource name: {echo(name)} ({problem})",
         )
         self.number = number
 
@@ -77,7 +80,7 @@ class TaskName(NamedTuple):
 def check_connector_id(connector: str) -> str:
     """`connector` if it is a valid connector id (not empty, no '/'), else InvalidNameError."""
     if not connector or "/" in connector:
-        raise InvalidNameError(connector, f"not a connector id (non-empty, without '/'): {connector!r}")
+        raise InvalidNameError(connector, f"not a connector id (non-empty, without '/'): {echo(connector)}")
     return connector
 
 
@@ -102,7 +105,9 @@ def parse_connector_name(name: str) -> str:
     """`"connectors/my-conn"` -> `"my-conn"`."""
     connector = name[len(CONNECTORS_PREFIX) :]
     if not name.startswith(CONNECTORS_PREFIX) or not connector or "/" in connector:
-        raise InvalidNameError(name, f"not a connector resource name (connectors/{{connector}}): {name!r}")
+        raise InvalidNameError(
+            name, f"not a connector resource name (connectors/{{connector}}): {echo(name)}"
+        )
     return connector
 
 
@@ -130,6 +135,6 @@ def parse_task_name(name: str) -> TaskName:
     parts = name.split("/")
     if len(parts) != 4 or parts[0] != "connectors" or parts[2] != "tasks" or not parts[1]:
         raise InvalidNameError(
-            name, f"not a task resource name: {name!r} (expected connectors/{{connector}}/tasks/{{task}})"
+            name, f"not a task resource name: {echo(name)} (expected connectors/{{connector}}/tasks/{{task}})"
         )
     return TaskName(parts[1], parse_task_number(parts[3], name))

@@ -33,6 +33,7 @@ import grpc
 
 import sluiceway
 from sluiceway.api.v1 import common_pb2, executor_pb2, executor_pb2_grpc
+from sluiceway.limits import EXECUTOR_MAX_RECEIVE_BYTES
 from sluiceway.offsets import OffsetPair, offsets_to_proto
 from sluiceway_executor.pipelines.pipeline import PipelineFactory
 from sluiceway_executor.pipelines.spec import TaskSpec
@@ -300,7 +301,11 @@ class ExecutorAgent:
                 )
             )
         )
-        channel = grpc.insecure_channel(settings.server)
+        # Above gRPC's 4 MiB default on purpose: the control plane packs assignments into smaller
+        # messages, but one task's configs may be larger, and it never sends more than this.
+        channel = grpc.insecure_channel(
+            settings.server, options=[("grpc.max_receive_message_length", EXECUTOR_MAX_RECEIVE_BYTES)]
+        )
         call = executor_pb2_grpc.ExecutorServiceStub(channel).Attach(session.requests())
         with self._lock:
             if self._stopping.is_set():

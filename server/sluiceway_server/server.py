@@ -30,6 +30,7 @@ from sluiceway.api.v1 import (
     topics_pb2_grpc,
 )
 from sluiceway.connect.plugins import PluginRegistry
+from sluiceway.limits import SERVER_MAX_RECEIVE_BYTES
 from sluiceway_server.api.cluster import ClusterServicer
 from sluiceway_server.api.connectors import ConnectorServicer
 from sluiceway_server.api.executors import ExecutorServicer
@@ -170,7 +171,7 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
     await asyncio.gather(*(asyncio.to_thread(s.start, startup_timeout) for s in stores))
 
     server = grpc.aio.server(
-        options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+        options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", SERVER_MAX_RECEIVE_BYTES)]
     )
     port = server.add_insecure_port(config.listen_address())
     if port == 0:

@@ -94,6 +94,9 @@ NO_DEFAULT: Final = _NoDefault()
 """Default of a key that has none: the key is required."""
 
 
+_DISPLAY_CHARS = 200
+
+
 def _display(value: Any) -> str:
     """A value as Java's toString would print it (null, true/false, [a, b])."""
     if value is None:
@@ -102,7 +105,9 @@ def _display(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_display(v) for v in value) + "]"
-    return str(value)
+    text = str(value)
+    # A value is repeated in errors only in part: an error must stay readable and small.
+    return text if len(text) <= _DISPLAY_CHARS else f"{text[:_DISPLAY_CHARS]}… ({len(text)} characters)"
 
 
 class ConfigException(Exception):  # noqa: N818 - Kafka's name, kept for familiarity
@@ -416,10 +421,10 @@ def _parse_integer(name: str, raw: str, trimmed: str, type_: ConfigType) -> int:
     low, high = _INT_BOUNDS[type_]
     if not _INTEGER.fullmatch(trimmed):
         raise ConfigException(name, raw, "not a decimal integer")
-    number = int(trimmed)
-    if not low <= number <= high:
+    # More digits than any bound has: int() of a very long string would refuse it anyway.
+    if len(trimmed.lstrip("+-").lstrip("0")) > 20 or not low <= int(trimmed) <= high:
         raise ConfigException(name, raw, f"does not fit in {type_.value}, which holds {low} to {high}")
-    return number
+    return int(trimmed)
 
 
 def _parse_double(name: str, raw: str, trimmed: str) -> float:

@@ -68,8 +68,13 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
         if position:
             await self._run(context, self.herder.wait_for_position(position, self._timeout(context)))
 
+    @staticmethod
+    def _checked_view(view: int, default: int) -> int:
+        if view not in connectors_pb2.ConnectorView.values():
+            raise invalid_request("view", f"unknown ConnectorView value {view}")
+        return view or default
+
     async def _view(self, name: str, view: int, default: int) -> connectors_pb2.Connector:
-        view = view or default
         if view == connectors_pb2.CONNECTOR_VIEW_NAMES:
             return convert.connector(None, name=name)
         info = (
@@ -110,14 +115,15 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
         self, request: connectors_pb2.GetConnectorRequest, context: Context
     ) -> connectors_pb2.Connector:
         name = connector_name(request.name)
+        view = self._checked_view(request.view, connectors_pb2.CONNECTOR_VIEW_INFO)
         await self._catch_up(request.min_config_position, context)
-        return await self._run(context, self._view(name, request.view, connectors_pb2.CONNECTOR_VIEW_INFO))
+        return await self._run(context, self._view(name, view, connectors_pb2.CONNECTOR_VIEW_INFO))
 
     @mapped
     async def ListConnectors(
         self, request: connectors_pb2.ListConnectorsRequest, context: Context
     ) -> connectors_pb2.ListConnectorsResponse:
-        view = request.view or connectors_pb2.CONNECTOR_VIEW_NAMES
+        view = self._checked_view(request.view, connectors_pb2.CONNECTOR_VIEW_NAMES)
         page = page_request(request.page_size, request.page_token, "connectors", view)
         await self._catch_up(request.min_config_position, context)
         names, next_token = take(self.herder.connector_names(), str, page, "connectors", view)

@@ -10,9 +10,11 @@ from typing import Any, NoReturn, TypeVar
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
+from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[import-untyped]
 from grpc_status import rpc_status
 
+from sluiceway.limits import MAX_REQUEST_BYTES
 from sluiceway_server.herder.errors import (
     AbortedError,
     AlreadyExistsError,
@@ -20,6 +22,7 @@ from sluiceway_server.herder.errors import (
     FieldViolation,
     HerderError,
     InvalidArgumentError,
+    LimitExceededError,
     NotFoundError,
     PermissionDeniedError,
     PluginTimeoutError,
@@ -49,6 +52,25 @@ def _pack(message: Any) -> any_pb2.Any:
     return packed
 
 
+# gRPC carries the status in trailers, which clients refuse beyond 8 KiB by default: the message
+# (percent-encoded, so up to 3 bytes per byte) and the status proto (base64) must fit together.
+_MESSAGE_BYTES = 768
+_DETAILS_BYTES = 3000
+_METADATA_CHARS = 256
+_DESCRIPTION_CHARS = 512
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _cut_utf8(text: str, limit: int) -> str:
+    encoded = text.encode("utf-8")
+    if len(encoded) <= limit:
+        return text
+    return encoded[: limit - 3].decode("utf-8", errors="ignore") + "…"
+
+
 def build_status(
     code: grpc.StatusCode,
     message: str,
@@ -58,25 +80,36 @@ def build_status(
     violations: Sequence[FieldViolation] = (),
     retry_after: float | None = None,
 ) -> grpc.Status:
-    details = [
-        _pack(error_details_pb2.ErrorInfo(reason=reason, domain=DOMAIN, metadata=dict(metadata or {})))
-    ]
-    if violations:
-        details.append(
-            _pack(
-                error_details_pb2.BadRequest(
-                    field_violations=[
-                        error_details_pb2.BadRequest.FieldViolation(field=v.field, description=v.description)
-                        for v in violations
-                    ]
-                )
-            )
-        )
+    """The status with its ErrorInfo (and BadRequest, RetryInfo), kept within a size every gRPC
+    client accepts: long texts are cut, and field violations beyond the budget are summed up in a
+    last one."""
+    info = error_details_pb2.ErrorInfo(
+        reason=reason,
+        domain=DOMAIN,
+        metadata={_cut(k, 64): _cut(v, _METADATA_CHARS) for k, v in (metadata or {}).items()},
+    )
+    status = status_pb2.Status(
+        code=getattr(code_pb2, code.name), message=_cut_utf8(message, _MESSAGE_BYTES), details=[_pack(info)]
+    )
     if retry_after is not None:
         delay = duration_pb2.Duration()
         delay.FromNanoseconds(int(retry_after * 1e9))
-        details.append(_pack(error_details_pb2.RetryInfo(retry_delay=delay)))
-    status = status_pb2.Status(code=getattr(code_pb2, code.name), message=message, details=details)
+        status.details.append(_pack(error_details_pb2.RetryInfo(retry_delay=delay)))
+    if violations:
+        bad_request = error_details_pb2.BadRequest()
+        budget = _DETAILS_BYTES - status.ByteSize()
+        for index, violation in enumerate(violations):
+            entry = error_details_pb2.BadRequest.FieldViolation(
+                field=_cut(violation.field, _METADATA_CHARS),
+                description=_cut(violation.description, _DESCRIPTION_CHARS),
+            )
+            if bad_request.ByteSize() + entry.ByteSize() + 64 > budget:
+                bad_request.field_violations.add(
+                    field="", description=f"{len(violations) - index} more violation(s) not shown"
+                )
+                break
+            bad_request.field_violations.append(entry)
+        status.details.append(_pack(bad_request))
     converted: grpc.Status = rpc_status.to_status(status)
     return converted
 
@@ -106,6 +139,14 @@ async def abort(context: grpc.aio.ServicerContext[Any, Any], error: HerderError)
     raise AssertionError("abort_with_status returned")  # pragma: no cover
 
 
+def check_request_size(request: Message) -> None:
+    """LIMIT_EXCEEDED for a request over MAX_REQUEST_BYTES (the transport takes a little more, so
+    that the caller gets this answer rather than gRPC's bare RESOURCE_EXHAUSTED)."""
+    size = request.ByteSize()
+    if size > MAX_REQUEST_BYTES:
+        raise LimitExceededError("max.request.bytes", MAX_REQUEST_BYTES, size, "request", "the request size")
+
+
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
@@ -115,6 +156,7 @@ def mapped(method: F) -> F:
     @functools.wraps(method)
     async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         try:
+            check_request_size(request)
             return await method(self, request, context)
         except HerderError as exc:
             await abort(context, exc)

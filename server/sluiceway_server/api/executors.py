@@ -11,9 +11,10 @@ from typing import Any
 import grpc
 
 from sluiceway.api.v1 import executor_pb2, executor_pb2_grpc
+from sluiceway.limits import MAX_EXECUTOR_ID_LENGTH
 from sluiceway_server.api.errors import abort, invalid_request
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
-from sluiceway_server.herder.errors import HerderError
+from sluiceway_server.herder.errors import HerderError, LimitExceededError
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,17 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         if first.WhichOneof("kind") != "hello" or not first.hello.executor_id:
             await abort(
                 context, invalid_request("hello", "the first message must be a Hello with an executor_id")
+            )
+        if len(first.hello.executor_id) > MAX_EXECUTOR_ID_LENGTH:
+            await abort(
+                context,
+                LimitExceededError(
+                    "max.executor.id.length",
+                    MAX_EXECUTOR_ID_LENGTH,
+                    len(first.hello.executor_id),
+                    "hello.executor_id",
+                    "the executor id's length",
+                ),
             )
         try:
             member = await self.coordinator.attach(first.hello)

@@ -9,13 +9,15 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import Any, Final
 
 from google.protobuf import duration_pb2
 
 from sluiceway.api.v1 import common_pb2, executor_pb2
+from sluiceway.limits import ASSIGNMENT_MESSAGE_BYTES, EXECUTOR_MAX_RECEIVE_BYTES
 from sluiceway.offsets import map_to_proto, offsets_from_proto
 from sluiceway_server.cluster.assignor import Plan, TaskId, plan
 from sluiceway_server.herder.active_topics import ActiveTopicTracker
@@ -25,6 +27,11 @@ from sluiceway_server.status_writer import StatusWriter
 from sluiceway_server.storage.connector_offsets import CommitRejectedError, ConnectorOffsetStorage
 
 log = logging.getLogger(__name__)
+
+# What wraps an Assignment into a ControllerMessage (field tag and length), kept free in the bound.
+_ENVELOPE_BYTES: Final = 16
+# Kept free below the executor's receive limit for gRPC's own framing.
+_FRAMING_MARGIN_BYTES: Final = 64 * 1024
 
 _STATES = {
     common_pb2.STATE_UNASSIGNED: State.UNASSIGNED,
@@ -74,7 +81,7 @@ class DesiredTask:
     target: TargetState
     task_count: int
 
-    @property
+    @cached_property
     def fingerprint(self) -> str:
         blob = json.dumps(
             [dict(self.connector_config), dict(self.task_config), self.target.value, self.task_count],
@@ -125,8 +132,16 @@ class ExecutorCoordinator:
         self._rebalance_again = False
         self._expiry_task: asyncio.Task[None] | None = None
         self._stopping = False
-        # Status writes for released tasks; stop() waits for them so none outlives the stores.
+        # Status writes in the background (released tasks, tasks too large to send); stop() waits
+        # for them so none outlives the stores.
         self._releases: set[asyncio.Task[None]] = set()
+        # Assignments are packed into messages of about this size; one task whose message would
+        # exceed the second bound is never sent (attributes, so tests can use small bounds).
+        self.assignment_message_bytes = ASSIGNMENT_MESSAGE_BYTES
+        self.max_assignment_bytes = EXECUTOR_MAX_RECEIVE_BYTES - _FRAMING_MARGIN_BYTES
+        # Tasks too large to send, by the fingerprint they were refused with: not tried again
+        # until their config, target state or task count changes (or they are restarted).
+        self._oversize: dict[TaskId, str] = {}
         # Set (and replaced) whenever an executor gives up tasks; see wait_until_released.
         self._tasks_released = asyncio.Event()
 
@@ -245,15 +260,23 @@ class ExecutorCoordinator:
                 self.request_rebalance()
 
         # The stream's teardown may cancel the caller; the release must still complete.
-        task = asyncio.get_running_loop().create_task(release(), name=f"release-{member.id}")
-        self._releases.add(task)
-        task.add_done_callback(self._release_done)
+        task = self._in_background(
+            release(), f"release-{member.id}", "recording the released tasks as UNASSIGNED"
+        )
         await asyncio.shield(task)
 
-    def _release_done(self, task: asyncio.Task[None]) -> None:
-        self._releases.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("recording the released tasks as UNASSIGNED failed: %s", task.exception())
+    def _in_background(self, work: Coroutine[Any, Any, None], name: str, what: str) -> asyncio.Task[None]:
+        """Runs a status write as a task of its own that stop() waits for; a failure is logged."""
+        task = asyncio.get_running_loop().create_task(work, name=name)
+        self._releases.add(task)
+
+        def done(finished: asyncio.Task[None]) -> None:
+            self._releases.discard(finished)
+            if not finished.cancelled() and finished.exception() is not None:
+                log.warning("%s failed: %s", what, finished.exception())
+
+        task.add_done_callback(done)
+        return task
 
     async def _expire_loop(self) -> None:
         while not self._stopping:
@@ -314,11 +337,15 @@ class ExecutorCoordinator:
         offsets topic is not open yet waits (its committed offsets are not known): the topic opens
         in the background, off the loop, and its opening asks for another rebalance."""
         wanted = self.desired()
+        # A refused task is forgotten once it changed or is gone, and until then left out.
+        self._oversize = {
+            t: fp for t, fp in self._oversize.items() if t in wanted and wanted[t].fingerprint == fp
+        }
         self.offsets.open_stores(d.connector_config for d in wanted.values() if self._is_source(d))
         return {
             t: d
             for t, d in wanted.items()
-            if not self._is_source(d) or self.offsets.ready(d.connector_config)
+            if t not in self._oversize and (not self._is_source(d) or self.offsets.ready(d.connector_config))
         }
 
     def _is_source(self, desired: DesiredTask) -> bool:
@@ -354,34 +381,80 @@ class ExecutorCoordinator:
                 self._assign(self.members[executor_id], [wanted[t] for t in tasks])
 
     def _assign(self, member: Member, tasks: Sequence[DesiredTask]) -> None:
-        message = executor_pb2.Assignment()
+        """Sends the tasks in as many Assignment messages as it takes to keep each within
+        assignment_message_bytes; a larger task goes alone, one too large for the executor not at all."""
+        bound = self.assignment_message_bytes - _ENVELOPE_BYTES
+        batch: list[executor_pb2.TaskAssignment] = []
+        size = 0
         for desired in tasks:
             generation = self._next_generation()
+            item = self._task_assignment(desired, generation)
+            # Its share of the Assignment: the field's tag, its length as a varint, the task itself.
+            length = item.ByteSize()
+            cost = 1 + _varint_bytes(length) + length
+            if cost > self.max_assignment_bytes - _ENVELOPE_BYTES:
+                self._refuse(desired, generation, cost + _ENVELOPE_BYTES)
+                continue
+            if batch and size + cost > bound:
+                self._send_assignment(member, batch)
+                batch, size = [], 0
             member.owned[desired.task] = OwnedTask(generation, desired.fingerprint)
-            assignment = message.tasks.add(
-                task=desired.task.name,
-                generation=generation,
-                connector_config=dict(desired.connector_config),
-                task_config=dict(desired.task_config),
-                target_state=_TARGETS[desired.target],
-                task_count=desired.task_count,
-            )
-            if self._is_source(desired):
-                for partition, offset in self.offsets.source_offsets(
-                    desired.task.connector, desired.connector_config
-                ):
-                    assignment.source_offsets.add(
-                        partition=map_to_proto(partition), offset=map_to_proto(offset)
-                    )
-        log.info(
-            "assigning %s to %s",
-            [f"{t.task.name}@{member.owned[t.task].generation}" for t in tasks],
-            member.id,
+            batch.append(item)
+            size += cost
+        if batch:
+            self._send_assignment(member, batch)
+
+    def _task_assignment(self, desired: DesiredTask, generation: int) -> executor_pb2.TaskAssignment:
+        assignment = executor_pb2.TaskAssignment(
+            task=desired.task.name,
+            generation=generation,
+            connector_config=dict(desired.connector_config),
+            task_config=dict(desired.task_config),
+            target_state=_TARGETS[desired.target],
+            task_count=desired.task_count,
         )
-        member.send(executor_pb2.ControllerMessage(assignment=message))
+        if self._is_source(desired):
+            for partition, offset in self.offsets.source_offsets(
+                desired.task.connector, desired.connector_config
+            ):
+                assignment.source_offsets.add(partition=map_to_proto(partition), offset=map_to_proto(offset))
+        return assignment
+
+    def _send_assignment(self, member: Member, batch: list[executor_pb2.TaskAssignment]) -> None:
+        log.info("assigning %s to %s", [f"{item.task}@{item.generation}" for item in batch], member.id)
+        member.send(executor_pb2.ControllerMessage(assignment=executor_pb2.Assignment(tasks=batch)))
+
+    def _refuse(self, desired: DesiredTask, generation: int, size: int) -> None:
+        """A task whose assignment the executor would refuse is FAILED instead of sent, once per
+        fingerprint, so it neither breaks the executor's stream nor holds up other tasks."""
+        task = desired.task
+        self._oversize[task] = desired.fingerprint
+        trace = (
+            f"The assignment of {task.name} is {size} bytes, more than the {self.max_assignment_bytes} "
+            f"bytes an executor accepts (EXECUTOR_MAX_RECEIVE_BYTES, {EXECUTOR_MAX_RECEIVE_BYTES // 2**20} "
+            "MiB, less room for gRPC framing), so it is not sent to any executor. Make the connector "
+            "config or this task's config smaller; the task is tried again when the config changes "
+            "or the task is restarted."
+        )
+        log.error(
+            "not assigning %s: its assignment of %d bytes is too large for an executor", task.name, size
+        )
+
+        async def fail() -> None:
+            if self._snapshot().connector_config(task.connector) is not None:
+                await self._put_task_status(task, State.FAILED, trace, self.status.worker_id, generation)
+
+        self._in_background(fail(), f"refuse-{task.name}", f"recording {task.name} as FAILED")
+        # The next pass leaves it out: an executor running an earlier config of it gives it up, and
+        # the place the planner meant for it goes to another task.
+        self.request_rebalance()
 
     def restart_tasks(self, connector: str, tasks: Sequence[int]) -> None:
-        """Restart these tasks where they run: a new generation makes their executor start them afresh."""
+        """Restart these tasks where they run: a new generation makes their executor start them afresh.
+        A task refused as too large is tried once more."""
+        retried = [t for t in (TaskId(connector, n) for n in tasks) if self._oversize.pop(t, None)]
+        if retried:
+            self.request_rebalance()
         wanted = self._ready()
         for member in self.members.values():
             chosen = [
@@ -486,3 +559,8 @@ class ExecutorCoordinator:
         )
         for member in list(self.members.values()):
             member.send(message)
+
+
+def _varint_bytes(value: int) -> int:
+    """The length of a non-negative protobuf varint."""
+    return max(1, (value.bit_length() + 6) // 7)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from sluiceway.limits import echo
+
 
 @dataclass(frozen=True)
 class FieldViolation:
@@ -93,4 +95,18 @@ class PluginTimeoutError(HerderError):
 
 
 def connector_not_found(name: str) -> NotFoundError:
-    return NotFoundError(f"Connector {name} not found", metadata={"connector": name})
+    return NotFoundError(f"Connector {echo(name)} not found", metadata={"connector": name})
+
+
+class LimitExceededError(InvalidArgumentError):
+    """The request goes over one of the documented limits (sluiceway.limits): `limit` names it."""
+
+    reason = "LIMIT_EXCEEDED"
+
+    def __init__(self, limit: str, maximum: int, actual: int, field: str, what: str) -> None:
+        description = f"{what} is {actual}, more than the limit of {maximum} ({limit})"
+        super().__init__(
+            f"Invalid {field}: {description}",
+            violations=[FieldViolation(field, description)],
+            metadata={"limit": limit, "max": str(maximum), "actual": str(actual)},
+        )

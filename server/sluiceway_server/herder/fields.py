@@ -4,30 +4,41 @@ path (AIP-193) a config key of a request maps to."""
 from __future__ import annotations
 
 import json
-import re
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 
-from sluiceway_server.herder.errors import FieldViolation, InvalidArgumentError
+from sluiceway.limits import MAX_CONNECTOR_NAME_LENGTH, echo
+from sluiceway_server.herder.errors import FieldViolation, InvalidArgumentError, LimitExceededError
 
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Control (Cc), format (Cf: bidi overrides, zero-width characters), line and paragraph separators
+# and surrogates: characters that make a name look like another one, or break a table it is shown in.
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 
 
 def validate_connector_name(name: str, field: str) -> None:
-    """Kafka's rules (non-empty, no ISO control characters) plus no '/' so resource names stay unambiguous."""
+    """Kafka's rules (non-empty, no ISO control characters), no '/' so resource names stay
+    unambiguous, and no invisible or direction-changing characters. The length goes first, so an
+    over-long name is refused without being looked at further."""
+    if len(name) > MAX_CONNECTOR_NAME_LENGTH:
+        raise LimitExceededError(
+            "max.connector.name.length",
+            MAX_CONNECTOR_NAME_LENGTH,
+            len(name),
+            field,
+            "the connector name length",
+        )
     problem = None
     if not name or not name.strip():
         problem = "must not be empty or blank"
     elif name != name.strip():
         problem = "must not start or end with whitespace"
-    elif _CONTROL_CHARS.search(name):
-        problem = "must not contain ISO control characters"
+    elif any(unicodedata.category(c) in _HIDDEN_CATEGORIES for c in name):
+        problem = "must not contain control, format (e.g. bidi override) or separator characters"
     elif "/" in name:
         problem = "must not contain '/'"
-    elif len(name) > 249:
-        problem = "must be at most 249 characters"
     if problem:
         raise InvalidArgumentError(
-            f"Invalid connector name {name!r}: {problem}",
+            f"Invalid connector name {echo(name)}: {problem}",
             reason="INVALID_REQUEST",
             violations=[FieldViolation(field, f"connector name {problem}")],
         )

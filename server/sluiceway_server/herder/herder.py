@@ -24,7 +24,14 @@ from sluiceway.connect.validation import (
     secret_keys,
     validate_connector_config,
 )
+from sluiceway.limits import echo
 from sluiceway_server.herder.active_topics import ActiveTopicTracker
+from sluiceway_server.herder.config_checks import (
+    check_config_input,
+    normalized,
+    raise_config_errors,
+    with_name,
+)
 from sluiceway_server.herder.deadlines import stage
 from sluiceway_server.herder.deleted_callbacks import PENDING, DeletedCallbackResult
 from sluiceway_server.herder.errors import (
@@ -34,7 +41,6 @@ from sluiceway_server.herder.errors import (
     HerderError,
     InvalidArgumentError,
     NotFoundError,
-    UnavailableError,
     connector_not_found,
 )
 from sluiceway_server.herder.fields import FieldOf, map_field, patch_field, validate_connector_name
@@ -222,10 +228,15 @@ class Herder:
             return
         with stage(f"reading the config topic up to position {position}"):
             await asyncio.to_thread(lambda: self.config_store.read_to_end(timeout))
-        if self.snapshot().position < position:
-            raise UnavailableError(
-                f"This replica has applied the config log up to {self.snapshot().position}, "
-                f"not {position} yet"
+        end = self.snapshot().position
+        if end < position:
+            # Read to its end, the log still has fewer records: no write ever returned this position.
+            description = f"position {position} is past the end of the config log ({end})"
+            raise InvalidArgumentError(
+                f"Invalid min_config_position: {description}",
+                reason="INVALID_REQUEST",
+                violations=[FieldViolation("min_config_position", description)],
+                metadata={"config_position": str(end)},
             )
 
     def connector_names(self) -> list[str]:
@@ -352,94 +363,85 @@ class Herder:
 
     # ------------------------------------------------------------------ mutations
 
-    async def _check_config(self, name: str, config: Mapping[str, str], field_of: FieldOf) -> None:
-        """INVALID_ARGUMENT when the config has errors: a BadRequest violation per error naming the
-        request field (`field_of(key)`), the config keys in the ErrorInfo metadata."""
-        infos = await self.validate(config)
-        if infos.error_count:
-            errors = infos.errors()
-            violations = [
-                FieldViolation(field_of(key), message)
-                for key, messages in errors.items()
-                for message in messages
-            ]
-            summary = "; ".join(
-                f"{key}: {message}" for key, messages in errors.items() for message in messages
+    async def _checked(
+        self, name: str, config: Mapping[str, str], field: str, field_of: FieldOf
+    ) -> dict[str, str]:
+        """The config as it will be stored, once the plugin-free checks, normalisation and the
+        plugin's validation passed (INVALID_ARGUMENT otherwise)."""
+        check_config_input(name, config, field, field_of)
+        try:
+            definition: ConfigDef | None = await self.definitions.get(
+                self.plugins.resolve(config.get("connector.class", ""))
             )
-            raise InvalidArgumentError(
-                f"Config of connector {name} has {infos.error_count} error(s): {summary}",
-                reason="INVALID_CONFIG",
-                violations=violations,
-                metadata={
-                    "connector": name,
-                    "error_count": str(infos.error_count),
-                    "config_keys": ",".join(sorted(errors)),
-                },
-            )
+        except (PluginNotFoundError, HerderError):
+            definition = None  # the validation below reports it
+        stored = normalized(config, definition)
+        with stage("validating the connector configuration"):
+            raise_config_errors(name, await self.validate(stored), field_of)
+        return stored
 
-    @staticmethod
-    def _with_name(name: str, config: Mapping[str, str], field: str, field_of: FieldOf) -> dict[str, str]:
-        if "name" in config and config["name"] != name:
-            raise InvalidArgumentError(
-                f"The config's name {config['name']!r} differs from the connector name {name!r} "
-                "of the request",
-                reason="INVALID_CONFIG",
-                violations=[
-                    FieldViolation(field_of("name"), f"must equal the connector name {name!r} ({field})")
-                ],
-                metadata={"connector": name, "config_keys": "name"},
-            )
-        return {**config, "name": name}
+    async def _produced(self, info: ConnectorInfo) -> ConnectorInfo:
+        """What a mutation answers: the connector as the mutation left it (`info`, read under its
+        lock), with the tasks the reconciliation gave it if nothing has changed it since."""
+        try:
+            current = await self.connector_info(info.name)
+        except HerderError:
+            return info
+        return current if current.etag == info.etag else info
 
     async def create_connector(
         self, name: str, config: Mapping[str, str], initial_state: TargetState, validate_only: bool = False
     ) -> ConnectorInfo:
         validate_connector_name(name, "connector_id")
-        full = self._with_name(name, config, "connector_id", map_field("connector.config"))
+        field_of = map_field("connector.config")
+        full = with_name(name, config, "connector_id", field_of)
         async with self.reconciler.locks[name]:
             if self.snapshot().contains(name):
-                raise AlreadyExistsError(f"Connector {name} already exists", metadata={"connector": name})
-            with stage("validating the connector configuration"):
-                await self._check_config(name, full, map_field("connector.config"))
+                raise AlreadyExistsError(
+                    f"Connector {echo(name)} already exists", metadata={"connector": name}
+                )
+            stored = await self._checked(name, full, "connector.config", field_of)
             if validate_only:
                 return ConnectorInfo(
                     name,
-                    await self.masked(full, full),
-                    self.connector_type(full),
+                    await self.masked(stored, stored),
+                    self.connector_type(stored),
                     (),
                     initial_state,
                     self.snapshot().position,
-                    connector_etag(full, initial_state),
+                    connector_etag(stored, initial_state),
                 )
             with stage("writing the connector configuration to the config topic"):
                 # KIP-980: a non-default initial state is written before the config.
                 state = None if initial_state is TargetState.STARTED else initial_state
                 await asyncio.to_thread(
-                    lambda: self.config_store.put_connector_config(name, full, state, self.store_timeout)
+                    lambda: self.config_store.put_connector_config(name, stored, state, self.store_timeout)
                 )
+            info = await self.connector_info(name)
         await self.reconciler.reconcile_now(name)
-        return await self.connector_info(name)
+        return await self._produced(info)
 
     async def replace_connector_config(
         self, name: str, config: Mapping[str, str], etag: str | None = None
     ) -> tuple[ConnectorInfo, bool]:
         validate_connector_name(name, "name")
-        full = self._with_name(name, config, "name", map_field("config"))
+        full = with_name(name, config, "name", map_field("config"))
         async with self.reconciler.locks[name]:
             self._check_etag(name, etag)
             created = not self.snapshot().contains(name)
-            with stage("validating the connector configuration"):
-                await self._check_config(name, full, map_field("config"))
+            stored = await self._checked(name, full, "config", map_field("config"))
             with stage("writing the connector configuration to the config topic"):
                 await asyncio.to_thread(
-                    lambda: self.config_store.put_connector_config(name, full, None, self.store_timeout)
+                    lambda: self.config_store.put_connector_config(name, stored, None, self.store_timeout)
                 )
+            info = await self.connector_info(name)
         await self.reconciler.reconcile_now(name)
-        return await self.connector_info(name), created
+        return await self._produced(info), created
 
     async def patch_connector_config(
         self, name: str, set_values: Mapping[str, str], remove: Sequence[str], etag: str | None = None
     ) -> ConnectorInfo:
+        field_of = patch_field(set_values, remove)
         async with self.reconciler.locks[name]:
             current = self.snapshot().connector_config(name)
             if current is None:
@@ -447,28 +449,22 @@ class Herder:
             self._check_etag(name, etag)
             if "name" in remove or ("name" in set_values and set_values["name"] != name):
                 raise InvalidArgumentError(
-                    f"A patch cannot change or remove the 'name' of connector {name}",
+                    f"A patch cannot change or remove the 'name' of connector {echo(name)}",
                     reason="INVALID_CONFIG",
-                    violations=[
-                        FieldViolation(
-                            patch_field(set_values, remove)("name"), "cannot be changed or removed by a patch"
-                        )
-                    ],
+                    violations=[FieldViolation(field_of("name"), "cannot be changed or removed by a patch")],
                     metadata={"connector": name, "config_keys": "name"},
                 )
             patched = {k: v for k, v in current.items() if k not in set(remove)}
             patched.update(set_values)
-            with stage("validating the connector configuration"):
-                await self._check_config(name, patched, patch_field(set_values, remove))
-            if patched != dict(current):
+            stored = await self._checked(name, patched, "set", field_of)
+            if stored != dict(current):
                 with stage("writing the connector configuration to the config topic"):
                     await asyncio.to_thread(
-                        lambda: self.config_store.put_connector_config(
-                            name, patched, None, self.store_timeout
-                        )
+                        lambda: self.config_store.put_connector_config(name, stored, None, self.store_timeout)
                     )
+            info = await self.connector_info(name)
         await self.reconciler.reconcile_now(name)
-        return await self.connector_info(name)
+        return await self._produced(info)
 
     async def delete_connector(
         self, name: str, etag: str | None = None, *, delete_offsets: bool = False, wait: bool = False
@@ -536,8 +532,9 @@ class Herder:
                     await asyncio.to_thread(
                         lambda: self.config_store.put_target_state(name, target, self.store_timeout)
                     )
+            info = await self.connector_info(name)
         await self.reconciler.reconcile_now(name)
-        return await self.connector_info(name)
+        return await self._produced(info)
 
     def restart_plan(self, name: str, include_tasks: bool, only_failed: bool) -> RestartPlan:
         snap = self.snapshot()
@@ -567,7 +564,7 @@ class Herder:
                 )
             # The config listener registers the plan when it reads the record back; the reconcile
             # below (or the one the listener scheduled) carries it out exactly once.
-        current = self.connector_status(name)
+            current = self.connector_status(name)
         restarting = InstanceStatusView(
             State.RESTARTING, self.worker_id, None, self.status.term, update_time_ms=int(time.time() * 1000)
         )

@@ -10,7 +10,6 @@ ConnectorOffsetStorage and read back before the call returns.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import math
@@ -34,6 +33,7 @@ from sluiceway_server.herder.errors import (
     UnavailableError,
     connector_not_found,
 )
+from sluiceway_server.herder.locks import KeyedLocks
 from sluiceway_server.herder.plugin_calls import PluginCalls
 from sluiceway_server.herder.reconciler import TaskScheduler, tasks_gone
 from sluiceway_server.model import TargetState
@@ -73,7 +73,7 @@ class OffsetManager:
         plugins: PluginRegistry,
         plugin_calls: PluginCalls,
         storage: ConnectorOffsetStorage,
-        locks: Mapping[str, asyncio.Lock],
+        locks: KeyedLocks,
         scheduler: Callable[[], TaskScheduler | None],
     ) -> None:
         self._snapshot = snapshot

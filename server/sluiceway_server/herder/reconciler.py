@@ -7,19 +7,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 from sluiceway.connect.plugins import PluginNotFoundError, PluginRegistry
+from sluiceway.limits import MAX_TASK_CONFIG_RECORD_BYTES, MAX_TASKS, echo
 from sluiceway_server.herder.active_topics import ActiveTopicTracker
 from sluiceway_server.herder.connector_instance import ConnectorInstance, InstanceState, PluginCallbackError
 from sluiceway_server.herder.deadlines import stage
 from sluiceway_server.herder.deleted_callbacks import DeletedCallbacks
+from sluiceway_server.herder.locks import KeyedLocks
 from sluiceway_server.herder.views import RestartPlan
 from sluiceway_server.model import State, TargetState
 from sluiceway_server.status_writer import StatusWriter
-from sluiceway_server.storage import ClusterConfigState, ConfigStore
+from sluiceway_server.storage import ClusterConfigState, ConfigStore, serde
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,22 @@ class TaskScheduler(Protocol):
     def running_tasks(self, connector: str) -> Sequence[object]: ...
 
     async def wait_until_released(self, connector: str) -> None: ...
+
+
+def _check_task_config_sizes(name: str, configs: Sequence[Mapping[str, str]]) -> None:
+    """Every task config must fit a config-topic record; one that does not fails the connector with
+    the limit named, instead of failing inside Kafka on every retry."""
+    for index, task_config in enumerate(configs):
+        size = len(serde.dumps({"properties": dict(task_config)}))
+        if size > MAX_TASK_CONFIG_RECORD_BYTES:
+            raise PluginCallbackError(
+                "task_configs",
+                name,
+                ValueError(
+                    f"task config {index} takes {size} bytes, more than the limit of "
+                    f"{MAX_TASK_CONFIG_RECORD_BYTES} (max.task.config.record.bytes)"
+                ),
+            )
 
 
 async def tasks_gone(scheduler: TaskScheduler | None, connector: str) -> None:
@@ -75,7 +92,7 @@ class ConnectorReconciler:
         self.plugin_timeout = plugin_timeout
         self.store_timeout = store_timeout
         self._post = post
-        self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self.locks = KeyedLocks()
         self.deleted_callbacks = DeletedCallbacks(
             config_store=config_store,
             plugins=plugins,
@@ -290,11 +307,14 @@ class ConnectorReconciler:
         except ValueError:
             max_tasks = 0
         try:
-            if max_tasks < 1:
+            if not 1 <= max_tasks <= MAX_TASKS:
                 raise PluginCallbackError(
                     "task_configs",
                     name,
-                    ValueError(f"tasks.max must be a positive integer, got {config.get('tasks.max')!r}"),
+                    ValueError(
+                        f"tasks.max must be an integer from 1 to {MAX_TASKS} (max.tasks), "
+                        f"got {echo(config.get('tasks.max', ''))}"
+                    ),
                 )
             with self._doing(name, "generating task configs"):
                 generated = await instance.task_configs(max_tasks)
@@ -307,17 +327,18 @@ class ConnectorReconciler:
                         f"more than tasks.max={max_tasks}"
                     ),
                 )
-            task_class = await instance.task_class_name()
+            # As Kafka's Worker.connectorTaskConfigs: a task config names its task class and, for
+            # sinks, topics.
+            extra = {"task.class": await instance.task_class_name()}
+            for key in ("topics", "topics.regex"):
+                if config.get(key):
+                    extra[key] = config[key]
+            configs = [{**task, **extra} for task in generated]
+            _check_task_config_sizes(name, configs)
         except PluginCallbackError as exc:
             instance.mark_failed(exc)
             await self.status.put_connector(name, State.FAILED, exc.trace, message=str(exc))
             return
-        # As Kafka's Worker.connectorTaskConfigs: a task config names its task class and, for sinks, topics.
-        extra = {"task.class": task_class}
-        for key in ("topics", "topics.regex"):
-            if config.get(key):
-                extra[key] = config[key]
-        configs = [{**task, **extra} for task in generated]
         if [dict(t) for t in snap.tasks(name)] != configs:
             with self._doing(name, "writing task configs to the config topic"):
                 await asyncio.to_thread(self.config_store.put_task_configs, name, configs, self.store_timeout)

@@ -102,7 +102,9 @@ class ErrorEvent(_message.Message):
     TRACE_FIELD_NUMBER: _builtins.int
     WORKER_ID_FIELD_NUMBER: _builtins.int
     message: _builtins.str
-    """The first line of the error."""
+    """One line naming the error: the exception type and its message (for a Spark job, the JVM
+    exception rather than the Python wrapper around it).
+    """
     trace: _builtins.str
     """The full stack trace."""
     worker_id: _builtins.str

@@ -31,7 +31,8 @@ class ConnectorServiceStub:
 
     Mutations carry an optional `request_id`: a retry with the same id returns the first
     call's result instead of acting twice. Reads may set `min_config_position` to wait until
-    the serving replica has applied the config log up to a position a mutation returned.
+    the serving replica has applied the config log up to a position a mutation returned; a
+    position past the end of the log is INVALID_ARGUMENT. An unknown `view` is INVALID_ARGUMENT.
     """
 
     def __init__(self, channel):
@@ -122,7 +123,8 @@ class ConnectorServiceServicer:
 
     Mutations carry an optional `request_id`: a retry with the same id returns the first
     call's result instead of acting twice. Reads may set `min_config_position` to wait until
-    the serving replica has applied the config log up to a position a mutation returned.
+    the serving replica has applied the config log up to a position a mutation returned; a
+    position past the end of the log is INVALID_ARGUMENT. An unknown `view` is INVALID_ARGUMENT.
     """
 
     def CreateConnector(self, request, context):
@@ -323,7 +325,8 @@ class ConnectorService:
 
     Mutations carry an optional `request_id`: a retry with the same id returns the first
     call's result instead of acting twice. Reads may set `min_config_position` to wait until
-    the serving replica has applied the config log up to a position a mutation returned.
+    the serving replica has applied the config log up to a position a mutation returned; a
+    position past the end of the log is INVALID_ARGUMENT. An unknown `view` is INVALID_ARGUMENT.
     """
 
     @staticmethod

@@ -32,7 +32,8 @@ class ConnectorServiceStub:
 
     Mutations carry an optional `request_id`: a retry with the same id returns the first
     call's result instead of acting twice. Reads may set `min_config_position` to wait until
-    the serving replica has applied the config log up to a position a mutation returned.
+    the serving replica has applied the config log up to a position a mutation returned; a
+    position past the end of the log is INVALID_ARGUMENT. An unknown `view` is INVALID_ARGUMENT.
     """
 
     @_typing.overload
@@ -80,7 +81,8 @@ class ConnectorServiceAsyncStub(ConnectorServiceStub):
 
     Mutations carry an optional `request_id`: a retry with the same id returns the first
     call's result instead of acting twice. Reads may set `min_config_position` to wait until
-    the serving replica has applied the config log up to a position a mutation returned.
+    the serving replica has applied the config log up to a position a mutation returned; a
+    position past the end of the log is INVALID_ARGUMENT. An unknown `view` is INVALID_ARGUMENT.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -124,7 +126,8 @@ class ConnectorServiceServicer(metaclass=_abc_1.ABCMeta):
 
     Mutations carry an optional `request_id`: a retry with the same id returns the first
     call's result instead of acting twice. Reads may set `min_config_position` to wait until
-    the serving replica has applied the config log up to a position a mutation returned.
+    the serving replica has applied the config log up to a position a mutation returned; a
+    position past the end of the log is INVALID_ARGUMENT. An unknown `view` is INVALID_ARGUMENT.
     """
 
     @_abc_1.abstractmethod

@@ -93,6 +93,11 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """ABORTED: the request's etag is not the connector's current one: it changed since it was read.
     Read it again and retry.
     """
+    LIMIT_EXCEEDED: _ErrorReason.ValueType  # 24
+    """INVALID_ARGUMENT: the request exceeds one of the documented limits (the README's Limits).
+    Metadata `limit` names it (e.g. `max.config.bytes`), `max` is its value and `actual` what the
+    request had; BadRequest names the field at fault.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """The `reason` of the google.rpc.ErrorInfo attached to every error Sluiceway returns.
@@ -170,5 +175,10 @@ config() raised while its config definition was being built).
 ETAG_MISMATCH: ErrorReason.ValueType  # 23
 """ABORTED: the request's etag is not the connector's current one: it changed since it was read.
 Read it again and retry.
+"""
+LIMIT_EXCEEDED: ErrorReason.ValueType  # 24
+"""INVALID_ARGUMENT: the request exceeds one of the documented limits (the README's Limits).
+Metadata `limit` names it (e.g. `max.config.bytes`), `max` is its value and `actual` what the
+request had; BadRequest names the field at fault.
 """
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
