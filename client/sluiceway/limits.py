@@ -21,6 +21,7 @@ __all__ = [
     "MAX_EXECUTOR_ID_LENGTH",
     "MAX_REQUEST_BYTES",
     "MAX_TASKS",
+    "MAX_TASK_CONFIGS_BYTES",
     "MAX_TASK_CONFIG_RECORD_BYTES",
     "SERVER_MAX_RECEIVE_BYTES",
     "echo",
@@ -53,6 +54,8 @@ MAX_TASKS: Final = 1000
 # One task config as stored in the config topic (JSON); a connector whose task_configs() produce a
 # larger one is FAILED with a message naming this limit.
 MAX_TASK_CONFIG_RECORD_BYTES: Final = 900 * KIB
+# All task configs of one connector together, as stored: what its assignments repeat to executors.
+MAX_TASK_CONFIGS_BYTES: Final = 32 * MIB
 
 # The executor accepts messages up to this size from the control plane ...
 EXECUTOR_MAX_RECEIVE_BYTES: Final = 64 * MIB

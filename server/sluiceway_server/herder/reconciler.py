@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 from sluiceway.connect.plugins import PluginNotFoundError, PluginRegistry
-from sluiceway.limits import MAX_TASK_CONFIG_RECORD_BYTES, MAX_TASKS, echo
+from sluiceway.limits import MAX_TASK_CONFIG_RECORD_BYTES, MAX_TASK_CONFIGS_BYTES, MAX_TASKS, echo
 from sluiceway_server.herder.active_topics import ActiveTopicTracker
 from sluiceway_server.herder.connector_instance import ConnectorInstance, InstanceState, PluginCallbackError
 from sluiceway_server.herder.deadlines import stage
@@ -38,10 +38,13 @@ class TaskScheduler(Protocol):
 
 
 def _check_task_config_sizes(name: str, configs: Sequence[Mapping[str, str]]) -> None:
-    """Every task config must fit a config-topic record; one that does not fails the connector with
-    the limit named, instead of failing inside Kafka on every retry."""
+    """Every task config must fit a config-topic record, and all of them together a bound that keeps
+    a connector's assignments (and its share of the config topic) in proportion; a connector over
+    either is FAILED with the limit named, instead of failing inside Kafka on every retry."""
+    total = 0
     for index, task_config in enumerate(configs):
         size = len(serde.dumps({"properties": dict(task_config)}))
+        total += size
         if size > MAX_TASK_CONFIG_RECORD_BYTES:
             raise PluginCallbackError(
                 "task_configs",
@@ -51,6 +54,15 @@ def _check_task_config_sizes(name: str, configs: Sequence[Mapping[str, str]]) ->
                     f"{MAX_TASK_CONFIG_RECORD_BYTES} (max.task.config.record.bytes)"
                 ),
             )
+    if total > MAX_TASK_CONFIGS_BYTES:
+        raise PluginCallbackError(
+            "task_configs",
+            name,
+            ValueError(
+                f"the {len(configs)} task configs take {total} bytes together, more than the limit of "
+                f"{MAX_TASK_CONFIGS_BYTES} (max.task.configs.bytes)"
+            ),
+        )
 
 
 async def tasks_gone(scheduler: TaskScheduler | None, connector: str) -> None:

@@ -12,12 +12,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sluiceway.connect.config import ConfigDef, ConfigType
-from sluiceway.limits import MAX_CONFIG_BYTES, MAX_TASKS, echo
+from sluiceway.limits import MAX_CONFIG_BYTES, MAX_TASK_CONFIG_RECORD_BYTES, MAX_TASKS, echo
 from sluiceway_server.api.errors import build_status
 from sluiceway_server.herder.config_checks import check_config_input, normalized
 from sluiceway_server.herder.errors import FieldViolation, InvalidArgumentError, LimitExceededError
 from sluiceway_server.herder.fields import map_field
 from sluiceway_server.herder.locks import KeyedLocks
+from sluiceway_server.model import State, TargetState
+from tests.plugins.testing_connectors import ControllableSourceConnector
+from tests.unit.server.test_herder_memory import Bed, run, settle
 
 FIELD_OF = map_field("connector.config")
 
@@ -169,3 +172,38 @@ def test_limit_error_carries_field_and_values() -> None:
     ]
     assert error.metadata == {"limit": "max.tasks", "max": "1000", "actual": "20000"}
     assert "max.tasks" in error.message
+
+
+class BulkyTaskConfigsConnector(ControllableSourceConnector):
+    """Task configs of `task.count` tasks, each `task.bytes` long."""
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        size = int(self.props.get("task.bytes", "10"))
+        return [{"blob": "x" * size} for _ in range(min(int(self.props.get("task.count", "1")), max_tasks))]
+
+
+@pytest.mark.parametrize(
+    ("count", "size", "limit"),
+    [
+        (1, MAX_TASK_CONFIG_RECORD_BYTES, "max.task.config.record.bytes"),
+        (40, 880 * 1024, "max.task.configs.bytes"),
+    ],
+)
+def test_task_configs_too_large_fail_the_connector_naming_the_limit(
+    count: int, size: int, limit: str
+) -> None:
+    async def test(bed: Bed) -> None:
+        config = {
+            "connector.class": f"{__name__}.{BulkyTaskConfigsConnector.__qualname__}",
+            "tasks.max": str(count),
+            "task.count": str(count),
+            "task.bytes": str(size),
+        }
+        await bed.herder.create_connector("bulky", config, TargetState.STARTED)
+        await settle(bed, "bulky", State.FAILED)
+        status = bed.herder.connector_status("bulky")
+        assert limit in (status.connector.trace or "")
+        # Nothing was written for its tasks.
+        assert not [key for key, _ in bed.config_records() if key.startswith("task-bulky")]
+
+    run(test, plugins=[BulkyTaskConfigsConnector])
