@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 TESTS ?= tests
 COVERAGE_DIR := var/coverage
 
-.PHONY: install run test lint proto api-protos unit integration clean
+.PHONY: install run test lint proto api-protos unit integration clean fuzz
 
 # Installs Java and Node (apt), the .venv, the pinned dependencies and the pinned Node packages
 # (protos/: buf; tests/node: the Node client test) when missing or outdated.
@@ -53,6 +53,16 @@ api-protos: install
 
 unit: install
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit
+
+# The API fuzzer (tests/integration/test_api_fuzz.py) at length: 10,000 examples on a random seed,
+# collecting every distinct failure. SLUICEWAY_FUZZ_EXAMPLES and SLUICEWAY_FUZZ_SEED override both;
+# the seed is printed first, the number of examples run at the end.
+fuzz: install
+	@seed=$${SLUICEWAY_FUZZ_SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; \
+	examples=$${SLUICEWAY_FUZZ_EXAMPLES:-10000}; \
+	echo "api fuzz: $$examples examples, seed $$seed (SLUICEWAY_FUZZ_SEED=$$seed repeats the run)"; \
+	SLUICEWAY_FUZZ_EXAMPLES=$$examples SLUICEWAY_FUZZ_SEED=$$seed SLUICEWAY_FUZZ_KEEP_GOING=1 \
+	$(PY) -m pytest -q -s --tb=short -p no:cacheprovider $(PYTEST_ARGS) tests/integration/test_api_fuzz.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache

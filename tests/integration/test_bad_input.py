@@ -15,7 +15,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from sluiceway.api.v1 import common_pb2, connectors_pb2, plugins_pb2
+from sluiceway.api.v1 import common_pb2, connectors_pb2, executor_pb2, executor_pb2_grpc, plugins_pb2
 from sluiceway.limits import (
     MAX_CONFIG_BYTES,
     MAX_CONFIG_KEY_LENGTH,
@@ -445,3 +445,95 @@ def test_line_breaks_and_tabs_in_values_are_kept(stubs: Stubs, unique: str) -> N
     made = create(stubs, name, datagen(unique, note=note), initial_state=connectors_pb2.INITIAL_STATE_STOPPED)
     assert made.config["note"] == note
     delete(stubs, name)
+
+
+# ------------------------------------------------------------------ answers that would be too large
+
+
+def test_pages_end_before_the_response_gets_too_large(stubs: Stubs, unique: str) -> None:
+    """Everything within the limits, yet a default page of big configs would pass the 4 MiB a
+    client accepts: pages are bounded in bytes too, and following them gives every item once."""
+    filler = "x" * 240_000
+    names = [f"page{i:02d}-{unique}" for i in range(18)]
+    for name in names:
+        create(
+            stubs, name, datagen(unique, filler=filler), initial_state=connectors_pb2.INITIAL_STATE_STOPPED
+        )
+    heavy = f"heavy-{unique}"
+    create(stubs, heavy, datagen(unique, filler="y" * 90_000, **{"tasks.max": "50"}))
+    try:
+        seen: list[str] = []
+        token, pages = "", 0
+        while True:
+            page = stubs.connectors.ListConnectors(
+                connectors_pb2.ListConnectorsRequest(
+                    view=connectors_pb2.CONNECTOR_VIEW_INFO, page_token=token
+                ),
+                timeout=30,
+            )
+            seen += [c.name for c in page.connectors]
+            pages += 1
+            token = page.next_page_token
+            if not token:
+                break
+        assert pages > 1
+        assert sorted(n for n in seen if n.endswith(unique)) == sorted(
+            f"connectors/{n}" for n in [*names, heavy]
+        )
+        assert len(seen) == len(set(seen))
+
+        def all_tasks() -> list[str]:
+            tasks: list[str] = []
+            token = ""
+            while True:
+                page = stubs.connectors.ListTasks(
+                    connectors_pb2.ListTasksRequest(parent=f"connectors/{heavy}", page_token=token),
+                    timeout=30,
+                )
+                tasks += [t.name for t in page.tasks]
+                token = page.next_page_token
+                if not token:
+                    return tasks
+
+        tasks = wait_for_tasks(all_tasks, 50)
+        assert tasks == [f"connectors/{heavy}/tasks/{n}" for n in range(50)]
+    finally:
+        for name in [*names, heavy]:
+            delete(stubs, name)
+
+
+def wait_for_tasks(read: Callable[[], list[str]], count: int) -> list[str]:
+    deadline = time.monotonic() + 30
+    while True:
+        tasks = read()
+        if len(tasks) == count or time.monotonic() > deadline:
+            return tasks
+        time.sleep(0.2)
+
+
+def test_validation_applies_the_config_limits(stubs: Stubs, unique: str) -> None:
+    fail = failure(
+        lambda: stubs.plugins.ValidateConnectorConfig(
+            plugins_pb2.ValidateConnectorConfigRequest(
+                config=datagen(unique, topic="y" * (MAX_CONFIG_BYTES + 1))
+            ),
+            timeout=30,
+        )
+    )
+    assert_rich(fail, grpc.StatusCode.INVALID_ARGUMENT, "LIMIT_EXCEEDED")
+    assert fail.metadata["limit"] == "max.config.bytes"
+
+
+@pytest.mark.parametrize("executor_id", ["a\nb FAKE LOG LINE", "spoof\u202e", " padded"])
+def test_executor_ids_with_hidden_characters_cannot_attach(
+    control_plane: ControlPlaneProcess, executor_id: str
+) -> None:
+    channel = grpc.insecure_channel(control_plane.address)
+    try:
+        hello = executor_pb2.ExecutorMessage(hello=executor_pb2.Hello(executor_id=executor_id, host="h"))
+        call = executor_pb2_grpc.ExecutorServiceStub(channel).Attach(iter([hello]), timeout=10)
+        fail = failure(lambda: list(call))
+        assert_rich(fail, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST")
+        assert list(fail.violations) == ["hello.executor_id"]
+    finally:
+        channel.close()

@@ -15,7 +15,7 @@ from sluiceway_server.api.deadline import call_timeout
 from sluiceway_server.api.errors import abort, invalid_request, mapped
 from sluiceway_server.api.idempotency import RequestIdCache
 from sluiceway_server.api.names import connector_name, format_connector, format_task, task_name
-from sluiceway_server.api.paging import page_request, take
+from sluiceway_server.api.paging import fitting, page_request, take, token_after
 from sluiceway_server.herder.deadlines import with_deadline
 from sluiceway_server.herder.errors import HerderError
 from sluiceway_server.herder.herder import Herder
@@ -127,15 +127,23 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
         page = page_request(request.page_size, request.page_token, "connectors", view)
         await self._catch_up(request.min_config_position, context)
         names, next_token = take(self.herder.connector_names(), str, page, "connectors", view)
-        response = connectors_pb2.ListConnectorsResponse(next_page_token=next_token)
+        read: list[tuple[str, connectors_pb2.Connector]] = []
         for name in names:
             try:
-                response.connectors.append(
-                    await self._run(context, self._view(name, view, connectors_pb2.CONNECTOR_VIEW_NAMES))
+                read.append(
+                    (
+                        name,
+                        await self._run(context, self._view(name, view, connectors_pb2.CONNECTOR_VIEW_NAMES)),
+                    )
                 )
             except HerderError:
                 continue  # deleted between listing and reading
-        return response
+        kept = fitting([item.ByteSize() for _, item in read])
+        if kept < len(read):
+            next_token = token_after(read[kept - 1][0], "connectors", view)
+        return connectors_pb2.ListConnectorsResponse(
+            connectors=[item for _, item in read[:kept]], next_page_token=next_token
+        )
 
     @mapped
     async def ReplaceConnectorConfig(
@@ -241,12 +249,11 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
         await self._catch_up(request.min_config_position, context)
         tasks = await self._run(context, self.herder.task_configs(name))
         chosen, next_token = take(tasks, lambda t: t.task, page, "tasks", name)
-        return connectors_pb2.ListTasksResponse(
-            tasks=[
-                connectors_pb2.Task(name=format_task(name, t.task), config=dict(t.config)) for t in chosen
-            ],
-            next_page_token=next_token,
-        )
+        items = [connectors_pb2.Task(name=format_task(name, t.task), config=dict(t.config)) for t in chosen]
+        kept = fitting([item.ByteSize() for item in items])
+        if kept < len(items):
+            next_token = token_after(chosen[kept - 1].task, "tasks", name)
+        return connectors_pb2.ListTasksResponse(tasks=items[:kept], next_page_token=next_token)
 
     @mapped
     async def GetConnectorStatus(

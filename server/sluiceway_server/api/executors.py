@@ -15,6 +15,7 @@ from sluiceway.limits import MAX_EXECUTOR_ID_LENGTH
 from sluiceway_server.api.errors import abort, invalid_request
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
 from sluiceway_server.herder.errors import HerderError, LimitExceededError
+from sluiceway_server.herder.fields import has_hidden_characters
 
 log = logging.getLogger(__name__)
 
@@ -55,17 +56,32 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             await abort(
                 context, invalid_request("hello", "the first message must be a Hello with an executor_id")
             )
-        if len(first.hello.executor_id) > MAX_EXECUTOR_ID_LENGTH:
-            await abort(
-                context,
-                LimitExceededError(
-                    "max.executor.id.length",
-                    MAX_EXECUTOR_ID_LENGTH,
-                    len(first.hello.executor_id),
-                    "hello.executor_id",
-                    "the executor id's length",
-                ),
-            )
+        hello = first.hello
+        for field, value in (
+            ("executor_id", hello.executor_id),
+            ("host", hello.host),
+            ("spark_remote", hello.spark_remote),
+        ):
+            # They go into logs, statuses and GetServerInfo as they are.
+            if len(value) > MAX_EXECUTOR_ID_LENGTH:
+                await abort(
+                    context,
+                    LimitExceededError(
+                        "max.executor.id.length",
+                        MAX_EXECUTOR_ID_LENGTH,
+                        len(value),
+                        f"hello.{field}",
+                        "the length",
+                    ),
+                )
+            if has_hidden_characters(value) or value != value.strip():
+                await abort(
+                    context,
+                    invalid_request(
+                        f"hello.{field}",
+                        "must have no control, format or separator characters and no surrounding spaces",
+                    ),
+                )
         try:
             member = await self.coordinator.attach(first.hello)
         except HerderError as exc:

@@ -1,6 +1,7 @@
 """Pages of List calls (AIP-158): page sizes and opaque page tokens.
 
-A token records where the previous page ended and a digest of the request's other fields, so a
+A page holds at most `page_size` items and at most PAGE_BYTES bytes, whichever ends it first. A
+token records where the previous page ended and a digest of the request's other fields, so a
 token is only good for a request that asks for the same thing again (another parent, view or
 filter with an old token is INVALID_ARGUMENT, not a silently wrong page).
 """
@@ -21,6 +22,9 @@ K = TypeVar("K", str, int)
 
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
+# A page also ends before it would pass this many bytes, well within the 4 MiB that gRPC clients
+# accept by default: connectors and task configs of up to 256 KiB each add up fast.
+PAGE_BYTES = 3 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -54,8 +58,25 @@ def take(items: Sequence[T], key: Callable[[T], K], page: Page, *query: object) 
     chosen, rest = remaining[: page.size], remaining[page.size :]
     if not rest:
         return chosen, ""
-    token = json.dumps({"after": key(chosen[-1]), "query": _digest(query)}, separators=(",", ":"))
-    return chosen, base64.urlsafe_b64encode(token.encode()).decode()
+    return chosen, token_after(key(chosen[-1]), *query)
+
+
+def token_after(last: str | int, *query: object) -> str:
+    """The token of the page that starts after the item whose key is `last`."""
+    token = json.dumps({"after": last, "query": _digest(query)}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(token.encode()).decode()
+
+
+def fitting(sizes: Sequence[int], budget: int = PAGE_BYTES) -> int:
+    """How many of the items, with these serialized sizes, fit a page of `budget` bytes: at least
+    one, so a page always moves on (every single item is far smaller than a response may be)."""
+    total = 0
+    for count, size in enumerate(sizes):
+        # Each item is a length-delimited field of the response: its tag and length cost a few bytes.
+        total += size + 8
+        if total > budget and count > 0:
+            return count
+    return len(sizes)
 
 
 def _digest(query: Sequence[object]) -> str:

@@ -14,8 +14,10 @@ from sluiceway_server.api.deadline import call_timeout
 from sluiceway_server.api.errors import invalid_request, mapped
 from sluiceway_server.api.names import plugin_name
 from sluiceway_server.api.paging import page_request, take
+from sluiceway_server.herder.config_checks import check_config_input
 from sluiceway_server.herder.deadlines import with_deadline
 from sluiceway_server.herder.errors import HerderError
+from sluiceway_server.herder.fields import map_field
 from sluiceway_server.herder.herder import Herder
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -76,6 +78,8 @@ class PluginServicer(plugins_pb2_grpc.PluginServiceServicer):
         plugin = plugin_name(request.plugin, "plugin") if request.plugin else None
         if plugin is None and not config.get("connector.class"):
             raise invalid_request("config", "connector.class is required when no plugin is named")
+        # The limits of a stored config hold here too: the answer repeats every value it is given.
+        check_config_input(config.get("name", ""), config, "config", map_field("config"))
         desc = self.herder.plugin(plugin) if plugin is not None else None  # NOT_FOUND when unknown
         # Validation runs the plugin's config() and validate() off the loop, within its time limit.
         infos = await with_deadline(self.herder.validate(config, plugin), self._timeout(context))

@@ -15,6 +15,11 @@ from sluiceway_server.herder.errors import FieldViolation, InvalidArgumentError,
 _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 
 
+def has_hidden_characters(text: str) -> bool:
+    """Whether `text` has a character that is invisible or changes how the text around it shows."""
+    return any(unicodedata.category(c) in _HIDDEN_CATEGORIES for c in text)
+
+
 def validate_connector_name(name: str, field: str) -> None:
     """Kafka's rules (non-empty, no ISO control characters), no '/' so resource names stay
     unambiguous, and no invisible or direction-changing characters. The length goes first, so an
@@ -32,7 +37,7 @@ def validate_connector_name(name: str, field: str) -> None:
         problem = "must not be empty or blank"
     elif name != name.strip():
         problem = "must not start or end with whitespace"
-    elif any(unicodedata.category(c) in _HIDDEN_CATEGORIES for c in name):
+    elif has_hidden_characters(name):
         problem = "must not contain control, format (e.g. bidi override) or separator characters"
     elif "/" in name:
         problem = "must not contain '/'"
