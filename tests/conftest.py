@@ -53,11 +53,24 @@ def spark_connect() -> Iterator[EmbeddedSparkConnect]:
 
 @pytest.fixture(scope="module")
 def spark(spark_connect: EmbeddedSparkConnect) -> Iterator[SparkSession]:
-    """A Spark Connect session for a module's tests (modules that register data sources define
-    their own)."""
+    """A Spark Connect session for a module's tests, with no data sources of ours registered
+    (modules that test registration itself define their own)."""
     from pyspark.sql import SparkSession  # here, so that unit-test runs do not import Spark
 
     session = SparkSession.builder.remote(spark_connect.remote).getOrCreate()
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def spark_with_sources(spark_connect: EmbeddedSparkConnect) -> Iterator[SparkSession]:
+    """A Spark Connect session with every data source of ours registered, as an executor's is."""
+    from pyspark.sql import SparkSession
+
+    from sluiceway_executor.pipelines.factory import register_data_sources
+
+    session = SparkSession.builder.remote(spark_connect.remote).getOrCreate()
+    register_data_sources(session)
     yield session
     session.stop()
 

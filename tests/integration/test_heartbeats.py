@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -31,7 +31,7 @@ from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 
 from sluiceway.client import SluicewayClient
-from sluiceway_executor.pipelines.factory import SparkPipelineFactory, register_data_sources
+from sluiceway_executor.pipelines.factory import SparkPipelineFactory
 from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_server.embedded import (
     EmbeddedBroker,
@@ -187,16 +187,8 @@ def test_no_heartbeat_topic_with_the_worker_defaults(
 # ------------------------------------------------------------------ record-level tasks (pipeline only)
 
 
-@pytest.fixture(scope="module")
-def spark(spark_connect: EmbeddedSparkConnect) -> Iterator[SparkSession]:
-    session = SparkSession.builder.remote(spark_connect.remote).getOrCreate()
-    register_data_sources(session)
-    yield session
-    session.stop()
-
-
 def test_a_record_level_task_sends_its_heartbeats_from_inside_spark(
-    spark: SparkSession, broker: EmbeddedBroker, admin: AdminClient
+    spark_with_sources: SparkSession, broker: EmbeddedBroker, admin: AdminClient
 ) -> None:
     u = uuid.uuid4().hex[:10]
     data, beats = f"data-{u}-records", f"hb-{u}-records"
@@ -222,7 +214,7 @@ def test_a_record_level_task_sends_its_heartbeats_from_inside_spark(
         paused=False,
         task_count=1,
     )
-    pipeline = SparkPipelineFactory(spark)(spec, {"bootstrap.servers": broker.bootstrap_servers})
+    pipeline = SparkPipelineFactory(spark_with_sources)(spec, {"bootstrap.servers": broker.bootstrap_servers})
     pipeline.start()
     try:
         time.sleep(0.01)

@@ -6,7 +6,7 @@ outcome back to the pipeline, as the runner does after the control plane accepte
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +16,10 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from pyspark.sql import SparkSession
 
 from sluiceway.offsets import OffsetPair
-from sluiceway_executor.pipelines.factory import SparkPipelineFactory, register_data_sources
+from sluiceway_executor.pipelines.factory import SparkPipelineFactory
 from sluiceway_executor.pipelines.pipeline import BatchOutcome, Pipeline
 from sluiceway_executor.pipelines.spec import TaskSpec
-from sluiceway_server.embedded import EmbeddedBroker, EmbeddedSparkConnect
+from sluiceway_server.embedded import EmbeddedBroker
 
 pytestmark = pytest.mark.integration
 
@@ -31,16 +31,8 @@ STRING_CONVERTER = "org.apache.kafka.connect.storage.StringConverter"
 
 
 @pytest.fixture(scope="module")
-def spark(spark_connect: EmbeddedSparkConnect) -> Iterator[SparkSession]:
-    session = SparkSession.builder.remote(spark_connect.remote).getOrCreate()
-    register_data_sources(session)
-    yield session
-    session.stop()
-
-
-@pytest.fixture(scope="module")
-def factory(spark: SparkSession) -> SparkPipelineFactory:
-    return SparkPipelineFactory(spark)
+def factory(spark_with_sources: SparkSession) -> SparkPipelineFactory:
+    return SparkPipelineFactory(spark_with_sources)
 
 
 @pytest.fixture
@@ -197,7 +189,7 @@ def test_datagen_resumes_after_the_committed_offset(
 
 def test_kafka_to_parquet_writes_exact_records_and_commits_the_ends(
     factory: SparkPipelineFactory,
-    spark: SparkSession,
+    spark_with_sources: SparkSession,
     worker: dict[str, str],
     admin: AdminClient,
     broker: EmbeddedBroker,
@@ -233,7 +225,7 @@ def test_kafka_to_parquet_writes_exact_records_and_commits_the_ends(
     # Task 0 has partitions 0 and 2, task 1 has partition 1; 1200 records a batch split over them.
     assert total_batches >= 3
 
-    rows = spark.read.parquet(str(out)).collect()
+    rows = spark_with_sources.read.parquet(str(out)).collect()
     assert sorted(json.loads(row["value"])["n"] for row in rows) == list(range(3000))
     per_partition: dict[int, int] = {}
     for row in rows:
@@ -327,7 +319,7 @@ def test_file_stream_sink_writes_one_line_per_record(
 
 def test_sink_with_topics_regex_picks_up_a_topic_created_later(
     factory: SparkPipelineFactory,
-    spark: SparkSession,
+    spark_with_sources: SparkSession,
     worker: dict[str, str],
     admin: AdminClient,
     broker: EmbeddedBroker,
@@ -356,14 +348,14 @@ def test_sink_with_topics_regex_picks_up_a_topic_created_later(
     pipeline.stop()
     assert [o.topics for o in outcomes] == [{later}]
     assert outcomes[0].offsets == [({"kafka_topic": later, "kafka_partition": 0}, {"kafka_offset": 50})]
-    values = sorted(row["value"] for row in spark.read.json(str(out)).collect())
+    values = sorted(row["value"] for row in spark_with_sources.read.json(str(out)).collect())
     assert values == sorted([f"a{n}" for n in range(100)] + [f"b{n}" for n in range(50)])
 
 
 @pytest.mark.parametrize("fmt", ["json", "csv", "orc"])
 def test_spark_file_sink_formats_with_partition_by(
     factory: SparkPipelineFactory,
-    spark: SparkSession,
+    spark_with_sources: SparkSession,
     worker: dict[str, str],
     admin: AdminClient,
     broker: EmbeddedBroker,
@@ -390,7 +382,7 @@ def test_spark_file_sink_formats_with_partition_by(
     pipeline.stop()
     # Partitioned by the Kafka partition: one directory per partition value under each batch.
     assert {p.name for p in out.rglob("partition=*") if p.is_dir()} == {"partition=0", "partition=1"}
-    reader = spark.read.format(fmt)
+    reader = spark_with_sources.read.format(fmt)
     if fmt == "csv":
         reader = reader.option("header", "true")
     rows = reader.load(str(out)).select("value").collect()
