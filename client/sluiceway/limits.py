@@ -25,6 +25,7 @@ __all__ = [
     "MAX_TASK_CONFIG_RECORD_BYTES",
     "SERVER_MAX_RECEIVE_BYTES",
     "echo",
+    "shorten",
 ]
 
 KIB: Final = 1024
@@ -69,9 +70,14 @@ ASSIGNMENT_MESSAGE_BYTES: Final = 2 * MIB
 ERROR_ECHO_CHARS: Final = 64
 
 
+def shorten(text: str, limit: int = ERROR_ECHO_CHARS) -> str:
+    """`text` cut after `limit` characters with its full length named: `abc… (4096 characters)`."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
 def echo(value: str, limit: int = ERROR_ECHO_CHARS) -> str:
-    """`value` quoted for an error message, cut after `limit` characters with its full length named:
-    `'abc…' (4096 characters)`. Errors repeat what the caller sent through this, never whole."""
+    """`value` quoted for an error message, cut as `shorten` does: `'abc'… (4096 characters)`.
+    Errors repeat what the caller sent through this, never whole."""
     if len(value) <= limit:
         return repr(value)
     return f"{value[:limit]!r}… ({len(value)} characters)"

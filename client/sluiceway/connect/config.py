@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar, Final, Protocol, runtime_checkable
 
+from sluiceway.limits import shorten
+
 __all__ = [
     "NO_DEFAULT",
     "AbstractConfig",
@@ -42,6 +44,7 @@ __all__ = [
     "Validator",
     "Width",
     "convert_to_string",
+    "java_trim",
     "parse_value",
 ]
 
@@ -105,9 +108,8 @@ def _display(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_display(v) for v in value) + "]"
-    text = str(value)
     # A value is repeated in errors only in part: an error must stay readable and small.
-    return text if len(text) <= _DISPLAY_CHARS else f"{text[:_DISPLAY_CHARS]}… ({len(text)} characters)"
+    return shorten(str(value), _DISPLAY_CHARS)
 
 
 class ConfigException(Exception):  # noqa: N818 - Kafka's name, kept for familiarity
@@ -404,6 +406,14 @@ class Lambda(ConfigValidator):
 
 # Java's String.trim() removes every char <= U+0020, not Unicode whitespace.
 _JAVA_TRIM = "".join(chr(c) for c in range(0x21))
+
+
+def java_trim(text: str) -> str:
+    """`text` without what Java's String.trim() drops at either end: every character up to the space.
+    Kafka trims values this way before parsing them."""
+    return text.strip(_JAVA_TRIM)
+
+
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 # Java's Double.parseDouble for decimal input, including its optional f/d suffix and NaN/Infinity.
 _DOUBLE = re.compile(r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?)")
@@ -436,7 +446,7 @@ def _parse_double(name: str, raw: str, trimmed: str) -> float:
 
 def parse_type(name: str, raw: str, type_: ConfigType) -> Any:
     """The Python value of a raw string for a key of type ``type_``, by Kafka's ConfigDef.parseType rules."""
-    trimmed = raw.strip(_JAVA_TRIM)
+    trimmed = java_trim(raw)
     if type_ is ConfigType.BOOLEAN:
         lowered = trimmed.lower()
         if lowered == "true":

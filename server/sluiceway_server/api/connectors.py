@@ -15,7 +15,7 @@ from sluiceway_server.api.deadline import call_timeout
 from sluiceway_server.api.errors import abort, invalid_request, mapped
 from sluiceway_server.api.idempotency import RequestIdCache
 from sluiceway_server.api.names import connector_name, format_connector, format_task, task_name
-from sluiceway_server.api.paging import fitting, page_request, take, token_after
+from sluiceway_server.api.paging import page_request, take, within_bytes
 from sluiceway_server.herder.deadlines import with_deadline
 from sluiceway_server.herder.errors import HerderError
 from sluiceway_server.herder.herder import Herder
@@ -138,12 +138,10 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
                 )
             except HerderError:
                 continue  # deleted between listing and reading
-        kept = fitting([item.ByteSize() for _, item in read])
-        if kept < len(read):
-            next_token = token_after(read[kept - 1][0], "connectors", view)
-        return connectors_pb2.ListConnectorsResponse(
-            connectors=[item for _, item in read[:kept]], next_page_token=next_token
+        items, next_token = within_bytes(
+            [item for _, item in read], [name for name, _ in read], next_token, "connectors", view
         )
+        return connectors_pb2.ListConnectorsResponse(connectors=items, next_page_token=next_token)
 
     @mapped
     async def ReplaceConnectorConfig(
@@ -250,10 +248,8 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
         tasks = await self._run(context, self.herder.task_configs(name))
         chosen, next_token = take(tasks, lambda t: t.task, page, "tasks", name)
         items = [connectors_pb2.Task(name=format_task(name, t.task), config=dict(t.config)) for t in chosen]
-        kept = fitting([item.ByteSize() for item in items])
-        if kept < len(items):
-            next_token = token_after(chosen[kept - 1].task, "tasks", name)
-        return connectors_pb2.ListTasksResponse(tasks=items[:kept], next_page_token=next_token)
+        items, next_token = within_bytes(items, [t.task for t in chosen], next_token, "tasks", name)
+        return connectors_pb2.ListTasksResponse(tasks=items, next_page_token=next_token)
 
     @mapped
     async def GetConnectorStatus(

@@ -15,10 +15,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from google.protobuf.message import Message
+
 from sluiceway_server.api.errors import invalid_request
 
 T = TypeVar("T")
 K = TypeVar("K", str, int)
+M = TypeVar("M", bound=Message)
 
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
@@ -67,16 +70,19 @@ def token_after(last: str | int, *query: object) -> str:
     return base64.urlsafe_b64encode(token.encode()).decode()
 
 
-def fitting(sizes: Sequence[int], budget: int = PAGE_BYTES) -> int:
-    """How many of the items, with these serialized sizes, fit a page of `budget` bytes: at least
-    one, so a page always moves on (every single item is far smaller than a response may be)."""
+def within_bytes(
+    items: Sequence[M], keys: Sequence[K], next_token: str, *query: object, budget: int = PAGE_BYTES
+) -> tuple[list[M], str]:
+    """A page of response `items` (their keys in `keys`) cut to `budget` bytes, and its next-page
+    token: the one it had if nothing was cut. At least one item stays, so a page always moves on
+    (every single item is far smaller than a response may be)."""
     total = 0
-    for count, size in enumerate(sizes):
+    for count, item in enumerate(items):
         # Each item is a length-delimited field of the response: its tag and length cost a few bytes.
-        total += size + 8
+        total += item.ByteSize() + 8
         if total > budget and count > 0:
-            return count
-    return len(sizes)
+            return list(items[:count]), token_after(keys[count - 1], *query)
+    return list(items), next_token
 
 
 def _digest(query: Sequence[object]) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from sluiceway.connect.config import ConfigDef, ConfigType
+from sluiceway.connect.config import ConfigDef, ConfigType, java_trim
 from sluiceway.connect.validation import ConfigInfos
 from sluiceway.limits import MAX_CONFIG_BYTES, MAX_CONFIG_KEY_LENGTH, MAX_CONFIG_KEYS, MAX_TASKS, echo
 from sluiceway_server.herder.errors import FieldViolation, InvalidArgumentError, LimitExceededError
@@ -18,8 +18,6 @@ from sluiceway_server.herder.fields import FieldOf
 # the config topic.
 _KEY_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f]")
 _VALUE_FORBIDDEN = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
-# What Java's String.trim() drops, and so Kafka's ConfigDef: every character up to the space.
-_JAVA_WHITESPACE = "".join(chr(c) for c in range(0x21))
 # Values of these types are parsed with surrounding whitespace dropped (as Kafka's ConfigDef does);
 # they are stored the way they are parsed.
 _TRIMMED_TYPES = frozenset(
@@ -75,7 +73,7 @@ def check_config_input(connector: str, config: Mapping[str, str], field: str, fi
             field,
             "the size of the config's keys and values in bytes",
         )
-    tasks = config.get("tasks.max", "").strip(_JAVA_WHITESPACE)
+    tasks = java_trim(config.get("tasks.max", ""))
     # Only a well-formed number is checked here; anything else is the validation's to report.
     if tasks.isascii() and tasks.isdigit() and len(tasks) <= 18 and int(tasks) > MAX_TASKS:
         raise LimitExceededError("max.tasks", MAX_TASKS, int(tasks), field_of("tasks.max"), "tasks.max")
@@ -87,7 +85,7 @@ def normalized(config: Mapping[str, str], definition: ConfigDef | None) -> dict[
     if definition is None:
         return dict(config)
     typed = {key.name for key in definition.keys().values() if key.type in _TRIMMED_TYPES}
-    return {key: (value.strip(_JAVA_WHITESPACE) if key in typed else value) for key, value in config.items()}
+    return {key: (java_trim(value) if key in typed else value) for key, value in config.items()}
 
 
 def with_name(name: str, config: Mapping[str, str], field: str, field_of: FieldOf) -> dict[str, str]:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sluiceway_server.api.paging import MAX_PAGE_SIZE, page_request, take
+from sluiceway_server.api.paging import MAX_PAGE_SIZE, page_request, take, within_bytes
 from sluiceway_server.herder.errors import InvalidArgumentError
 
 
@@ -56,3 +56,16 @@ def test_negative_page_size_is_refused() -> None:
     with pytest.raises(InvalidArgumentError) as refused:
         page_request(-1, "", "connectors", 1)
     assert [v.field for v in refused.value.violations] == ["page_size"]
+
+
+def test_pages_are_cut_in_bytes_and_the_token_resumes_after_the_last_kept_item() -> None:
+    from sluiceway.api.v1 import connectors_pb2
+
+    names = [f"c{i}" for i in range(10)]
+    items = [connectors_pb2.Connector(name=n, config={"blob": "x" * 1000}) for n in names]
+    kept, token = within_bytes(items, names, "", "connectors", 1, budget=3500)
+    assert [c.name for c in kept] == names[:3]
+    assert page_request(10, token, "connectors", 1).after == "c2"
+    # Nothing cut: the token it had stays; one item over the budget still makes a page.
+    assert within_bytes(items[:2], names[:2], "t", "connectors", 1) == (items[:2], "t")
+    assert within_bytes(items, names, "", "connectors", 1, budget=10)[0] == items[:1]
