@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 import grpc
 import pytest
 
+from sluiceway.api.v1 import cluster_pb2, cluster_pb2_grpc
 from sluiceway_server.embedded import (
     EmbeddedBroker,
     EmbeddedSparkConnect,
@@ -101,6 +103,7 @@ class ControlPlaneProcess:
             "config": f"configs-{self.suffix}",
             "offset": f"offsets-{self.suffix}",
             "status": f"status-{self.suffix}",
+            "cluster": f"cluster-{self.suffix}",
         }
 
     def argv(self) -> list[str]:
@@ -113,23 +116,49 @@ class ControlPlaneProcess:
             "config.storage.topic": self.topics["config"],
             "offset.storage.topic": self.topics["offset"],
             "status.storage.topic": self.topics["status"],
+            "cluster.storage.topic": self.topics["cluster"],
+            "cluster.storage.replication.factor": "1",
             "config.storage.replication.factor": "1",
             "offset.storage.replication.factor": "1",
             "status.storage.replication.factor": "1",
             "offset.storage.partitions": "5",
             "status.storage.partitions": "2",
             "plugin.callback.timeout.ms": "5000",
+            # A group join waits about half of this on Tansu: a shorter one keeps start-ups quick.
+            "session.timeout.ms": "6000",
             **self.settings,
         }
 
-    def start(self, timeout: float = 60.0) -> ControlPlaneProcess:
+    def start(self, timeout: float = 60.0, *, lead: bool = True) -> ControlPlaneProcess:
+        """Spawn it and wait until it serves; with `lead`, also until it leads (a replica restarted
+        on the same topics serves as soon as it has read the last leader's announcement)."""
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(TEST_PLUGINS), os.environ.get("PYTHONPATH")])),
         }
         self.managed = spawn(f"control-plane-{self.suffix}", self.argv(), LOG_DIR, env=env)
+        deadline = time.monotonic() + timeout
         wait_serving(self.address, timeout, self.managed)
+        if lead:
+            self.wait_until_leading(max(deadline - time.monotonic(), 1.0))
         return self
+
+    def server_info(self, timeout: float = 5.0) -> cluster_pb2.ServerInfo:
+        with grpc.insecure_channel(self.address) as channel:
+            info: cluster_pb2.ServerInfo = cluster_pb2_grpc.ClusterServiceStub(channel).GetServerInfo(
+                cluster_pb2.GetServerInfoRequest(), timeout=timeout
+            )
+            return info
+
+    def wait_until_leading(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            info = self.server_info()
+            if info.leader.id and info.leader.id == info.this_replica.id:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"control plane at {self.address} does not lead after {timeout:.0f}s")
+            time.sleep(0.2)
 
     def stop(self) -> int:
         assert self.managed is not None
@@ -158,11 +187,13 @@ def channel(control_plane: ControlPlaneProcess) -> Iterator[grpc.Channel]:
 @pytest.fixture
 def control_plane_factory(broker: EmbeddedBroker) -> Iterator[Callable[..., ControlPlaneProcess]]:
     """Dedicated control planes for tests that restart or kill them; all stopped at the end.
-    `factory(suffix=None, **settings)`: the same suffix reuses the same internal topics."""
+    `factory(suffix=None, lead=True, **settings)`: the same suffix reuses the same internal topics
+    and group (a replica of the same cluster); `lead=False` waits only until it serves."""
     started: list[ControlPlaneProcess] = []
 
-    def factory(suffix: str | None = None, **settings: str) -> ControlPlaneProcess:
-        plane = ControlPlaneProcess(broker, suffix or uuid.uuid4().hex[:8], settings=dict(settings)).start()
+    def factory(suffix: str | None = None, *, lead: bool = True, **settings: str) -> ControlPlaneProcess:
+        plane = ControlPlaneProcess(broker, suffix or uuid.uuid4().hex[:8], settings=dict(settings))
+        plane.start(lead=lead)
         started.append(plane)
         return plane
 

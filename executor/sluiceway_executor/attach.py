@@ -33,6 +33,7 @@ import grpc
 
 import sluiceway
 from sluiceway.api.v1 import common_pb2, executor_pb2, executor_pb2_grpc
+from sluiceway.errors import from_rpc_error
 from sluiceway.limits import EXECUTOR_MAX_RECEIVE_BYTES
 from sluiceway.offsets import OffsetPair, offsets_to_proto
 from sluiceway_executor.pipelines.pipeline import PipelineFactory
@@ -57,6 +58,7 @@ def default_executor_id() -> str:
 
 @dataclass(frozen=True)
 class AttachSettings:
+    # One control-plane address or several, comma-separated: the agent finds the leader from any.
     server: str
     spark_remote: str
     executor_id: str = field(default_factory=default_executor_id)
@@ -69,6 +71,46 @@ class AttachSettings:
     commit_timeout: float = DEFAULT_COMMIT_TIMEOUT_S
     poll_interval: float = 0.2
     max_poll_interval: float = 1.0
+
+    @property
+    def servers(self) -> list[str]:
+        return [address.strip() for address in self.server.split(",") if address.strip()]
+
+
+class _Targets:
+    """Which control-plane address to attach to next: the leader a replica named, else the
+    configured addresses in turn."""
+
+    def __init__(self, addresses: list[str]) -> None:
+        self._addresses = addresses or ["localhost:8083"]
+        self._index = 0
+        self._redirect: str | None = None
+
+    @property
+    def current(self) -> str:
+        return self._redirect or self._addresses[self._index]
+
+    def redirect(self, address: str) -> None:
+        self._redirect = address
+
+    def next(self) -> bool:
+        """Move on after a failure; True when it is time to back off: every configured address was
+        tried in this round, or the leader a replica named did not take us."""
+        if self._redirect is not None:
+            self._redirect = None
+            return True
+        self._index = (self._index + 1) % len(self._addresses)
+        return self._index == 0
+
+
+def leader_redirect(exc: grpc.RpcError) -> str | None:
+    """The leader's address from a replica's NOT_LEADER answer to Attach, if it named one."""
+    if not isinstance(exc, grpc.Call) or exc.code() != grpc.StatusCode.UNAVAILABLE:
+        return None
+    error = from_rpc_error(exc)
+    if error.reason != "NOT_LEADER":
+        return None
+    return error.metadata.get("leader_address") or None
 
 
 class _PendingCommit:
@@ -92,8 +134,9 @@ class _Session:
     """One attach stream: its send queue, its tasks and its pending commits. Runners talk to the
     control plane through the session that assigned them (it is their ``TaskHost``)."""
 
-    def __init__(self, agent: ExecutorAgent) -> None:
+    def __init__(self, agent: ExecutorAgent, address: str) -> None:
         self._agent = agent
+        self.address = address
         self._outbox: queue.Queue[executor_pb2.ExecutorMessage | _EndOfStream] = queue.Queue()
         self._lock = threading.Lock()
         self._closed = threading.Event()
@@ -254,10 +297,13 @@ class ExecutorAgent:
         """Attaches, and attaches again after every failure, until :meth:`shutdown`."""
         backoff = self.settings.initial_backoff
         last_problem = ""
+        targets = _Targets(self.settings.servers)
         while not self._stopping.is_set():
             welcomed = False
+            address = targets.current
+            redirect: str | None = None
             try:
-                welcomed = self._attach_once()
+                welcomed = self._attach_once(address)
                 problem = ""
             except _SessionEndedError as exc:
                 problem = str(exc)
@@ -266,18 +312,28 @@ class ExecutorAgent:
                 code = exc.code() if isinstance(exc, grpc.Call) else None
                 details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
                 problem = f"{code.name if code else 'error'}: {details}"
+                redirect = leader_redirect(exc)
             except Exception as exc:
                 log.exception("attach session failed")
                 problem = f"{type(exc).__name__}: {exc}"
             if self._stopping.is_set():
                 break
+            if redirect is not None and redirect != address:
+                log.info("%s does not lead; attaching to the leader at %s", address, redirect)
+                targets.redirect(redirect)
+                continue
+            # A session that was welcomed ended: the same address is tried again first (it may be
+            # a restart); anything else moves on to the next address.
+            round_done = False if welcomed else targets.next()
             if welcomed:
                 backoff = self.settings.initial_backoff
+            elif not round_done:
+                continue
             level = logging.WARNING if problem != last_problem else logging.DEBUG
             log.log(
                 level,
                 "attach stream to %s ended (%s); attaching again in %.1fs",
-                self.settings.server,
+                address,
                 problem or "closed by the control plane",
                 backoff,
             )
@@ -286,9 +342,9 @@ class ExecutorAgent:
             if not welcomed:
                 backoff = min(backoff * 2, self.settings.max_backoff)
 
-    def _attach_once(self) -> bool:
-        """One session; returns whether the leader welcomed it."""
-        session = _Session(self)
+    def _attach_once(self, address: str) -> bool:
+        """One session with the replica at `address`; returns whether it welcomed us."""
+        session = _Session(self, address)
         settings = self.settings
         session.send(
             executor_pb2.ExecutorMessage(
@@ -304,7 +360,7 @@ class ExecutorAgent:
         # Above gRPC's 4 MiB default on purpose: the control plane packs assignments into smaller
         # messages, but one task's configs may be larger, and it never sends more than this.
         channel = grpc.insecure_channel(
-            settings.server, options=[("grpc.max_receive_message_length", EXECUTOR_MAX_RECEIVE_BYTES)]
+            address, options=[("grpc.max_receive_message_length", EXECUTOR_MAX_RECEIVE_BYTES)]
         )
         call = executor_pb2_grpc.ExecutorServiceStub(channel).Attach(session.requests())
         with self._lock:
@@ -360,7 +416,7 @@ class ExecutorAgent:
             )
         log.info(
             "attached to %s as %s (heartbeat every %.1fs, session timeout %.1fs)",
-            self.settings.server,
+            session.address,
             self.settings.executor_id,
             session.heartbeat_interval,
             welcome.session_timeout.ToMilliseconds() / 1000.0,

@@ -42,7 +42,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--server",
         default=os.environ.get("SLUICEWAY_SERVER", "localhost:8083"),
-        help="control plane gRPC address host:port (default $SLUICEWAY_SERVER or localhost:8083)",
+        help="control-plane address host:port, or several comma-separated (any replica: the executor "
+        "finds the leader from them); default $SLUICEWAY_SERVER or localhost:8083",
     )
     parser.add_argument(
         "--spark-remote",

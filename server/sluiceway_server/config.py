@@ -21,6 +21,13 @@ DEFAULTS: dict[str, str] = {
     "status.storage.topic": "connect-status",
     "status.storage.replication.factor": "3",
     "status.storage.partitions": "5",
+    # Ours: the one-partition topic the replicas' group is subscribed to, which also holds the
+    # leader's announcement and the members' records.
+    "cluster.storage.topic": "connect-cluster",
+    "cluster.storage.replication.factor": "3",
+    # A replica that sends the group no heartbeat for this long leaves it; if it led, another
+    # replica takes over (Kafka Connect's default).
+    "session.timeout.ms": "10000",
     "listeners": "0.0.0.0:8083",
     "advertised.listeners": "",
     # KIP-558: whether the topics each connector's tasks use are recorded in the status topic and
@@ -142,6 +149,7 @@ class WorkerConfig:
             "config.storage.topic",
             "offset.storage.topic",
             "status.storage.topic",
+            "cluster.storage.topic",
             "listeners",
         ):
             if not self.get(key).strip():
@@ -150,6 +158,7 @@ class WorkerConfig:
             "config.storage.replication.factor",
             "offset.storage.replication.factor",
             "status.storage.replication.factor",
+            "cluster.storage.replication.factor",
         ):
             value = self.get_int(key)
             if value == 0 or value < -1:
@@ -163,6 +172,7 @@ class WorkerConfig:
             "startup.timeout.ms",
             "executor.heartbeat.interval.ms",
             "executor.session.timeout.ms",
+            "session.timeout.ms",
         ):
             if self.get_int(key) <= 0:
                 raise WorkerConfigError(key, "must be positive")

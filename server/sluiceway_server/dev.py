@@ -52,6 +52,7 @@ _SINGLE_BROKER_SETTINGS = {
     "config.storage.replication.factor": "1",
     "offset.storage.replication.factor": "1",
     "status.storage.replication.factor": "1",
+    "cluster.storage.replication.factor": "1",
 }
 
 

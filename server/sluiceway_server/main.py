@@ -20,7 +20,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--config", type=Path, help="worker properties file")
     parser.add_argument("--bootstrap-servers", help="Kafka bootstrap servers (bootstrap.servers)")
     parser.add_argument("--listeners", help="gRPC listen address host:port (listeners), default 0.0.0.0:8083")
-    parser.add_argument("--advertised-listeners", help="address others reach this replica on")
+    parser.add_argument(
+        "--advertised-address",
+        "--advertised-listeners",
+        dest="advertised_listeners",
+        help="host:port other replicas, executors and clients reach this replica on "
+        "(advertised.listeners; default: this host's name and the bound port)",
+    )
     parser.add_argument("--group-id", help="control-plane cluster id (group.id)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="any worker setting; repeatable"

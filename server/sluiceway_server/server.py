@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+import sluiceway
 from sluiceway.api.v1 import (
     cluster_pb2,
     cluster_pb2_grpc,
@@ -34,11 +35,15 @@ from sluiceway.limits import SERVER_MAX_RECEIVE_BYTES
 from sluiceway_server.api.cluster import ClusterServicer
 from sluiceway_server.api.connectors import ConnectorServicer
 from sluiceway_server.api.executors import ExecutorServicer
+from sluiceway_server.api.forwarding import ChannelPool, ForwardingInterceptor
 from sluiceway_server.api.idempotency import RequestIdCache
 from sluiceway_server.api.offsets import OffsetServicer
 from sluiceway_server.api.plugins import PluginServicer
 from sluiceway_server.api.topics import TopicServicer
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
+from sluiceway_server.cluster.election import LeaderElection
+from sluiceway_server.cluster.leadership import Leadership
+from sluiceway_server.cluster.term import LeaderTerm
 from sluiceway_server.config import WorkerConfig
 from sluiceway_server.herder.herder import Herder
 from sluiceway_server.storage import (
@@ -52,6 +57,8 @@ from sluiceway_server.storage import (
     StatusStore,
     TopicSpec,
 )
+from sluiceway_server.storage.cluster_store import ClusterStore
+from sluiceway_server.storage.leader_writer import LeaderWriter, leader_transactional_id
 
 log = logging.getLogger(__name__)
 
@@ -67,18 +74,39 @@ COMPACT = {"cleanup.policy": "compact"}
 LogFactory = Callable[[Callable[[LogRecord], None]], RecordLog]
 
 
-def kafka_log_factory(config: WorkerConfig, topic_key: str, partitions: int, rf_key: str) -> LogFactory:
+def kafka_log(
+    config: WorkerConfig,
+    topic_key: str,
+    partitions: int,
+    rf_key: str,
+    on_record: Callable[[LogRecord], None],
+    *,
+    leader_only: bool = False,
+) -> KafkaLog:
+    return KafkaLog(
+        config.get(topic_key),
+        config.get("bootstrap.servers"),
+        on_record,
+        TopicSpec(partitions, config.get_int(rf_key), COMPACT),
+        producer_config=config.prefixed("producer."),
+        consumer_config=config.prefixed("consumer."),
+        client_config=config.prefixed("admin."),
+        name=topic_key.split(".", maxsplit=1)[0],
+        leader_only=leader_only,
+    )
+
+
+def kafka_log_factory(
+    config: WorkerConfig, topic_key: str, partitions: int, rf_key: str, created: list[KafkaLog] | None = None
+) -> LogFactory:
+    """Logs of the config and status topics (`created` collects them) are leader-only: they write
+    through the leader's fenced producer."""
+
     def factory(on_record: Callable[[LogRecord], None]) -> RecordLog:
-        return KafkaLog(
-            config.get(topic_key),
-            config.get("bootstrap.servers"),
-            on_record,
-            TopicSpec(partitions, config.get_int(rf_key), COMPACT),
-            producer_config=config.prefixed("producer."),
-            consumer_config=config.prefixed("consumer."),
-            client_config=config.prefixed("admin."),
-            name=topic_key.split(".", maxsplit=1)[0],
-        )
+        made = kafka_log(config, topic_key, partitions, rf_key, on_record, leader_only=created is not None)
+        if created is not None:
+            created.append(made)
+        return made
 
     return factory
 
@@ -118,24 +146,47 @@ class ControlPlane:
     config: WorkerConfig
     server: grpc.aio.Server
     herder: Herder
-    coordinator: ExecutorCoordinator
+    leadership: Leadership
+    term: LeaderTerm
+    offsets: ConnectorOffsetStorage
+    channels: ChannelPool
     health: health.aio.HealthServicer
-    stores: tuple[ConfigStore, StatusStore, OffsetStore]
+    stores: tuple[ConfigStore, StatusStore, OffsetStore, ClusterStore]
     port: int
     advertised_address: str
+    background: set[asyncio.Task[None]]
+
+    @property
+    def coordinator(self) -> ExecutorCoordinator | None:
+        """The executor coordinator of this replica's current term (None while it does not lead)."""
+        return self.term.coordinator
 
     async def stop(self, grace: float = 10.0) -> None:
         log.info("shutting down")
         await self.health.enter_graceful_shutdown()
-        # The coordinator goes first: it detaches the executors and records their tasks as
-        # UNASSIGNED while the stores still run. Stopping the gRPC server first would end the
-        # executors' streams, and the releases they start would race the stores' shutdown.
-        await self.coordinator.stop()
+        for task in self.background:
+            task.cancel()
+        # The term ends first: its coordinator detaches the executors and records their tasks as
+        # UNASSIGNED while the stores and the writer still run, and leaving the group lets another
+        # replica lead at once. Stopping the gRPC server first would end the executors' streams,
+        # and the releases they start would race the stores' shutdown.
+        await self.leadership.stop()
         await self.server.stop(grace)
+        await self.channels.close()
         await self.herder.stop()
+        await self.offsets.stop()
         for store in self.stores:
             await asyncio.to_thread(store.stop)
         log.info("stopped")
+
+
+async def _serving_once_led(plane_health: health.aio.HealthServicer, leadership: Leadership) -> None:
+    """SERVING once a leader is known (this replica or another), so a caller that waited for it
+    can send mutations; later elections do not flip it back, clients retry those."""
+    while leadership.leader() is None:
+        await asyncio.sleep(0.1)
+    for name in ("", *SERVICE_NAMES):
+        await plane_health.set(name, health_pb2.HealthCheckResponse.SERVING)
 
 
 async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | None = None) -> ControlPlane:
@@ -148,8 +199,9 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
     except Exception as exc:
         raise RuntimeError(f"cannot reach Kafka at {config.get('bootstrap.servers')}: {exc}") from exc
 
+    leader_logs: list[KafkaLog] = []
     config_store = ConfigStore(
-        kafka_log_factory(config, "config.storage.topic", 1, "config.storage.replication.factor")
+        kafka_log_factory(config, "config.storage.topic", 1, "config.storage.replication.factor", leader_logs)
     )
     status_store = StatusStore(
         kafka_log_factory(
@@ -157,6 +209,7 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
             "status.storage.topic",
             config.get_int("status.storage.partitions"),
             "status.storage.replication.factor",
+            leader_logs,
         )
     )
     offset_store = OffsetStore(
@@ -167,11 +220,17 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
             "offset.storage.replication.factor",
         )
     )
-    stores = (config_store, status_store, offset_store)
+    cluster_store = ClusterStore(
+        kafka_log_factory(config, "cluster.storage.topic", 1, "cluster.storage.replication.factor")
+    )
+    stores = (config_store, status_store, offset_store, cluster_store)
     await asyncio.gather(*(asyncio.to_thread(s.start, startup_timeout) for s in stores))
 
+    channels = ChannelPool([("grpc.max_receive_message_length", SERVER_MAX_RECEIVE_BYTES)])
+    forwarding = ForwardingInterceptor(channels)
     server = grpc.aio.server(
-        options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", SERVER_MAX_RECEIVE_BYTES)]
+        interceptors=[forwarding],
+        options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", SERVER_MAX_RECEIVE_BYTES)],
     )
     port = server.add_insecure_port(config.listen_address())
     if port == 0:
@@ -194,21 +253,109 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
         topic_tracking_reset=config.get_bool("topic.tracking.allow.reset"),
         topic_creation=config.get_bool("topic.creation.enable"),
     )
-    await herder.start()
-    coordinator = ExecutorCoordinator(
-        snapshot=herder.snapshot,
-        connector_type=herder.connector_type,
-        status=herder.status,
-        offsets=offsets,
-        worker_config=config.props,
-        heartbeat_interval=config.seconds("executor.heartbeat.interval.ms"),
-        session_timeout=config.seconds("executor.session.timeout.ms"),
-        topics=herder.topics,
+    await herder.start(lead=False)
+    term = LeaderTerm(
+        herder,
+        leader_logs,
+        lambda: ExecutorCoordinator(
+            snapshot=herder.snapshot,
+            connector_type=herder.connector_type,
+            status=herder.status,
+            offsets=offsets,
+            worker_config=config.props,
+            heartbeat_interval=config.seconds("executor.heartbeat.interval.ms"),
+            session_timeout=config.seconds("executor.session.timeout.ms"),
+            topics=herder.topics,
+        ),
     )
-    herder.scheduler = coordinator
-    coordinator.start()
-    coordinator.request_rebalance()
+    leadership = _leadership(config, advertised, cluster_store, herder, term, startup_timeout)
+    forwarding.use(leadership)
+    _add_services(server, config, herder, leadership, term, channels, cluster_id)
 
+    health_servicer = health.aio.HealthServicer()
+    for name in ("", *SERVICE_NAMES):  # "" starts as SERVING in grpc's servicer
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
+        server,
+    )
+    await server.start()
+    await leadership.start()
+    background = {loop.create_task(_serving_once_led(health_servicer, leadership), name="serving-once-led")}
+    log.info(
+        "control plane serving",
+        extra={"listen": config.listen_address(), "advertised": advertised, "kafka_cluster_id": cluster_id},
+    )
+    return ControlPlane(
+        config,
+        server,
+        herder,
+        leadership,
+        term,
+        offsets,
+        channels,
+        health_servicer,
+        stores,
+        port,
+        advertised,
+        background,
+    )
+
+
+def _leadership(
+    config: WorkerConfig,
+    advertised: str,
+    cluster_store: ClusterStore,
+    herder: Herder,
+    term: LeaderTerm,
+    timeout: float,
+) -> Leadership:
+    bootstrap = config.get("bootstrap.servers")
+    session_timeout_ms = config.get_int("session.timeout.ms")
+
+    async def read_leader_logs(limit: float) -> None:
+        await asyncio.gather(
+            asyncio.to_thread(herder.config_store.read_to_end, limit),
+            asyncio.to_thread(herder.status_store.read_to_end, limit),
+        )
+
+    return Leadership(
+        member_id=advertised,
+        address=advertised,
+        version=sluiceway.__version__,
+        cluster=cluster_store,
+        duties=term,
+        writer_factory=lambda on_fenced: LeaderWriter(
+            leader_transactional_id(config.get("group.id")),
+            bootstrap,
+            config.prefixed("producer."),
+            on_fenced=on_fenced,
+        ),
+        election_factory=lambda on_change: LeaderElection(
+            topic=config.get("cluster.storage.topic"),
+            bootstrap_servers=bootstrap,
+            group_id=config.get("group.id"),
+            member_id=advertised,
+            session_timeout_ms=session_timeout_ms,
+            on_change=on_change,
+            consumer_config=config.prefixed("consumer."),
+        ),
+        read_to_end=read_leader_logs,
+        member_refresh=session_timeout_ms / 3000.0,
+        timeout=timeout,
+    )
+
+
+def _add_services(
+    server: grpc.aio.Server,
+    config: WorkerConfig,
+    herder: Herder,
+    leadership: Leadership,
+    term: LeaderTerm,
+    channels: ChannelPool,
+    cluster_id: str,
+) -> None:
     default_timeout = config.seconds("request.timeout.ms")
     request_ids = RequestIdCache()
     connectors_pb2_grpc.add_ConnectorServiceServicer_to_server(
@@ -221,29 +368,18 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
     cluster_pb2_grpc.add_ClusterServiceServicer_to_server(
         ClusterServicer(
             herder,
-            coordinator,
+            leadership,
+            lambda: term.coordinator,
+            channels,
             kafka_cluster_id=cluster_id,
             group_id=config.get("group.id"),
-            advertised_address=advertised,
+            member_max_age_ms=config.get_int("session.timeout.ms"),
         ),
         server,
     )
-    executor_pb2_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(coordinator), server)
+    executor_pb2_grpc.add_ExecutorServiceServicer_to_server(
+        ExecutorServicer(lambda: term.coordinator, leadership.leader_address), server
+    )
     topics_pb2_grpc.add_TopicServiceServicer_to_server(
         TopicServicer(herder.topics, request_ids, default_timeout), server
     )
-
-    health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
-        server,
-    )
-    await server.start()
-    for name in ("", *SERVICE_NAMES):
-        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    log.info(
-        "control plane serving",
-        extra={"listen": config.listen_address(), "advertised": advertised, "kafka_cluster_id": cluster_id},
-    )
-    return ControlPlane(config, server, herder, coordinator, health_servicer, stores, port, advertised)

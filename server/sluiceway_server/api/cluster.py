@@ -1,8 +1,10 @@
-"""ClusterService: who this replica is, who leads, which executors are attached."""
+"""ClusterService: who this replica is, who leads, the members, and the leader's executors."""
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -11,70 +13,114 @@ import sluiceway
 from sluiceway.api.v1 import cluster_pb2, cluster_pb2_grpc
 from sluiceway_server.api.convert import timestamp
 from sluiceway_server.api.errors import mapped
+from sluiceway_server.api.forwarding import FORWARDED_BY, LeaderChannels
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
+from sluiceway_server.cluster.leadership import Leadership
 from sluiceway_server.herder.herder import Herder
+
+log = logging.getLogger(__name__)
+
+# A follower asks the leader for its executors within this time, else answers without them.
+_LEADER_QUERY_SECONDS = 2.0
 
 
 class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
-    """ClusterService on the control plane: `GetServerInfo`, which describes this process, the Kafka
-    cluster it uses and the executors attached to it.
+    """ClusterService on a control-plane replica: `GetServerInfo`.
 
-    Owns the facts fixed at start-up (Kafka cluster id, group id, advertised address); everything else
-    is read from the Herder and the ExecutorCoordinator at each call.
+    Owns the facts fixed at start-up (Kafka cluster id, group id); the rest is read at each call:
+    the leader from this replica's Leadership, the members from the cluster topic (replicas whose
+    record is fresher than `member_max_age_ms`, and always this one), the executors from the
+    leader's coordinator. A follower asks the leader for them with a short deadline (marked as
+    forwarded); if the leader cannot answer, the list is empty.
 
-    Threading: a coroutine on the control plane's event loop; it reads in-memory state only and never
-    awaits, so each answer is one consistent reading of that state.
-
-    Guarantees: leader election is not built, so this process always reports itself as the leader
-    and the only member, with the Herder's generation as `leader_epoch`.
+    Threading: a coroutine on the control plane's event loop.
     """
 
     def __init__(
         self,
         herder: Herder,
-        coordinator: ExecutorCoordinator,
+        leadership: Leadership,
+        coordinator: Callable[[], ExecutorCoordinator | None],
+        channels: LeaderChannels,
         *,
         kafka_cluster_id: str,
         group_id: str,
-        advertised_address: str,
+        member_max_age_ms: int,
     ) -> None:
         self.herder = herder
-        self.coordinator = coordinator
+        self.leadership = leadership
+        self._coordinator = coordinator
+        self._channels = channels
         self.kafka_cluster_id = kafka_cluster_id
         self.group_id = group_id
-        self.advertised_address = advertised_address
+        self.member_max_age_ms = member_max_age_ms
 
     @mapped
     async def GetServerInfo(
         self, request: cluster_pb2.GetServerInfoRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> cluster_pb2.ServerInfo:
-        # Leader election is not built: the replica answering is the leader and the only member.
-        me = cluster_pb2.Member(
-            id=self.herder.worker_id,
-            advertised_address=self.advertised_address,
-            leader_epoch=self.herder.generation,
-            leader=True,
-        )
-        return cluster_pb2.ServerInfo(
+        leadership = self.leadership
+        leader = leadership.leader()
+        me = cluster_pb2.Member(id=leadership.member_id, advertised_address=leadership.address)
+        members = {
+            m.id: cluster_pb2.Member(id=m.id, advertised_address=m.address)
+            for m in leadership.members(self.member_max_age_ms)
+        }
+        members[me.id] = me
+        leader_member: cluster_pb2.Member | None = None
+        if leader is not None:
+            leader_member = members.setdefault(
+                leader.id, cluster_pb2.Member(id=leader.id, advertised_address=leader.address)
+            )
+            leader_member.leader = True
+            leader_member.leader_epoch = leader.epoch
+        info = cluster_pb2.ServerInfo(
             version=sluiceway.__version__,
             kafka_cluster_id=self.kafka_cluster_id,
             group_id=self.group_id,
             this_replica=me,
-            leader=me,
-            members=[me],
-            executors=[
-                cluster_pb2.ExecutorInfo(
-                    id=m.id,
-                    host=m.host,
-                    spark_remote=m.spark_remote,
-                    version=m.version,
-                    attach_time=timestamp(int(m.attach_time * 1000)),
-                    last_heartbeat_time=timestamp(
-                        int((time.time() - (time.monotonic() - m.last_heartbeat)) * 1000)
-                    ),
-                    tasks=sorted(t.name for t in m.owned),
-                )
-                for m in self.coordinator.executors()
-            ],
+            members=[members[k] for k in sorted(members)],
             config_position=self.herder.snapshot().position,
         )
+        if leader_member is not None:
+            info.leader.CopyFrom(leader_member)
+        coordinator = self._coordinator()
+        if coordinator is not None:
+            info.executors.extend(self._executors(coordinator))
+        elif leader is not None and not _forwarded(context):
+            info.executors.extend(await self._leader_executors(leader.address))
+        return info
+
+    @staticmethod
+    def _executors(coordinator: ExecutorCoordinator) -> list[cluster_pb2.ExecutorInfo]:
+        return [
+            cluster_pb2.ExecutorInfo(
+                id=m.id,
+                host=m.host,
+                spark_remote=m.spark_remote,
+                version=m.version,
+                attach_time=timestamp(int(m.attach_time * 1000)),
+                last_heartbeat_time=timestamp(
+                    int((time.time() - (time.monotonic() - m.last_heartbeat)) * 1000)
+                ),
+                tasks=sorted(t.name for t in m.owned),
+            )
+            for m in coordinator.executors()
+        ]
+
+    async def _leader_executors(self, address: str) -> list[cluster_pb2.ExecutorInfo]:
+        stub = cluster_pb2_grpc.ClusterServiceStub(self._channels.channel(address))
+        try:
+            answer: cluster_pb2.ServerInfo = await stub.GetServerInfo(
+                cluster_pb2.GetServerInfoRequest(),
+                timeout=_LEADER_QUERY_SECONDS,
+                metadata=((FORWARDED_BY, self.leadership.member_id),),
+            )
+        except grpc.aio.AioRpcError as exc:
+            log.info("the leader at %s did not list its executors: %s", address, exc.code().name)
+            return []
+        return list(answer.executors)
+
+
+def _forwarded(context: grpc.aio.ServicerContext[Any, Any]) -> bool:
+    return any(key == FORWARDED_BY for key, _ in (context.invocation_metadata() or ()))

@@ -284,7 +284,7 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
         except HerderError as exc:
             await abort(context, exc)
         # Subscribe before reading the current state so no change falls in between.
-        queue = self.herder.subscribe()
+        queue = self.herder.watchers.subscribe()
         try:
             if request.include_initial:
                 names = [only] if only is not None else self.herder.connector_names()
@@ -320,4 +320,4 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
         except asyncio.CancelledError:
             raise
         finally:
-            self.herder.unsubscribe(queue)
+            self.herder.watchers.unsubscribe(queue)

@@ -12,6 +12,7 @@ from sluiceway.connect.plugins import PluginDesc, PluginType
 from sluiceway.connect.validation import ConfigInfos
 from sluiceway_server.api.names import format_connector, format_task
 from sluiceway_server.herder.deleted_callbacks import DeletedCallbackResult
+from sluiceway_server.herder.masking import HIDDEN
 from sluiceway_server.herder.views import (
     ConnectorInfo,
     ConnectorStatusView,
@@ -20,8 +21,6 @@ from sluiceway_server.herder.views import (
 )
 from sluiceway_server.model import ConnectorType, State, TargetState
 from sluiceway_server.storage import ErrorEntry
-
-HIDDEN = "[hidden]"
 
 CONNECTOR_TYPES = {
     ConnectorType.SOURCE: common_pb2.CONNECTOR_TYPE_SOURCE,

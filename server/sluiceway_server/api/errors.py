@@ -29,6 +29,7 @@ from sluiceway_server.herder.errors import (
     RequestTimeoutError,
     UnavailableError,
 )
+from sluiceway_server.storage.kafka_log import NotLeaderError
 
 log = logging.getLogger(__name__)
 DOMAIN = "sluiceway"
@@ -162,6 +163,12 @@ def mapped(method: F) -> F:
             await abort(context, exc)
         except grpc.aio.AbortError:
             raise
+        except NotLeaderError as exc:
+            # The term ended while the call ran: its write was refused, nothing changed.
+            await abort(
+                context,
+                UnavailableError(f"This replica stopped leading during the call: {exc}", reason="NOT_LEADER"),
+            )
         except Exception:
             log.exception("unexpected error in %s", method.__qualname__)
             await context.abort_with_status(

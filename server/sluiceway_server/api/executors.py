@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -14,7 +14,7 @@ from sluiceway.api.v1 import executor_pb2, executor_pb2_grpc
 from sluiceway.limits import MAX_EXECUTOR_ID_LENGTH
 from sluiceway_server.api.errors import abort, invalid_request
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
-from sluiceway_server.herder.errors import HerderError, LimitExceededError
+from sluiceway_server.herder.errors import HerderError, LimitExceededError, UnavailableError
 from sluiceway_server.herder.fields import has_hidden_characters
 
 log = logging.getLogger(__name__)
@@ -33,15 +33,36 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
     time, in the order they arrive.
 
     Guarantees: the first message must be a Hello with an executor id, or the stream ends with
-    INVALID_ARGUMENT; an attach the coordinator refuses (for example while the control plane shuts
+    INVALID_ARGUMENT; on a replica that does not lead it ends UNAVAILABLE, with reason NOT_LEADER and
+    the leader's address in the ErrorInfo metadata `leader_address` when a leader is known (else
+    NO_LEADER); an attach the coordinator refuses (for example while the control plane shuts
     down) ends it with the coordinator's error. However the stream ends (the executor closes it, the
     connection breaks, the coordinator closes the outbox, or handling a message raises, which is
     logged), the reader task is cancelled and the member is detached, so its tasks are released for
     assignment elsewhere.
     """
 
-    def __init__(self, coordinator: ExecutorCoordinator) -> None:
-        self.coordinator = coordinator
+    def __init__(
+        self,
+        coordinator: Callable[[], ExecutorCoordinator | None],
+        leader_address: Callable[[], str | None] = lambda: None,
+    ) -> None:
+        self._coordinator = coordinator
+        self._leader_address = leader_address
+
+    def _not_leading(self) -> UnavailableError:
+        """Executors attach to the leader only: tell this one where the leader is, if known."""
+        address = self._leader_address()
+        if address is None:
+            return UnavailableError(
+                "No leader is known; the control-plane cluster is electing one. Attach again shortly",
+                reason="NO_LEADER",
+            )
+        return UnavailableError(
+            f"This replica does not lead; attach to the leader at {address}",
+            reason="NOT_LEADER",
+            metadata={"leader_address": address},
+        )
 
     async def Attach(
         self,
@@ -82,21 +103,24 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
                         "must have no control, format or separator characters and no surrounding spaces",
                     ),
                 )
+        coordinator = self._coordinator()
+        if coordinator is None:
+            await abort(context, self._not_leading())
         try:
-            member = await self.coordinator.attach(first.hello)
+            member = await coordinator.attach(first.hello)
         except HerderError as exc:
             await abort(context, exc)
 
         async def read() -> None:
             try:
                 async for message in request_iterator:
-                    await self.coordinator.handle(member, message)
+                    await coordinator.handle(member, message)
             except (asyncio.CancelledError, grpc.aio.AioRpcError):
                 pass
             except Exception:
                 log.exception("handling messages of executor %s failed", member.id)
             finally:
-                await self.coordinator.detach(member, "stream closed")
+                await coordinator.detach(member, "stream closed")
 
         reader = asyncio.get_running_loop().create_task(read(), name=f"executor-{member.id}")
         try:
@@ -109,4 +133,4 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
-            await self.coordinator.detach(member, "stream ended")
+            await coordinator.detach(member, "stream ended")

@@ -163,7 +163,6 @@ class ExecutorCoordinator:
         for member in list(self.members.values()):
             await self.detach(member, "the control plane is shutting down")
         await asyncio.gather(*self._releases, return_exceptions=True)  # _release_done logs failures
-        await self.offsets.stop()
 
     def executors(self) -> list[Member]:
         return sorted(self.members.values(), key=lambda m: m.id)

@@ -63,8 +63,15 @@ class AbortedError(HerderError):
 class UnavailableError(HerderError):
     reason = "STORAGE_UNAVAILABLE"
 
-    def __init__(self, message: str, *, reason: str | None = None, retry_after: float = 1.0) -> None:
-        super().__init__(message, reason=reason)
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str | None = None,
+        retry_after: float = 1.0,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message, reason=reason, metadata=metadata)
         self.retry_after = retry_after
 
 

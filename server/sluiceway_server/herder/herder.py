@@ -1,6 +1,7 @@
 """The herder: the connector lifecycle the API asks for, on top of the Kafka-backed stores (the job
-of Kafka Connect's DistributedHerder). Leader election is not built: the replica acts as the leader
-of its group.
+of Kafka Connect's DistributedHerder). Every replica's herder answers reads; only the leader's runs
+the reconciliation and serves mutations, for the terms cluster/leadership.py gives it (`lead`,
+`follow`).
 
 Mutations write records to the config topic and wait until they are read back; the reconciler
 (reconciler.py) then brings each connector — plugin instance, task configs, status — to what the
@@ -20,8 +21,6 @@ from sluiceway.connect.config import ConfigDef
 from sluiceway.connect.plugins import PluginDesc, PluginNotFoundError, PluginRegistry, PluginType
 from sluiceway.connect.validation import (
     ConfigInfos,
-    framework_config_def,
-    secret_keys,
     validate_connector_config,
 )
 from sluiceway.limits import echo
@@ -44,6 +43,8 @@ from sluiceway_server.herder.errors import (
     connector_not_found,
 )
 from sluiceway_server.herder.fields import FieldOf, map_field, patch_field, validate_connector_name
+from sluiceway_server.herder.locks import KeyedLocks
+from sluiceway_server.herder.masking import masked
 from sluiceway_server.herder.offsets import OffsetManager
 from sluiceway_server.herder.plugin_calls import PluginCalls, PluginDefinitions
 from sluiceway_server.herder.reconciler import ConnectorReconciler, TaskScheduler, tasks_gone
@@ -56,6 +57,7 @@ from sluiceway_server.herder.views import (
     TaskStatusView,
     connector_etag,
 )
+from sluiceway_server.herder.watchers import StatusWatchers
 from sluiceway_server.model import ConnectorType, State, TargetState
 from sluiceway_server.status_writer import StatusWriter
 from sluiceway_server.storage import (
@@ -63,15 +65,11 @@ from sluiceway_server.storage import (
     ConfigStore,
     ConnectorOffsetStorage,
     RestartRequest,
-    StatusChange,
     StatusStore,
 )
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-# Kafka masks password values with this literal.
-HIDDEN = "[hidden]"
 
 
 class Herder:
@@ -120,35 +118,53 @@ class Herder:
             allow_reset=topic_tracking_reset,
             store_timeout=store_timeout,
         )
-        self.reconciler = ConnectorReconciler(
-            config_store=config_store,
-            status=self.status,
-            topics=self.topics,
-            plugins=plugins,
-            plugin_timeout=plugin_timeout,
-            post=self._post,
-            store_timeout=store_timeout,
-        )
+        # Mutations and reconciliation of one connector take its lock; shared by every term.
+        self.locks = KeyedLocks()
+        self.reconciler = self._new_reconciler()
         self.offsets = OffsetManager(
             snapshot=self.snapshot,
             plugins=plugins,
             plugin_calls=self.plugin_calls,
             storage=offset_storage,
-            locks=self.reconciler.locks,
+            locks=self.locks,
             scheduler=lambda: self.scheduler,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._subscribers: set[asyncio.Queue[StatusChange]] = set()
+        self.watchers = StatusWatchers()
         self._stopping = False
+        self._leading = False
 
     # ------------------------------------------------------------------ life cycle
 
-    async def start(self) -> None:
+    def _new_reconciler(self) -> ConnectorReconciler:
+        return ConnectorReconciler(
+            config_store=self.config_store,
+            status=self.status,
+            topics=self.topics,
+            plugins=self.plugins,
+            plugin_timeout=self.plugin_timeout,
+            post=self._post,
+            locks=self.locks,
+            store_timeout=self.store_timeout,
+        )
+
+    async def start(self, *, lead: bool = True) -> None:
+        """Serve reads; with `lead`, also lead at once with a term above every recorded one (a
+        control plane of its own; a cluster's replicas lead only when elected)."""
         self._loop = asyncio.get_running_loop()
         self.definitions.warm(self.plugins.connectors())
-        # A term above every one recorded, so statuses of earlier runs read as older.
-        self.status.term = self.status.previous_term() + 1
-        self.status_store.add_listener(lambda change: self._post(lambda: self._fan_out(change)))
+        self.status_store.add_listener(lambda change: self._post(lambda: self.watchers.publish(change)))
+        if lead:
+            await self.lead(self.status.previous_term() + 1)
+
+    async def lead(self, term: int) -> None:
+        """Start this replica's term: reconcile every connector, and follow the config topic."""
+        # Statuses of earlier terms read as older than this term's.
+        self.status.term = term
+        if self._leading:
+            return
+        self._leading = True
+        self.reconciler = self._new_reconciler()
         # Listen only after the initial read: restart requests already in the log are history.
         self.config_store.set_listener(self)
         snap = self.config_store.snapshot()
@@ -157,10 +173,17 @@ class Herder:
         for name in await self.reconciler.deleted_callbacks.left_over(snap):
             self.reconciler.schedule(name)
 
-    async def stop(self) -> None:
-        self._stopping = True
+    async def follow(self) -> None:
+        """End this replica's term: stop following the config topic and every plugin instance."""
+        if not self._leading:
+            return
+        self._leading = False
         self.config_store.set_listener(None)
         await self.reconciler.stop()
+
+    async def stop(self) -> None:
+        self._stopping = True
+        await self.follow()
         self.plugin_calls.close()
 
     @property
@@ -175,21 +198,6 @@ class Herder:
     @scheduler.setter
     def scheduler(self, scheduler: TaskScheduler | None) -> None:
         self.reconciler.scheduler = scheduler
-
-    # ------------------------------------------------------------------ status watchers
-
-    def subscribe(self) -> asyncio.Queue[StatusChange]:
-        """Status changes from now on; pair with unsubscribe(). Slow readers lose nothing (unbounded)."""
-        queue: asyncio.Queue[StatusChange] = asyncio.Queue()
-        self._subscribers.add(queue)
-        return queue
-
-    def unsubscribe(self, queue: asyncio.Queue[StatusChange]) -> None:
-        self._subscribers.discard(queue)
-
-    def _fan_out(self, change: StatusChange) -> None:
-        for queue in self._subscribers:
-            queue.put_nowait(change)
 
     # ------------------------------------------------------------------ config listener (consumer thread)
 
@@ -282,25 +290,7 @@ class Herder:
             )
 
     async def masked(self, values: Mapping[str, str], connector_config: Mapping[str, str]) -> dict[str, str]:
-        """Password-typed values of the connector's plugin replaced by Kafka's "[hidden]".
-
-        The plugin's definition comes from the cache (its config() never runs on the loop). An
-        uninstalled plugin has none: keys that look secret are hidden. An installed plugin whose
-        config() fails or hangs: every key but the framework's is hidden, as any may be a secret.
-        """
-        try:
-            desc: PluginDesc | None = self.plugins.resolve(connector_config.get("connector.class", ""))
-        except PluginNotFoundError:
-            desc = None
-        definition: ConfigDef | None = None
-        if desc is not None:
-            try:
-                definition = await self.definitions.get(desc)
-            except HerderError:
-                framework = framework_config_def(desc.type).keys()
-                return {k: (v if k in framework else HIDDEN) for k, v in values.items()}
-        secret = secret_keys(connector_config, definition)
-        return {k: (HIDDEN if k in secret else v) for k, v in values.items()}
+        return await masked(self.plugins, self.definitions, values, connector_config)
 
     async def task_configs(self, name: str) -> list[TaskConfigView]:
         snap = self.snapshot()
@@ -395,7 +385,7 @@ class Herder:
         validate_connector_name(name, "connector_id")
         field_of = map_field("connector.config")
         full = with_name(name, config, "connector_id", field_of)
-        async with self.reconciler.locks[name]:
+        async with self.locks[name]:
             if self.snapshot().contains(name):
                 raise AlreadyExistsError(
                     f"Connector {echo(name)} already exists", metadata={"connector": name}
@@ -426,7 +416,7 @@ class Herder:
     ) -> tuple[ConnectorInfo, bool]:
         validate_connector_name(name, "name")
         full = with_name(name, config, "name", map_field("config"))
-        async with self.reconciler.locks[name]:
+        async with self.locks[name]:
             self._check_etag(name, etag)
             created = not self.snapshot().contains(name)
             stored = await self._checked(name, full, "config", map_field("config"))
@@ -442,7 +432,7 @@ class Herder:
         self, name: str, set_values: Mapping[str, str], remove: Sequence[str], etag: str | None = None
     ) -> ConnectorInfo:
         field_of = patch_field(set_values, remove)
-        async with self.reconciler.locks[name]:
+        async with self.locks[name]:
             current = self.snapshot().connector_config(name)
             if current is None:
                 raise connector_not_found(name)
@@ -475,7 +465,7 @@ class Herder:
         `delete_offsets`), return only once no executor runs a task of it any more and its
         deleted() callback (KIP-883) has ended; the result says how that went (PENDING without
         `wait`)."""
-        async with self.reconciler.locks[name]:
+        async with self.locks[name]:
             if not self.snapshot().contains(name):
                 raise connector_not_found(name)
             self._check_etag(name, etag)
@@ -484,7 +474,7 @@ class Herder:
         if delete_offsets:
             await self.reconciler.reconcile_now(name)
             await tasks_gone(self.scheduler, name)
-        async with self.reconciler.locks[name]:
+        async with self.locks[name]:
             if not self.snapshot().contains(name):
                 raise connector_not_found(name)
             if delete_offsets:
@@ -521,7 +511,7 @@ class Herder:
             )
 
     async def set_target_state(self, name: str, target: TargetState) -> ConnectorInfo:
-        async with self.reconciler.locks[name]:
+        async with self.locks[name]:
             snap = self.snapshot()
             if not snap.contains(name):
                 raise connector_not_found(name)
@@ -552,7 +542,7 @@ class Herder:
         self, name: str, include_tasks: bool, only_failed: bool
     ) -> ConnectorStatusView:
         """KIP-745. Returns the status as planned: what restarts shows RESTARTING."""
-        async with self.reconciler.locks[name]:
+        async with self.locks[name]:
             if not self.snapshot().contains(name):
                 raise connector_not_found(name)
             plan = self.restart_plan(name, include_tasks, only_failed)

@@ -76,7 +76,7 @@ class ConnectorReconciler:
     """Runs the connectors' plugin instances for the herder, one reconciliation at a time per
     connector.
 
-    It owns the `ConnectorInstance` of every started connector, the per-connector locks (which the
+    It owns the `ConnectorInstance` of every started connector, uses the per-connector locks (which the
     herder's mutations take too), pending restart plans and reconfiguration requests. A
     reconciliation reads the config snapshot and acts until the connector matches it: starts, stops
     or restarts the instance, publishes task configs, writes the connector's status. It is
@@ -95,6 +95,7 @@ class ConnectorReconciler:
         plugins: PluginRegistry,
         plugin_timeout: float,
         post: Callable[[Callable[[], object]], None],
+        locks: KeyedLocks | None = None,
         store_timeout: float = 30.0,
     ) -> None:
         self.config_store = config_store
@@ -104,7 +105,7 @@ class ConnectorReconciler:
         self.plugin_timeout = plugin_timeout
         self.store_timeout = store_timeout
         self._post = post
-        self.locks = KeyedLocks()
+        self.locks = locks if locks is not None else KeyedLocks()
         self.deleted_callbacks = DeletedCallbacks(
             config_store=config_store,
             plugins=plugins,

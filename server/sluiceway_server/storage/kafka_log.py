@@ -74,6 +74,19 @@ class LogStoppedError(RuntimeError):
     """The log is not running (not started yet, stopped, or its consumer thread died)."""
 
 
+class NotLeaderError(LogStoppedError):
+    """A write needs the leader's fenced producer and this replica has none: it does not lead, or a
+    newer leader fenced it."""
+
+
+class TopicWriter(Protocol):
+    """Where a leader-only log sends its records: the leader's transactional producer."""
+
+    def send(
+        self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None
+    ) -> concurrent.futures.Future[LogPosition]: ...
+
+
 _BATCH = 500
 _POLL_SECONDS = 0.1
 _QUEUE_FULL_SECONDS = 30.0
@@ -82,7 +95,11 @@ _QUEUE_FULL_SECONDS = 30.0
 class KafkaLog:
     """RecordLog on a real broker: an idempotent producer (acks=all) and an assign()-based consumer
     owned by one daemon thread. Other threads never call the consumer; they wait on a condition that
-    the thread signals after every batch."""
+    the thread signals after every batch.
+
+    A `leader_only` log has no producer of its own: it writes through the TopicWriter given to
+    `route_writes` (the leader's fenced producer) and refuses writes with NotLeaderError without one.
+    """
 
     def __init__(  # the herder's contract takes these positionally
         self,
@@ -94,8 +111,11 @@ class KafkaLog:
         producer_config: Mapping[str, str] | None = None,
         consumer_config: Mapping[str, str] | None = None,
         name: str = "",
+        leader_only: bool = False,
     ) -> None:
         self.topic = topic
+        self.leader_only = leader_only
+        self._writer: TopicWriter | None = None
         self._name = name or topic
         self._on_record = on_record
         self._topic_spec = topic_spec
@@ -154,7 +174,8 @@ class KafkaLog:
         what = f"starting log {self._name} on {self.topic}"
         try:
             # First, so the idempotent producer gets its producer id while we set up the rest.
-            self._producer = Producer(dict(self._producer_config))
+            if not self.leader_only:
+                self._producer = Producer(dict(self._producer_config))
             self._admin = AdminClient(dict(self._admin_config), logger=log)
             created = ensure_topic(self._admin, self.topic, self._topic_spec, _remaining(deadline, what))
             if not created and self._topic_spec.configs.get("cleanup.policy") == "compact":
@@ -208,9 +229,22 @@ class KafkaLog:
 
     # -- writing -------------------------------------------------------------------------------
 
+    def route_writes(self, writer: TopicWriter | None) -> None:
+        """A leader-only log's writes go through `writer` from now on; None: they are refused."""
+        if not self.leader_only:
+            raise RuntimeError(f"log {self._name} writes with its own producer")
+        self._writer = writer
+
     def send(
         self, key: bytes | None, value: bytes | None, partition: int | None = None
     ) -> concurrent.futures.Future[LogPosition]:
+        if self.leader_only:
+            writer = self._writer
+            if not self._running:
+                raise LogStoppedError(f"log {self._name} is not running")
+            if writer is None:
+                raise NotLeaderError(f"this replica does not lead: it cannot write to {self.topic}")
+            return writer.send(self.topic, key, value, partition)
         producer = self._producer
         if producer is None or not self._running:
             raise LogStoppedError(f"log {self._name} is not running")
@@ -250,6 +284,8 @@ class KafkaLog:
         return future
 
     def flush(self, timeout: float) -> None:
+        if self.leader_only:
+            return  # a send's future completes only once its transaction committed
         producer = self._producer
         if producer is None:
             raise LogStoppedError(f"log {self._name} is not running")
@@ -260,8 +296,11 @@ class KafkaLog:
     def _serve_producer(self) -> None:
         """Delivery reports, and the producer's and admin client's log lines, are served by poll()."""
         producer, admin = self._producer, self._admin
-        while producer is not None and not self._stop_event.is_set():
-            producer.poll(_POLL_SECONDS)
+        while not self._stop_event.is_set():
+            if producer is not None:
+                producer.poll(_POLL_SECONDS)
+            else:
+                self._stop_event.wait(_POLL_SECONDS)
             if admin is not None:
                 admin.poll(0)
 

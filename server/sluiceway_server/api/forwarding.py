@@ -1,0 +1,177 @@
+"""The one place where a follower hands mutations to the leader: a server interceptor in front of
+every servicer. A mutation that reaches a replica which does not lead is sent on, as the caller's
+serialized bytes, to the leader with the caller's metadata, remaining deadline and a marker naming
+this replica; the leader's answer (or status, with its details) goes back unchanged. Reads are
+always answered where they arrive.
+
+A call that carries the marker is never forwarded again: landing on a replica that does not lead
+(the leader changed while it travelled) it fails UNAVAILABLE, and the caller's client retries.
+With no leader known, mutations fail UNAVAILABLE with RetryInfo."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
+
+import grpc
+
+from sluiceway.api.v1 import connectors_pb2, offsets_pb2, topics_pb2
+from sluiceway_server.api.errors import status_for
+from sluiceway_server.herder.errors import UnavailableError
+
+log = logging.getLogger(__name__)
+
+# Metadata that marks a forwarded call; its value is the forwarding replica's id.
+FORWARDED_BY: Final = "sluiceway-forwarded-by"
+# Seconds a client is asked to wait before retrying while no leader is known.
+NO_LEADER_RETRY_SECONDS: Final = 1.0
+
+
+def _method(descriptor: Any, service: str, name: str) -> str:
+    return f"/{descriptor.services_by_name[service].full_name}/{name}"
+
+
+MUTATIONS: Final = frozenset(
+    {
+        *(
+            _method(connectors_pb2.DESCRIPTOR, "ConnectorService", name)
+            for name in (
+                "CreateConnector",
+                "ReplaceConnectorConfig",
+                "PatchConnectorConfig",
+                "DeleteConnector",
+                "PauseConnector",
+                "ResumeConnector",
+                "StopConnector",
+                "RestartConnector",
+                "RestartTask",
+            )
+        ),
+        _method(offsets_pb2.DESCRIPTOR, "OffsetService", "AlterConnectorOffsets"),
+        _method(offsets_pb2.DESCRIPTOR, "OffsetService", "ResetConnectorOffsets"),
+        _method(topics_pb2.DESCRIPTOR, "TopicService", "ResetActiveTopics"),
+    }
+)
+
+# Metadata gRPC sets itself; passing it on would confuse the next hop.
+_TRANSPORT_KEYS: Final = frozenset({"user-agent", "grpc-accept-encoding", "grpc-encoding", "grpc-timeout"})
+
+
+class LeaderDirectory(Protocol):
+    """Who leads, as forwarding needs it (cluster/leadership.py)."""
+
+    member_id: str
+
+    @property
+    def leading(self) -> bool: ...
+
+    def leader_address(self) -> str | None: ...
+
+
+class LeaderChannels(Protocol):
+    def channel(self, address: str) -> grpc.aio.Channel: ...
+
+
+def not_leader(message: str) -> UnavailableError:
+    return UnavailableError(message, reason="NOT_LEADER", retry_after=NO_LEADER_RETRY_SECONDS)
+
+
+def no_leader() -> UnavailableError:
+    return UnavailableError(
+        "No leader is known; the control-plane cluster is electing one. Retry shortly",
+        reason="NO_LEADER",
+        retry_after=NO_LEADER_RETRY_SECONDS,
+    )
+
+
+if TYPE_CHECKING:  # generic only in the stubs
+    MethodHandler: TypeAlias = grpc.RpcMethodHandler[Any, Any]
+Handler = Callable[[bytes, grpc.aio.ServicerContext[Any, Any]], Awaitable[bytes]]
+
+
+class ForwardingInterceptor(grpc.aio.ServerInterceptor):
+    """Sends mutations received by a follower to the leader (module docstring).
+
+    Decides at dispatch: whether this replica leads, and which replica does, are read once per call.
+    The directory is given after construction (`use`), since the gRPC server needs its interceptors
+    before the replica knows its own address; until then every mutation answers NO_LEADER.
+    """
+
+    def __init__(self, channels: LeaderChannels) -> None:
+        self._directory: LeaderDirectory | None = None
+        self._channels = channels
+
+    def use(self, directory: LeaderDirectory) -> None:
+        self._directory = directory
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[MethodHandler | None]],
+        details: grpc.HandlerCallDetails,
+    ) -> MethodHandler | None:
+        method: str = details.method
+        directory = self._directory
+        if method not in MUTATIONS or (directory is not None and directory.leading):
+            return await continuation(details)
+        metadata = tuple(details.invocation_metadata or ())
+        forwarded_by = next((str(v) for k, v in metadata if k == FORWARDED_BY), None)
+        if forwarded_by is not None:
+            return _failing(
+                not_leader(f"This replica does not lead; {method} was forwarded by {forwarded_by}")
+            )
+        address = None if directory is None else directory.leader_address()
+        if directory is None or address is None:
+            return _failing(no_leader())
+        kept = [(k, v) for k, v in metadata if k not in _TRANSPORT_KEYS and not k.startswith(":")]
+        passed_on = (*kept, (FORWARDED_BY, directory.member_id))
+        return grpc.unary_unary_rpc_method_handler(self._forwarder(method, address, passed_on))
+
+    def _forwarder(self, method: str, address: str, passed_on: tuple[tuple[str, Any], ...]) -> Handler:
+
+        async def forward(request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
+            call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = self._channels.channel(
+                address
+            ).unary_unary(method)
+            try:
+                response: bytes = await call(request, timeout=context.time_remaining(), metadata=passed_on)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() == grpc.StatusCode.UNAVAILABLE and not exc.trailing_metadata():
+                    # The leader did not answer at all: it may be going away.
+                    log.info("forwarding %s to the leader at %s failed: %s", method, address, exc.details())
+                    await context.abort_with_status(
+                        status_for(not_leader(f"The leader at {address} could not be reached; retry shortly"))
+                    )
+                await context.abort(exc.code(), exc.details() or "", tuple(exc.trailing_metadata() or ()))
+            return response
+
+        return forward
+
+
+def _failing(error: UnavailableError) -> MethodHandler:
+    async def fail(request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
+        await context.abort_with_status(status_for(error))
+        raise AssertionError("abort_with_status returned")  # pragma: no cover
+
+    return grpc.unary_unary_rpc_method_handler(fail)
+
+
+class ChannelPool:
+    """One channel per leader address, kept open: leaders are few, and a call in flight to an
+    earlier leader must not lose its channel when the leader changes."""
+
+    def __init__(self, options: list[tuple[str, Any]] | None = None) -> None:
+        self._options = options or []
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    def channel(self, address: str) -> grpc.aio.Channel:
+        channel = self._channels.get(address)
+        if channel is None:
+            channel = grpc.aio.insecure_channel(address, options=self._options)
+            self._channels[address] = channel
+        return channel
+
+    async def close(self) -> None:
+        channels, self._channels = list(self._channels.values()), {}
+        for channel in channels:
+            await channel.close()
