@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 TESTS ?= tests
 COVERAGE_DIR := var/coverage
 
-.PHONY: install run test lint proto api-protos unit integration clean fuzz
+.PHONY: install run run-cluster test lint proto api-protos unit integration clean fuzz
 
 # Installs Java and Node (apt), the .venv, the pinned dependencies and the pinned Node packages
 # (protos/: buf; tests/node: the Node client test) when missing or outdated.
@@ -19,6 +19,10 @@ install: $(STAMP)
 # The all-in-one stack on embedded defaults: local broker, Spark Connect, control plane, executor.
 run: install
 	$(VENV)/bin/sluiceway dev
+
+# The same stack with three control-plane replicas (ports 8083-8085) forming one cluster.
+run-cluster: install
+	$(VENV)/bin/sluiceway dev --replicas 3
 
 # Lint, then the whole suite: unit, integration (real broker + Spark Connect) and fault tests, under
 # coverage (settings in pyproject.toml; the control planes and executors the tests start are measured

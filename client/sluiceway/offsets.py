@@ -5,6 +5,7 @@ executors and the client library."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -19,6 +20,8 @@ __all__ = [
     "map_to_proto",
     "offsets_from_proto",
     "offsets_to_proto",
+    "source_offset_key",
+    "source_offset_value",
 ]
 
 OffsetPair = tuple[dict[str, Any], dict[str, Any] | None]
@@ -78,3 +81,21 @@ def offsets_to_proto(offsets: Iterable[OffsetPair]) -> list[common_pb2.Partition
             item.offset.CopyFrom(map_to_proto(offset))
         result.append(item)
     return result
+
+
+def _json(value: Any, *, sort_keys: bool) -> bytes:
+    # Compact, UTF-8, no NaN: the bytes Kafka Connect's JsonConverter (schemas off) writes.
+    return json.dumps(
+        value, separators=(",", ":"), ensure_ascii=False, allow_nan=False, sort_keys=sort_keys
+    ).encode("utf-8")
+
+
+def source_offset_key(connector: str, partition: Mapping[str, Any]) -> bytes:
+    """A source partition's record key in an offsets topic: `["{connector}", {partition}]` as
+    compact JSON with sorted fields, so equal partitions always give equal bytes."""
+    return _json([connector, dict(partition)], sort_keys=True)
+
+
+def source_offset_value(offset: Mapping[str, Any] | None) -> bytes | None:
+    """A source offset's record value (None: a tombstone, the partition reset)."""
+    return None if offset is None else _json(dict(offset), sort_keys=False)

@@ -1,55 +1,58 @@
 """The executor's side of the attach stream (``ExecutorService.Attach``, docs/ARCHITECTURE.md §6).
 
-One :class:`ExecutorAgent` per process. It opens the bidi stream, says Hello, waits for Welcome,
-then sends a Heartbeat every interval and carries out what the leader says:
+One :class:`ExecutorAgent` per process. It attaches to the leader (found from any of the configured
+control-plane addresses), says Hello listing the tasks it already runs, waits for Welcome, then
+sends a Heartbeat every interval and carries out what the leader says:
 
+- ``Welcome``: the tasks of the Hello that the leader did not adopt stop at once, without
+  committing (they run elsewhere now, or no longer exist); every task reports its topics again.
 - ``Assignment``: start a :class:`~sluiceway_executor.runner.TaskRunner` per new task; a task
   already running whose generation, config or target state changed is stopped between batches
   and started again under the new assignment.
 - ``Revocation``: stop those tasks between batches (their batch in flight may still commit: the
   generation is current until acknowledged), then send ``RevocationAck``.
-- ``CommitResult``: completes the pending commit with that ``commit_id``.
-- ``Fenced``: stop every task without committing anything more and attach again as a new session.
+- ``ActiveTopicsReset``: that connector's tasks report their topics again.
+- ``Fenced``: the leader released every task of this executor: they all stop at once without
+  committing anything more, and the agent attaches again.
 
-When the stream fails (control plane restarted or unreachable) every task stops between batches
-without committing (its uncommitted batch is redone later: at most one duplicate batch per task)
-and the agent attaches again with exponential backoff, until it is shut down.
+The runners belong to the agent's :class:`~sluiceway_executor.task_table.TaskTable`, not to a
+stream, and commit their offsets to Kafka themselves. When the stream fails (control plane
+restarted or unreachable, a new leader) the tasks keep running and the agent attaches again with
+exponential backoff, listing them in its next Hello. :meth:`ExecutorAgent.shutdown` stops every
+task between batches, letting its batch in flight commit, then sends ``Goodbye`` and closes the
+stream.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import queue
 import socket
 import threading
-import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
 import grpc
 
 import sluiceway
-from sluiceway.api.v1 import common_pb2, executor_pb2, executor_pb2_grpc
+from sluiceway.api.v1 import executor_pb2, executor_pb2_grpc
 from sluiceway.errors import from_rpc_error
 from sluiceway.limits import EXECUTOR_MAX_RECEIVE_BYTES
-from sluiceway.offsets import OffsetPair, offsets_to_proto
+from sluiceway_executor.offset_commits import CommitterFactory, KafkaCommitterFactory
 from sluiceway_executor.pipelines.pipeline import PipelineFactory
 from sluiceway_executor.pipelines.spec import TaskSpec
-from sluiceway_executor.runner import (
-    DEFAULT_COMMIT_TIMEOUT_S,
-    CommitOutcome,
-    CommitStatus,
-    TaskRunner,
-)
+from sluiceway_executor.runner import DEFAULT_COMMIT_TIMEOUT_S, TaskRunner
+from sluiceway_executor.task_table import TaskTable
 
-__all__ = ["AttachSettings", "ExecutorAgent", "default_executor_id"]
+__all__ = ["AttachSettings", "ExecutorAgent", "default_executor_id", "leader_redirect"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_HEARTBEAT_INTERVAL_S: Final = 3.0
+# How long shutdown() waits for the leader to end the stream after Goodbye before cancelling it.
+_GOODBYE_WAIT_S: Final = 5.0
 
 
 def default_executor_id() -> str:
@@ -113,16 +116,6 @@ def leader_redirect(exc: grpc.RpcError) -> str | None:
     return error.metadata.get("leader_address") or None
 
 
-class _PendingCommit:
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.outcome = CommitOutcome(CommitStatus.LOST, "the stream to the control plane closed")
-
-    def resolve(self, outcome: CommitOutcome) -> None:
-        self.outcome = outcome
-        self.done.set()
-
-
 class _EndOfStream:
     """Sentinel that ends the request iterator."""
 
@@ -131,25 +124,18 @@ _END: Final = _EndOfStream()
 
 
 class _Session:
-    """One attach stream: its send queue, its tasks and its pending commits. Runners talk to the
-    control plane through the session that assigned them (it is their ``TaskHost``)."""
+    """One attach stream: its outgoing queue and what its Welcome said."""
 
-    def __init__(self, agent: ExecutorAgent, address: str) -> None:
-        self._agent = agent
+    def __init__(self, address: str) -> None:
         self.address = address
         self._outbox: queue.Queue[executor_pb2.ExecutorMessage | _EndOfStream] = queue.Queue()
         self._lock = threading.Lock()
         self._closed = threading.Event()
-        self._pending: dict[int, _PendingCommit] = {}
-        self._commit_ids = itertools.count(1)
-        self.runners: dict[str, TaskRunner] = {}
-        # Revoked runners still finishing their batch: a new assignment of the task waits for them.
-        self.retiring: dict[str, TaskRunner] = {}
-        self.worker_config: Mapping[str, str] = {}
+        self.worker_config: dict[str, str] = {}
         self.heartbeat_interval = DEFAULT_HEARTBEAT_INTERVAL_S
         self.welcomed = threading.Event()
-
-    # ------------------------------------------------------------------ sending
+        # Set once the attach loop is done with the stream.
+        self.ended = threading.Event()
 
     def requests(self) -> Iterator[executor_pb2.ExecutorMessage]:
         """The request stream gRPC consumes on its own thread."""
@@ -170,86 +156,13 @@ class _Session:
     def closed(self) -> bool:
         return self._closed.is_set()
 
-    # ------------------------------------------------------------------ TaskHost
-
-    def send_status(self, spec: TaskSpec, state: common_pb2.State.ValueType, trace: str = "") -> None:
-        self.send(
-            executor_pb2.ExecutorMessage(
-                task_status=executor_pb2.TaskStatusReport(
-                    task=spec.name, generation=spec.generation, state=state, trace=trace
-                )
-            )
-        )
-
-    def send_active_topics(self, spec: TaskSpec, topics: list[str]) -> None:
-        self.send(
-            executor_pb2.ExecutorMessage(
-                active_topics=executor_pb2.ActiveTopicsReport(
-                    task=spec.name, generation=spec.generation, topics=topics
-                )
-            )
-        )
-
-    def commit(self, spec: TaskSpec, offsets: list[OffsetPair], timeout: float) -> CommitOutcome:
-        pending = _PendingCommit()
-        with self._lock:
-            if self._closed.is_set():
-                return pending.outcome
-            commit_id = next(self._commit_ids)
-            self._pending[commit_id] = pending
-            self._outbox.put(
-                executor_pb2.ExecutorMessage(
-                    offset_commit=executor_pb2.OffsetCommit(
-                        task=spec.name,
-                        generation=spec.generation,
-                        commit_id=commit_id,
-                        offsets=offsets_to_proto(offsets),
-                    )
-                )
-            )
-        if not pending.done.wait(timeout):
-            with self._lock:
-                self._pending.pop(commit_id, None)
-            if pending.done.is_set():
-                return pending.outcome
-            return CommitOutcome(
-                CommitStatus.REJECTED, f"no answer to offset commit {commit_id} within {timeout:.0f}s"
-            )
-        return pending.outcome
-
-    def commit_result(self, result: executor_pb2.CommitResult) -> None:
-        with self._lock:
-            pending = self._pending.pop(result.commit_id, None)
-        if pending is None:
-            log.warning("CommitResult for unknown commit %d (timed out or stale)", result.commit_id)
-            return
-        if result.ok:
-            pending.resolve(CommitOutcome(CommitStatus.OK))
-        else:
-            pending.resolve(
-                CommitOutcome(CommitStatus.REJECTED, result.error or "refused by the control plane")
-            )
-
-    # ------------------------------------------------------------------ life cycle
-
-    def running_tasks(self) -> list[str]:
-        with self._lock:
-            return sorted(name for name, runner in self.runners.items() if runner.alive)
-
-    def all_runners(self) -> list[TaskRunner]:
-        with self._lock:
-            return [*self.runners.values(), *self.retiring.values()]
-
     def close(self) -> None:
-        """No more messages: pending commits resolve as LOST and the request stream ends."""
+        """No more messages: the request stream ends after those already queued."""
         with self._lock:
             if self._closed.is_set():
                 return
             self._closed.set()
-            pending, self._pending = self._pending, {}
             self._outbox.put(_END)
-        for waiter in pending.values():
-            waiter.resolve(CommitOutcome(CommitStatus.LOST, "the stream to the control plane closed"))
 
     def wait_closed(self, timeout: float) -> bool:
         return self._closed.wait(timeout)
@@ -260,11 +173,27 @@ class _SessionEndedError(Exception):
 
 
 class ExecutorAgent:
-    """Attaches to the leader and runs the tasks it assigns, until :meth:`shutdown`."""
+    """Attaches to the leader and runs the tasks it assigns, until :meth:`shutdown`.
 
-    def __init__(self, settings: AttachSettings, factory: PipelineFactory) -> None:
+    ``factory`` builds each task's pipeline; ``committer_factory`` its offset committer (by default
+    a :class:`~sluiceway_executor.offset_commits.KafkaCommitterFactory`).
+    """
+
+    def __init__(
+        self,
+        settings: AttachSettings,
+        factory: PipelineFactory,
+        *,
+        committer_factory: CommitterFactory | None = None,
+    ) -> None:
         self.settings = settings
-        self._factory = factory
+        self.tasks = TaskTable(
+            factory,
+            committer_factory if committer_factory is not None else KafkaCommitterFactory(),
+            poll_interval=settings.poll_interval,
+            max_poll_interval=settings.max_poll_interval,
+            commit_timeout=settings.commit_timeout,
+        )
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._session: _Session | None = None
@@ -281,15 +210,10 @@ class ExecutorAgent:
         return self._stopping.is_set()
 
     def running_tasks(self) -> list[str]:
-        session = self._session
-        return session.running_tasks() if session is not None else []
+        return self.tasks.running()
 
     def runner(self, task: str) -> TaskRunner | None:
-        session = self._session
-        if session is None:
-            return None
-        with session._lock:
-            return session.runners.get(task)
+        return self.tasks.runner(task)
 
     # ------------------------------------------------------------------ the loop
 
@@ -344,19 +268,22 @@ class ExecutorAgent:
 
     def _attach_once(self, address: str) -> bool:
         """One session with the replica at `address`; returns whether it welcomed us."""
-        session = _Session(self, address)
+        session = _Session(address)
         settings = self.settings
-        session.send(
-            executor_pb2.ExecutorMessage(
-                hello=executor_pb2.Hello(
-                    executor_id=settings.executor_id,
-                    version=settings.version,
-                    host=settings.host,
-                    spark_remote=settings.spark_remote,
-                    max_tasks=settings.max_tasks,
-                )
-            )
+        hello = executor_pb2.Hello(
+            executor_id=settings.executor_id,
+            version=settings.version,
+            host=settings.host,
+            spark_remote=settings.spark_remote,
+            max_tasks=settings.max_tasks,
         )
+        with self._lock:
+            if self._stopping.is_set():
+                return False
+            # From here on the tasks report through this stream, after the Hello.
+            self.tasks.connect(session, hello)
+            self._session = session
+            self.sessions += 1
         # Above gRPC's 4 MiB default on purpose: the control plane packs assignments into smaller
         # messages, but one task's configs may be larger, and it never sends more than this.
         channel = grpc.insecure_channel(
@@ -364,12 +291,7 @@ class ExecutorAgent:
         )
         call = executor_pb2_grpc.ExecutorServiceStub(channel).Attach(session.requests())
         with self._lock:
-            if self._stopping.is_set():
-                call.cancel()
-                channel.close()
-                return False
-            self._session, self._call = session, call
-            self.sessions += 1
+            self._call = call
         welcome_timer = threading.Timer(settings.welcome_timeout, call.cancel)
         welcome_timer.daemon = True
         welcome_timer.start()
@@ -395,7 +317,9 @@ class ExecutorAgent:
             raise
         finally:
             welcome_timer.cancel()
-            self._end_session(session)
+            # The tasks go on; until the next stream their reports are only remembered.
+            self.tasks.disconnect(session)
+            session.close()
             call.cancel()
             channel.close()
             if heartbeat is not None:
@@ -403,30 +327,37 @@ class ExecutorAgent:
             with self._lock:
                 if self._session is session:
                     self._session, self._call = None, None
+            session.ended.set()
 
     def _welcome(self, session: _Session, welcome: executor_pb2.Welcome) -> None:
         session.worker_config = dict(welcome.worker_config)
         interval = welcome.heartbeat_interval.ToMilliseconds() / 1000.0
         session.heartbeat_interval = interval if interval > 0 else DEFAULT_HEARTBEAT_INTERVAL_S
-        session.welcomed.set()
-        self.welcomed.set()
         if welcome.executor_id and welcome.executor_id != self.settings.executor_id:
             log.warning(
                 "the leader welcomed us as %s, not %s", welcome.executor_id, self.settings.executor_id
             )
+        dropped = self.tasks.keep_only(welcome.adopted_tasks)
+        if dropped:
+            log.info("the leader did not adopt %s: stopping without committing", ", ".join(dropped))
+        # The leader may be a new one: every task reports the topics it uses again (KIP-558).
+        self.tasks.forget_topics()
+        session.welcomed.set()
+        self.welcomed.set()
         log.info(
-            "attached to %s as %s (heartbeat every %.1fs, session timeout %.1fs)",
+            "attached to %s as %s (heartbeat every %.1fs, session timeout %.1fs, %d task(s) kept)",
             session.address,
             self.settings.executor_id,
             session.heartbeat_interval,
             welcome.session_timeout.ToMilliseconds() / 1000.0,
+            len(welcome.adopted_tasks),
         )
 
     def _heartbeats(self, session: _Session) -> None:
         while not session.wait_closed(session.heartbeat_interval):
             session.send(
                 executor_pb2.ExecutorMessage(
-                    heartbeat=executor_pb2.Heartbeat(running_tasks=session.running_tasks())
+                    heartbeat=executor_pb2.Heartbeat(running_tasks=self.tasks.running())
                 )
             )
 
@@ -435,14 +366,10 @@ class ExecutorAgent:
             self._assign(session, message.assignment)
         elif kind == "revocation":
             self._revoke(session, list(message.revocation.tasks))
-        elif kind == "commit_result":
-            session.commit_result(message.commit_result)
         elif kind == "active_topics_reset":
-            connector = message.active_topics_reset.connector
-            for runner in session.all_runners():
-                if runner.spec.connector == connector:
-                    runner.forget_reported_topics()
+            self.tasks.forget_topics(message.active_topics_reset.connector)
         elif kind == "fenced":
+            self.tasks.release_all()
             raise _SessionEndedError(f"fenced by the leader: {message.fenced.reason or 'no reason given'}")
         elif kind == "welcome":
             log.warning("ignoring a second Welcome on the same stream")
@@ -453,88 +380,45 @@ class ExecutorAgent:
         if self._stopping.is_set():
             log.info("shutting down: not starting %d assigned task(s)", len(assignment.tasks))
             return
+        specs = []
         for item in assignment.tasks:
             try:
-                spec = TaskSpec.from_proto(item)
+                specs.append(TaskSpec.from_proto(item))
             except ValueError:
                 log.error("ignoring an assignment with a malformed task name %r", item.task)
-                continue
-            with session._lock:
-                existing = session.runners.get(spec.name) or session.retiring.get(spec.name)
-                if (
-                    existing is not None
-                    and existing is session.runners.get(spec.name)
-                    and existing.spec.same_work(spec)
-                    and not existing.stopping
-                ):
-                    continue
-                runner = TaskRunner(
-                    spec,
-                    session,
-                    self._factory,
-                    session.worker_config,
-                    predecessor=existing,
-                    poll_interval=self.settings.poll_interval,
-                    max_poll_interval=self.settings.max_poll_interval,
-                    commit_timeout=self.settings.commit_timeout,
-                )
-                session.runners[spec.name] = runner
-            log.info(
-                "%s %s (generation %d%s)",
-                "restarting" if existing is not None else "starting",
-                spec.name,
-                spec.generation,
-                ", paused" if spec.paused else "",
-            )
-            runner.start()
+        self.tasks.assign(specs, session.worker_config)
 
     def _revoke(self, session: _Session, tasks: list[str]) -> None:
-        with session._lock:
-            stopping = []
-            for name in tasks:
-                runner = session.runners.pop(name, None)
-                if runner is not None:
-                    session.retiring[name] = runner
-                    stopping.append(runner)
         log.info("revoked: %s", ", ".join(tasks))
-        for runner in stopping:
-            runner.stop(commit=True)
+        ack = executor_pb2.ExecutorMessage(revocation_ack=executor_pb2.RevocationAck(tasks=tasks))
 
         def acknowledge() -> None:
-            for runner in stopping:
-                runner.join()
-            with session._lock:
-                for runner in stopping:
-                    if session.retiring.get(runner.name) is runner:
-                        del session.retiring[runner.name]
-            session.send(executor_pb2.ExecutorMessage(revocation_ack=executor_pb2.RevocationAck(tasks=tasks)))
+            # On the stream that revoked them; if it is gone, so is the leader that asked.
+            session.send(ack)
 
-        threading.Thread(target=acknowledge, name="revocation", daemon=True).start()
-
-    def _end_session(self, session: _Session) -> None:
-        """Every task stops between batches, committing nothing more; then the stream closes."""
-        runners = session.all_runners()
-        for runner in runners:
-            runner.stop(commit=False)
-        session.close()
-        for runner in runners:
-            runner.join()
+        self.tasks.revoke(tasks, then=acknowledge)
 
     # ------------------------------------------------------------------ shutdown
 
     def shutdown(self, timeout: float | None = None) -> None:
-        """Stops every task between batches (a batch in flight still commits, as the stream is
-        still up), then closes the stream; :meth:`run` returns afterwards."""
+        """Stops every task between batches, letting its batch in flight commit, and waits for them
+        (up to ``timeout``); then says Goodbye, when every task has ended, and closes the stream.
+        :meth:`run` returns afterwards."""
         self._stopping.set()
+        all_ended = self.tasks.stop_all(timeout)
         with self._lock:
-            session, call = self._session, self._call
+            session = self._session
         if session is not None:
-            runners = session.all_runners()
-            for runner in runners:
-                runner.stop(commit=True)
-            deadline = None if timeout is None else time.monotonic() + timeout
-            for runner in runners:
-                runner.join(None if deadline is None else max(deadline - time.monotonic(), 0.0))
+            if all_ended:
+                session.send(executor_pb2.ExecutorMessage(goodbye=executor_pb2.Goodbye()))
+            else:
+                log.warning(
+                    "some tasks are still running after %ss; closing the stream without Goodbye", timeout
+                )
             session.close()
+            # The leader ends the stream once it has read everything up to the end of ours.
+            session.ended.wait(_GOODBYE_WAIT_S)
+        with self._lock:
+            call = self._call
         if call is not None:
             call.cancel()

@@ -1,8 +1,9 @@
 """`sluiceway executor`: attach to the control plane and run tasks on Spark Connect until
 SIGTERM/SIGINT.
 
-On the first signal every task stops between batches (a batch in flight finishes and commits),
-the stream closes and the process exits 0; a second signal exits at once.
+On the first signal every task stops between batches (a batch in flight finishes and commits its
+offsets), the executor says Goodbye to the leader, the stream closes and the process exits 0; a
+second signal exits at once.
 """
 
 from __future__ import annotations
@@ -123,6 +124,8 @@ def main(argv: list[str]) -> int:
         _exit_now(0)
     log.info("Spark Connect session to %s ready in %.1fs", args.spark_remote, time.monotonic() - started)
 
+    from sluiceway.connect import PluginRegistry
+    from sluiceway_executor.offset_commits import KafkaCommitterFactory
     from sluiceway_executor.pipelines.factory import SparkPipelineFactory
 
     settings = AttachSettings(
@@ -131,7 +134,13 @@ def main(argv: list[str]) -> int:
         executor_id=args.id or default_executor_id(),
         max_tasks=args.max_tasks,
     )
-    agent = ExecutorAgent(settings, SparkPipelineFactory(spark))
+    # One plugin registry: pipelines and offset committers find a task's connector plugin alike.
+    registry = PluginRegistry.discover()
+    agent = ExecutorAgent(
+        settings,
+        SparkPipelineFactory(spark, registry),
+        committer_factory=KafkaCommitterFactory(registry),
+    )
     attach = threading.Thread(target=agent.run, name="attach", daemon=True)
     attach.start()
     print(f"sluiceway executor {settings.executor_id} attaching to {settings.server}", flush=True)

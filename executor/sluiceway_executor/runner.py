@@ -1,11 +1,17 @@
 """One thread per task: the loop of micro-batches, each followed by its offset commit
 (docs/ARCHITECTURE.md §3).
 
-A runner reports RUNNING once its task started (PAUSED, and no batches, when the assignment says
-so), runs one batch after another, and commits each batch's offsets through the control plane,
-waiting for the answer before the next batch. Offsets are committed only after the batch's data
-is durable, so a batch is either committed whole or redone whole: at least once, with at most one
-duplicate batch per interruption.
+A runner starts its task's pipeline, opens the task's offset committer (which fences any earlier
+holder of the task's commits, see ``offset_commits.py``), reports RUNNING, then runs one batch
+after another and commits each batch's offsets to Kafka itself before the next batch. A paused
+assignment reports PAUSED and runs no pipeline, no committer and no batches. Offsets are committed
+only after the batch's data is durable, so a batch is either committed whole or redone whole: at
+least once, with at most one duplicate batch per interruption.
+
+The runner needs the control plane only to report its status and the topics it uses (``TaskHost``):
+it goes on when the stream to the control plane is down. When a commit is FENCED, another executor
+has taken the task over: the runner ends quietly, committing nothing more. A REJECTED commit fails
+the task (unless it was stopping anyway).
 
 Stopping happens between batches: a batch in flight finishes its Spark job; whether its offsets
 may still be committed depends on why the task stops (``stop(commit=...)``).
@@ -18,17 +24,16 @@ records on time; they are committed like any batch's records.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import logging
 import threading
 import time
 import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Final, Protocol
 
 from sluiceway.api.v1 import common_pb2
 from sluiceway.offsets import OffsetPair
+from sluiceway_executor.offset_commits import CommitOutcome, CommitStatus, CommitterFactory, OffsetCommitter
 from sluiceway_executor.pipelines.pipeline import (
     BatchOutcome,
     Pipeline,
@@ -53,26 +58,11 @@ DEFAULT_POLL_INTERVAL_S: Final = 0.2
 DEFAULT_MAX_POLL_INTERVAL_S: Final = 1.0
 
 
-class CommitStatus(enum.Enum):
-    OK = "ok"
-    # The control plane refused it (stale generation, bad offsets, Kafka failure) or did not answer.
-    REJECTED = "rejected"
-    # The stream to the control plane is gone (or the executor was fenced): nothing more is committed.
-    LOST = "lost"
-
-
-@dataclass(frozen=True)
-class CommitOutcome:
-    status: CommitStatus
-    error: str = ""
-
-
 class TaskHost(Protocol):
-    """The runner's way to the control plane (the attach session that assigned the task)."""
+    """Where the runner reports to the control plane (the executor's agent, whichever attach stream
+    is open). Neither call waits for the control plane or fails when it is unreachable."""
 
     def send_status(self, spec: TaskSpec, state: common_pb2.State.ValueType, trace: str = "") -> None: ...
-
-    def commit(self, spec: TaskSpec, offsets: list[OffsetPair], timeout: float) -> CommitOutcome: ...
 
     def send_active_topics(self, spec: TaskSpec, topics: list[str]) -> None: ...
 
@@ -82,8 +72,10 @@ class TaskRunner:
 
     ``predecessor`` is the runner of an earlier assignment of the same task: this runner first
     stops it (without committing: its generation is stale) and waits for it, so a task never runs
-    twice at once; source offsets the predecessor committed carry over, as they are newer than
-    any the control plane could have put in this assignment.
+    twice at once on this executor; source offsets the predecessor committed carry over, as they
+    are at least as recent as those the control plane put in this assignment.
+
+    ``committer_factory`` builds the task's :class:`~sluiceway_executor.offset_commits.OffsetCommitter`.
     """
 
     def __init__(
@@ -93,6 +85,7 @@ class TaskRunner:
         factory: PipelineFactory,
         worker_config: Mapping[str, str],
         *,
+        committer_factory: CommitterFactory,
         predecessor: TaskRunner | None = None,
         poll_interval: float = DEFAULT_POLL_INTERVAL_S,
         max_poll_interval: float = DEFAULT_MAX_POLL_INTERVAL_S,
@@ -101,6 +94,7 @@ class TaskRunner:
         self.spec = spec
         self._host = host
         self._factory = factory
+        self._committer_factory = committer_factory
         self._worker_config = dict(worker_config)
         self._predecessor = predecessor
         self._poll_interval = poll_interval
@@ -116,6 +110,8 @@ class TaskRunner:
         self._committed: dict[str, OffsetPair] = {}
         self._thread = threading.Thread(target=self._run, name=f"task-{spec.name}", daemon=True)
         self.failed = False
+        # A commit came back FENCED: another executor runs the task now.
+        self.fenced = False
         self.batches = 0
 
     @property
@@ -177,13 +173,25 @@ class TaskRunner:
         except Exception:
             self._fail("starting the task failed", traceback.format_exc())
             return
-        log.info("task %s started (generation %d)", self.name, self.spec.generation)
-        self._host.send_status(self.spec, common_pb2.STATE_RUNNING)
+        committer: OffsetCommitter | None = None
         try:
-            self._loop(pipeline)
+            try:
+                committer = self._committer_factory(self.spec, self._worker_config)
+                committer.open(self._commit_timeout)
+            except Exception:
+                self._fail("opening the task's offset committer failed", traceback.format_exc())
+                return
+            log.info("task %s started (generation %d)", self.name, self.spec.generation)
+            self._host.send_status(self.spec, common_pb2.STATE_RUNNING)
+            self._loop(pipeline, committer)
         except Exception:
             self._fail("a batch failed", traceback.format_exc())
         finally:
+            if committer is not None:
+                try:
+                    committer.close()
+                except Exception:
+                    log.warning("closing the offset committer of task %s failed", self.name, exc_info=True)
             try:
                 pipeline.stop()
             except Exception:
@@ -198,7 +206,7 @@ class TaskRunner:
             self._committed.update({canonical(p): (p, o) for p, o in carried})
         self.spec = dataclasses.replace(self.spec, source_offsets=tuple(merged.values()))
 
-    def _loop(self, pipeline: Pipeline) -> None:
+    def _loop(self, pipeline: Pipeline, committer: OffsetCommitter) -> None:
         idle = self._poll_interval
         batch_id = 0
         while not self._stopping.is_set():
@@ -206,7 +214,7 @@ class TaskRunner:
             outcome = pipeline.run_batch(batch_id)
             batch_id += 1
             self.batches = batch_id
-            if not self._finish_batch(pipeline, outcome):
+            if not self._finish_batch(pipeline, committer, outcome):
                 return
             log.debug(
                 "task %s batch %d: %s record(s), %d offset(s) in %.3fs",
@@ -231,7 +239,7 @@ class TaskRunner:
                 return min(idle, left)
         return idle
 
-    def _finish_batch(self, pipeline: Pipeline, outcome: BatchOutcome) -> bool:
+    def _finish_batch(self, pipeline: Pipeline, committer: OffsetCommitter, outcome: BatchOutcome) -> bool:
         """Commits the batch's offsets and reports its new topics; False when the task must end."""
         if outcome.offsets:
             with self._lock:
@@ -239,9 +247,16 @@ class TaskRunner:
             if not allowed:
                 log.info("task %s: stopping without committing its last batch", self.name)
                 return False
-            result = self._host.commit(self.spec, list(outcome.offsets), self._commit_timeout)
-            if result.status is CommitStatus.LOST:
-                log.info("task %s: the control plane is gone; its last batch stays uncommitted", self.name)
+            result: CommitOutcome = committer.commit(list(outcome.offsets), self._commit_timeout)
+            if result.status is CommitStatus.FENCED:
+                self.fenced = True
+                log.info(
+                    "task %s (generation %d): another executor took the task over; stopping without "
+                    "committing its last batch (%s)",
+                    self.name,
+                    self.spec.generation,
+                    result.error,
+                )
                 return False
             if result.status is CommitStatus.REJECTED:
                 if self._stopping.is_set():

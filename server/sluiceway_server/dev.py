@@ -1,16 +1,19 @@
 """`sluiceway dev`: the all-in-one local stack behind `make run`.
 
 Starts, in order, an embedded Kafka-compatible broker (Tansu), a Spark Connect server, one
-control-plane replica and one executor, each as a child
-process logging to `--log-dir`. It waits for each to be ready, prints where everything runs, and
-then supervises them: Ctrl-C or SIGTERM stops them all in reverse order (exit 0); a child that dies
-stops the rest and is reported with the end of its log (exit 1).
+control-plane replica (or `--replicas N`, on consecutive ports, forming one cluster) and one
+executor that knows every replica, each as a child process logging to `--log-dir`. It waits for
+each to be ready, prints where everything runs, and then supervises them: Ctrl-C or SIGTERM stops
+them all in reverse order (exit 0); a child that dies stops the rest and is reported with the end
+of its log (exit 1) — except a replica of a cluster of several, whose death is reported while the
+others carry on (to try a failover, kill one).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import signal
 import socket
@@ -77,6 +80,12 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
         type=int,
         default=DEFAULT_CONTROL_PLANE_PORT,
         help=f"gRPC port of the control plane (default: {DEFAULT_CONTROL_PLANE_PORT})",
+    )
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help="control-plane replicas, on ports --port, --port+1, … (default: 1)",
     )
     parser.add_argument(
         "--spark-master",
@@ -190,11 +199,15 @@ def _stop_all(running: list[_Child]) -> None:
 def main(argv: list[str]) -> int:
     args = _parse_args(argv)
     log_dir: Path = args.log_dir.resolve()
-    if port_in_use(args.port):
-        print(
-            f"sluiceway dev: port {args.port} is already in use; choose another with --port", file=sys.stderr
-        )
+    if args.replicas < 1:
+        print("sluiceway dev: --replicas must be at least 1", file=sys.stderr)
         return 2
+    for port in range(args.port, args.port + args.replicas):
+        if port_in_use(port):
+            print(
+                f"sluiceway dev: port {port} is already in use; choose another with --port", file=sys.stderr
+            )
+            return 2
     log_dir.mkdir(parents=True, exist_ok=True)
 
     running: list[_Child] = []
@@ -233,34 +246,44 @@ def _run(args: argparse.Namespace, log_dir: Path, running: list[_Child]) -> int:
         running.append((spark.managed, spark.stop))
         rows.append((f"Spark Connect ({args.spark_master})", spark.remote))
 
-        _say("sluiceway dev: starting the control plane")
-        address = f"127.0.0.1:{port}"
-        plane_argv = control_plane_argv(
-            broker.bootstrap_servers, f"0.0.0.0:{port}", None, _SINGLE_BROKER_SETTINGS
-        )
-        plane = spawn("control-plane", plane_argv, log_dir, env=_child_env())
-        running.append((plane, plane.stop))
-        with grpc.insecure_channel(address) as channel:
-            health = health_pb2_grpc.HealthStub(channel)
-            if not _wait_until(lambda: is_serving(health), CONTROL_PLANE_TIMEOUT_S, plane):
-                raise TimeoutError(
-                    f"the control plane is not SERVING after {CONTROL_PLANE_TIMEOUT_S:.0f}s; "
-                    f"see {plane.log_path}"
-                )
-            rows.append(("control plane (gRPC)", f"{address}  (listening on 0.0.0.0:{port})"))
+        ports = list(range(port, port + args.replicas))
+        addresses = [f"127.0.0.1:{p}" for p in ports]
+        replicas: list[ManagedProcess] = []
+        for number, (replica_port, address) in enumerate(zip(ports, addresses, strict=True)):
+            name = "control-plane" if args.replicas == 1 else f"control-plane-{number}"
+            _say(f"sluiceway dev: starting {name}")
+            plane_argv = control_plane_argv(
+                broker.bootstrap_servers,
+                f"0.0.0.0:{replica_port}",
+                None,
+                {**_SINGLE_BROKER_SETTINGS, "advertised.listeners": address},
+            )
+            plane = spawn(name, plane_argv, log_dir, env=_child_env())
+            running.append((plane, plane.stop))
+            replicas.append(plane)
+            with grpc.insecure_channel(address) as channel:
+                health = health_pb2_grpc.HealthStub(channel)
+                if not _wait_until(functools.partial(is_serving, health), CONTROL_PLANE_TIMEOUT_S, plane):
+                    raise TimeoutError(
+                        f"{name} is not SERVING after {CONTROL_PLANE_TIMEOUT_S:.0f}s; see {plane.log_path}"
+                    )
+            rows.append((f"{name} (gRPC)", f"{address}  (listening on 0.0.0.0:{replica_port})"))
 
-            _say("sluiceway dev: starting an executor")
-            executor = spawn("executor", executor_argv(address, spark.remote), log_dir, env=_child_env())
-            running.append((executor, executor.stop))
+        _say("sluiceway dev: starting an executor")
+        executor = spawn(
+            "executor", executor_argv(",".join(addresses), spark.remote), log_dir, env=_child_env()
+        )
+        running.append((executor, executor.stop))
+        with grpc.insecure_channel(addresses[0]) as channel:
             attached = _wait_until(
                 lambda: _executor_attached(channel), EXECUTOR_ATTACH_TIMEOUT_S, executor, interval=0.5
             )
-            rows.append(("executor", f"pid {executor.process.pid}, Spark Connect {spark.remote}"))
-            if not attached:
-                notes.append(
-                    f"the executor has not attached after {EXECUTOR_ATTACH_TIMEOUT_S:.0f}s; "
-                    f"see {executor.log_path}"
-                )
+        rows.append(("executor", f"pid {executor.process.pid}, Spark Connect {spark.remote}"))
+        if not attached:
+            notes.append(
+                f"the executor has not attached after {EXECUTOR_ATTACH_TIMEOUT_S:.0f}s; "
+                f"see {executor.log_path}"
+            )
         rows.append(("logs", str(log_dir)))
     except _ChildDiedError as died:
         _report_death(died.child)
@@ -270,7 +293,7 @@ def _run(args: argparse.Namespace, log_dir: Path, running: list[_Child]) -> int:
         return 1
 
     _print_banner(rows, notes, port)
-    return _supervise(running)
+    return _supervise(running, tolerated={r.name for r in replicas} if len(replicas) > 1 else set())
 
 
 def _print_banner(rows: list[tuple[str, str]], notes: list[str], port: int) -> None:
@@ -293,11 +316,21 @@ def _print_banner(rows: list[tuple[str, str]], notes: list[str], port: int) -> N
     _say("\n".join(lines))
 
 
-def _supervise(running: list[_Child]) -> int:
-    """Until a signal (raises _Stop) or a child's death (returns 1)."""
+def _supervise(running: list[_Child], tolerated: set[str]) -> int:
+    """Until a signal (raises _Stop) or the death of a child not named in `tolerated` (returns 1);
+    the death of a tolerated one (a replica of a cluster) is reported once."""
+    reported: set[str] = set()
     while True:
         for child, _ in running:
-            if child.process.poll() is not None:
-                _report_death(child)
-                return 1
+            if child.process.poll() is not None and child.name not in reported:
+                if child.name not in tolerated:
+                    _report_death(child)
+                    return 1
+                reported.add(child.name)
+                print(
+                    f"sluiceway dev: {child.name} exited with code {child.process.returncode}; "
+                    "the other replicas carry on",
+                    file=sys.stderr,
+                    flush=True,
+                )
         time.sleep(0.5)

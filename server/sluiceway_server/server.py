@@ -43,6 +43,7 @@ from sluiceway_server.api.topics import TopicServicer
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
 from sluiceway_server.cluster.election import LeaderElection
 from sluiceway_server.cluster.leadership import Leadership
+from sluiceway_server.cluster.members import executors_with_live_tasks
 from sluiceway_server.cluster.term import LeaderTerm
 from sluiceway_server.config import WorkerConfig
 from sluiceway_server.herder.herder import Herder
@@ -59,6 +60,7 @@ from sluiceway_server.storage import (
 )
 from sluiceway_server.storage.cluster_store import ClusterStore
 from sluiceway_server.storage.leader_writer import LeaderWriter, leader_transactional_id
+from sluiceway_server.storage.task_fencing import TaskFencer
 
 log = logging.getLogger(__name__)
 
@@ -166,10 +168,9 @@ class ControlPlane:
         await self.health.enter_graceful_shutdown()
         for task in self.background:
             task.cancel()
-        # The term ends first: its coordinator detaches the executors and records their tasks as
-        # UNASSIGNED while the stores and the writer still run, and leaving the group lets another
-        # replica lead at once. Stopping the gRPC server first would end the executors' streams,
-        # and the releases they start would race the stores' shutdown.
+        # The term ends first: its coordinator closes the executors' streams (they keep running
+        # their tasks and attach to the next leader), background status writes finish while the
+        # stores and the writer still run, and leaving the group lets another replica lead at once.
         await self.leadership.stop()
         await self.server.stop(grace)
         await self.channels.close()
@@ -242,6 +243,9 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
         offset_store_factory=functools.partial(connector_offset_store, config, startup_timeout),
         admin_factory=AdminClient,
     )
+    # Takes over the transactional ids tasks commit their offsets with: for the coordinator, before
+    # a dead executor's tasks run elsewhere; for KIP-875, before a stopped connector's offsets change.
+    fencer = TaskFencer(config.props, status_store=status_store)
     herder = Herder(
         worker_id=advertised,
         config_store=config_store,
@@ -252,11 +256,15 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
         topic_tracking=config.get_bool("topic.tracking.enable"),
         topic_tracking_reset=config.get_bool("topic.tracking.allow.reset"),
         topic_creation=config.get_bool("topic.creation.enable"),
+        fencer=fencer,
     )
     await herder.start(lead=False)
+    session_timeout = config.seconds("executor.session.timeout.ms")
     term = LeaderTerm(
         herder,
         leader_logs,
+        # Called at the start of each term, once the status topic was read to its end: the new
+        # coordinator waits up to a session timeout for the executors it shows running tasks.
         lambda: ExecutorCoordinator(
             snapshot=herder.snapshot,
             connector_type=herder.connector_type,
@@ -264,8 +272,11 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
             offsets=offsets,
             worker_config=config.props,
             heartbeat_interval=config.seconds("executor.heartbeat.interval.ms"),
-            session_timeout=config.seconds("executor.session.timeout.ms"),
+            session_timeout=session_timeout,
             topics=herder.topics,
+            fencer=fencer,
+            expected_executors=executors_with_live_tasks(status_store),
+            grace=session_timeout,
         ),
     )
     leadership = _leadership(config, advertised, cluster_store, herder, term, startup_timeout)

@@ -11,14 +11,20 @@ from typing import TypeVar
 
 import grpc
 
-from sluiceway.api.v1 import executor_pb2, executor_pb2_grpc
+from sluiceway.api.v1 import common_pb2, executor_pb2, executor_pb2_grpc
 
 T = TypeVar("T")
 
 
 class ExecutorPeer:
     def __init__(
-        self, address: str, executor_id: str, *, auto_ack: bool = True, heartbeat: float | None = 0.3
+        self,
+        address: str,
+        executor_id: str,
+        *,
+        auto_ack: bool = True,
+        heartbeat: float | None = 0.3,
+        running: list[executor_pb2.RunningTask] | None = None,
     ) -> None:
         self.id = executor_id
         self.auto_ack = auto_ack
@@ -27,14 +33,15 @@ class ExecutorPeer:
         self.assigned: dict[str, executor_pb2.TaskAssignment] = {}
         self.revoked: list[str] = []
         self.events: list[tuple[float, str, str]] = []  # (time, kind, task)
-        self.commit_results: dict[int, executor_pb2.CommitResult] = {}
         self.welcome: executor_pb2.Welcome | None = None
         self.fenced: str | None = None
         self.closed = threading.Event()
         self._channel = grpc.insecure_channel(address)
         self.send(
             executor_pb2.ExecutorMessage(
-                hello=executor_pb2.Hello(executor_id=executor_id, host="peer", version="test")
+                hello=executor_pb2.Hello(
+                    executor_id=executor_id, host="peer", version="test", running_tasks=running or []
+                )
             )
         )
         self._call = executor_pb2_grpc.ExecutorServiceStub(self._channel).Attach(self._requests())
@@ -77,8 +84,6 @@ class ExecutorPeer:
                         for name in message.revocation.tasks:
                             self.revoked.append(name)
                             self.events.append((time.monotonic(), "revoke", name))
-                    elif kind == "commit_result":
-                        self.commit_results[message.commit_result.commit_id] = message.commit_result
                     elif kind == "fenced":
                         self.fenced = message.fenced.reason
                 if kind == "revocation" and self.auto_ack:
@@ -106,11 +111,21 @@ class ExecutorPeer:
             )
         )
 
-    def commit(self, commit: executor_pb2.OffsetCommit, timeout: float = 15.0) -> executor_pb2.CommitResult:
-        self.send(executor_pb2.ExecutorMessage(offset_commit=commit))
-        return wait_for(
-            lambda: self.commit_results.get(commit.commit_id), timeout, f"commit {commit.commit_id}"
-        )
+    def running(self) -> list[executor_pb2.RunningTask]:
+        """What this peer runs, as a Hello lists it when it attaches again."""
+        with self._lock:
+            return [
+                executor_pb2.RunningTask(
+                    task=a.task,
+                    generation=a.generation,
+                    fingerprint=a.fingerprint,
+                    state=common_pb2.STATE_RUNNING,
+                )
+                for a in self.assigned.values()
+            ]
+
+    def goodbye(self) -> None:
+        self.send(executor_pb2.ExecutorMessage(goodbye=executor_pb2.Goodbye()))
 
     def tasks(self) -> set[str]:
         with self._lock:

@@ -720,6 +720,14 @@ topic_calls = [
 cluster_calls = [unary("ClusterService", "GetServerInfo", st.just(cluster_pb2.GetServerInfoRequest()))]
 
 epb = executor_pb2
+running_task_reports = st.builds(
+    epb.RunningTask,
+    task=task_names,
+    generation=int64s,
+    fingerprint=texts,
+    state=enum_numbers(list(common_pb2.State.values())),
+    trace=texts,
+)
 hellos = st.builds(
     epb.Hello,
     executor_id=mostly(st.sampled_from(["fuzz-executor-1", "fuzz-executor-2"]), texts, 3),
@@ -727,6 +735,7 @@ hellos = st.builds(
     host=st.one_of(st.just("fuzz-host"), texts),
     spark_remote=st.one_of(st.just("sc://fuzz:15002"), texts),
     max_tasks=int32s,
+    running_tasks=st.lists(running_task_reports, max_size=3),
 )
 executor_messages = st.one_of(
     st.builds(epb.ExecutorMessage, hello=hellos),
@@ -744,12 +753,7 @@ executor_messages = st.one_of(
             trace=texts,
         ),
     ),
-    st.builds(
-        epb.ExecutorMessage,
-        offset_commit=st.builds(
-            epb.OffsetCommit, task=task_names, generation=int64s, commit_id=int64s, offsets=offset_lists
-        ),
-    ),
+    st.builds(epb.ExecutorMessage, goodbye=st.just(epb.Goodbye())),
     st.builds(
         epb.ExecutorMessage,
         active_topics=st.builds(
@@ -1152,7 +1156,7 @@ def _adopt(
     adopted = executor_pb2.ExecutorMessage()
     adopted.CopyFrom(message)
     kind = adopted.WhichOneof("kind")
-    if kind in ("task_status", "offset_commit", "active_topics"):
+    if kind in ("task_status", "active_topics"):
         body = getattr(adopted, kind)
         body.task = task.task
         body.generation = task.generation
@@ -1160,6 +1164,11 @@ def _adopt(
         adopted.heartbeat.running_tasks[:] = [task.task]
     elif kind == "revocation_ack":
         adopted.revocation_ack.tasks[:] = [task.task]
+    elif kind == "hello":
+        del adopted.hello.running_tasks[:]
+        adopted.hello.running_tasks.add(
+            task=task.task, generation=task.generation, fingerprint=task.fingerprint
+        )
     return adopted
 
 

@@ -8,7 +8,6 @@ test_offsets_pipelines.py."""
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,10 +16,12 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from sluiceway.api.v1 import common_pb2, executor_pb2, offsets_pb2, offsets_pb2_grpc
+from sluiceway.api.v1 import common_pb2, offsets_pb2, offsets_pb2_grpc
 from sluiceway.client import SluicewayClient
 from sluiceway.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
-from sluiceway.offsets import map_from_proto, map_to_proto, offsets_from_proto
+from sluiceway.offsets import map_from_proto, offsets_from_proto
+from sluiceway_executor.offset_commits import CommitStatus, KafkaOffsetCommitter
+from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_server.embedded import EmbeddedBroker, start_broker
 from tests.conftest import LOG_DIR
 from tests.integration.api_helpers import failure, read_topic, wait_until
@@ -87,19 +88,19 @@ def sink_item(topic: str, partition: int, offset: int | None) -> dict[str, Any]:
 
 
 def commit(peer: ExecutorPeer, task: str, pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+    """Commit as the task would: with its own transactional committer, straight to Kafka."""
     wait_until(lambda: task in peer.tasks(), what=f"{task} assigned")
-    offsets = [
-        common_pb2.PartitionOffset(partition=map_to_proto(p), offset=map_to_proto(o)) for p, o in pairs
-    ]
-    result = peer.commit(
-        executor_pb2.OffsetCommit(
-            task=task,
-            generation=peer.assigned[task].generation,
-            commit_id=uuid.uuid4().int % 2**31,
-            offsets=offsets,
-        )
+    assert peer.welcome is not None
+    source = not any("kafka_topic" in partition for partition, _ in pairs)
+    committer = KafkaOffsetCommitter(
+        TaskSpec.from_proto(peer.assigned[task]), dict(peer.welcome.worker_config), source=source
     )
-    assert result.ok, result.error
+    committer.open(30)
+    try:
+        outcome = committer.commit(list(pairs), 30)
+    finally:
+        committer.close()
+    assert outcome.status is CommitStatus.OK, outcome.error
 
 
 def stop(client: SluicewayClient, peer: ExecutorPeer, name: str) -> None:

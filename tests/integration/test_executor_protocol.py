@@ -1,6 +1,7 @@
 """The leader's side of the executor protocol over the real socket: balanced sticky
-assignment, revoke-before-reassign, generation fencing, heartbeat expiry, and offset
-commits applied to Kafka (source offsets topic, sink consumer group)."""
+assignment, revoke-before-reassign, generation fencing, heartbeat expiry, adoption of the tasks an
+executor runs when it attaches again, and offsets that tasks commit to Kafka themselves (source
+offsets topic, sink consumer group) read back into assignments."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from sluiceway.api.v1 import cluster_pb2, common_pb2, connectors_pb2, executor_pb2
-from sluiceway.offsets import map_from_proto, map_to_proto
+from sluiceway.offsets import OffsetPair, map_from_proto
+from sluiceway_executor.offset_commits import CommitOutcome, CommitStatus, KafkaOffsetCommitter
+from sluiceway_executor.pipelines.spec import TaskSpec
 from tests.integration.api_helpers import Stubs, read_topic, wait_until
 from tests.integration.executor_peer import ExecutorPeer, wait_for
 
@@ -154,7 +157,19 @@ def test_pause_stop_and_heartbeat_expiry(
     wait_until(lambda: len(other.tasks()) == 2, timeout=10, what="tasks moved")
 
 
-def test_offset_commits_are_applied_and_fenced(
+def commit(peer: ExecutorPeer, task: str, pairs: list[OffsetPair], *, source: bool) -> CommitOutcome:
+    """Commit as the executor does: with the task's own transactional committer, straight to Kafka."""
+    assert peer.welcome is not None
+    spec = TaskSpec.from_proto(peer.assigned[task])
+    committer = KafkaOffsetCommitter(spec, dict(peer.welcome.worker_config), source=source)
+    committer.open(30)
+    try:
+        return committer.commit(pairs, 30)
+    finally:
+        committer.close()
+
+
+def test_offsets_tasks_commit_reach_kafka_and_their_next_assignment(
     stubs: Stubs, peers: Callable[..., ExecutorPeer], plane: Any, broker: Any, unique: str
 ) -> None:
     peer = peers(f"e1-{unique}")
@@ -165,17 +180,8 @@ def test_offset_commits_are_applied_and_fenced(
     generation = peer.assigned[task].generation
     # The largest Java long: it must reach Kafka and come back in the next assignment exactly.
     top = 2**63 - 1
-    offsets = [
-        common_pb2.PartitionOffset(partition=map_to_proto({"task": 0}), offset=map_to_proto({"seq": top}))
-    ]
-    result = peer.commit(
-        executor_pb2.OffsetCommit(task=task, generation=generation, commit_id=1, offsets=offsets)
-    )
-    assert result.ok, result.error
-    stale = peer.commit(
-        executor_pb2.OffsetCommit(task=task, generation=generation - 1, commit_id=2, offsets=offsets)
-    )
-    assert not stale.ok and "stale generation" in stale.error
+    outcome = commit(peer, task, [({"task": 0}, {"seq": top})], source=True)
+    assert outcome.status is CommitStatus.OK, outcome.error
     records = read_topic(broker.bootstrap_servers, plane.topics["offset"])
     assert (f'["{source}",{{"task":0}}]', {"seq": top}) in records
 
@@ -193,18 +199,10 @@ def test_offset_commits_are_applied_and_fenced(
     create(stubs, sink, {"connector.class": "FileStreamSink", "file": "/tmp/unused", "topics": topic})
     sink_task = f"connectors/{sink}/tasks/0"
     wait_until(lambda: sink_task in peer.tasks(), what="sink task assigned")
-    sink_offsets = [
-        common_pb2.PartitionOffset(
-            partition=map_to_proto({"kafka_topic": topic, "kafka_partition": 0}),
-            offset=map_to_proto({"kafka_offset": 42}),
-        )
-    ]
-    result = peer.commit(
-        executor_pb2.OffsetCommit(
-            task=sink_task, generation=peer.assigned[sink_task].generation, commit_id=3, offsets=sink_offsets
-        )
+    outcome = commit(
+        peer, sink_task, [({"kafka_topic": topic, "kafka_partition": 0}, {"kafka_offset": 42})], source=False
     )
-    assert result.ok, result.error
+    assert outcome.status is CommitStatus.OK, outcome.error
     future = admin.list_consumer_group_offsets(
         [ConsumerGroupTopicPartitions(f"connect-{sink}", [TopicPartition(topic, 0)])]
     )
@@ -237,13 +235,8 @@ def test_source_offsets_go_to_the_connectors_own_offsets_topic(
     task = f"connectors/{name}/tasks/0"
     wait_until(lambda: task in peer.tasks(), what="assigned")
     generation = peer.assigned[task].generation
-    offsets = [
-        common_pb2.PartitionOffset(partition=map_to_proto({"task": 0}), offset=map_to_proto({"seq": 7}))
-    ]
-    result = peer.commit(
-        executor_pb2.OffsetCommit(task=task, generation=generation, commit_id=1, offsets=offsets)
-    )
-    assert result.ok, result.error
+    outcome = commit(peer, task, [({"task": 0}, {"seq": 7})], source=True)
+    assert outcome.status is CommitStatus.OK, outcome.error
     key = f'["{name}",{{"task":0}}]'
     assert (key, {"seq": 7}) in read_topic(broker.bootstrap_servers, own)
     assert key not in {k for k, _ in read_topic(broker.bootstrap_servers, plane.topics["offset"])}
@@ -274,31 +267,52 @@ def test_sink_offsets_go_to_the_overridden_consumer_group(
     )
     task = f"connectors/{name}/tasks/0"
     wait_until(lambda: task in peer.tasks(), what="assigned")
-    offsets = [
-        common_pb2.PartitionOffset(
-            partition=map_to_proto({"kafka_topic": topic, "kafka_partition": 0}),
-            offset=map_to_proto({"kafka_offset": 9}),
-        )
-    ]
-    result = peer.commit(
-        executor_pb2.OffsetCommit(
-            task=task, generation=peer.assigned[task].generation, commit_id=1, offsets=offsets
-        )
+    outcome = commit(
+        peer, task, [({"kafka_topic": topic, "kafka_partition": 0}, {"kafka_offset": 9})], source=False
     )
-    assert result.ok, result.error
+    assert outcome.status is CommitStatus.OK, outcome.error
     request = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])]
     committed = next(iter(admin.list_consumer_group_offsets(request).values())).result(timeout=10)
     assert [(tp.topic, tp.offset) for tp in committed.topic_partitions] == [(topic, 9)]
 
 
-@pytest.mark.parametrize("executors_leave", [False, True], ids=["executors-stay", "executors-leave"])
-def test_shutdown_records_unassigned_and_logs_no_errors(
+def test_a_reattaching_executor_keeps_its_tasks_and_one_that_stays_away_loses_them(
+    stubs: Stubs, peers: Callable[..., ExecutorPeer], unique: str
+) -> None:
+    first = peers(f"r1-{unique}")
+    name = f"dg-{unique}"
+    create(stubs, name, datagen(unique, 2))
+    wait_until(lambda: len(first.tasks()) == 2, what="assigned")
+    running = first.running()
+    generations = {t.task: t.generation for t in running}
+    # The stream breaks (no Goodbye) and the executor attaches again, still running both tasks.
+    first.close()
+    again = peers(f"r1-{unique}", running=running)
+    assert again.welcome is not None and sorted(again.welcome.adopted_tasks) == sorted(generations)
+    time.sleep(1.0)
+    assert again.assigned == {}, "an adopted task is not assigned again"
+    info = stubs.cluster.GetServerInfo(cluster_pb2.GetServerInfoRequest(), timeout=5)
+    assert {e.id: sorted(e.tasks) for e in info.executors} == {again.id: sorted(generations)}
+
+    # Now it goes away for longer than the session timeout: its tasks are released to another.
+    other = peers(f"r2-{unique}")
+    again.stop_heartbeats()
+    again.close()
+    wait_until(lambda: sorted(other.tasks()) == sorted(generations), timeout=15, what="tasks moved")
+    assert all(other.assigned[t].generation > g for t, g in generations.items())
+    # Back late, it adopts nothing: the tasks run elsewhere now.
+    late = peers(f"r1-{unique}", running=running)
+    assert late.welcome is not None and list(late.welcome.adopted_tasks) == []
+
+
+@pytest.mark.parametrize("goodbye", [False, True], ids=["executors-stay", "executors-say-goodbye"])
+def test_shutdown_leaves_running_tasks_alone_and_logs_no_errors(
     plane: Any,
     stubs: Stubs,
     peers: Callable[..., ExecutorPeer],
     broker: Any,
     unique: str,
-    executors_leave: bool,
+    goodbye: bool,
 ) -> None:
     first, second = peers(f"s1-{unique}"), peers(f"s2-{unique}")
     name = f"dg-{unique}"
@@ -316,17 +330,20 @@ def test_shutdown_records_unassigned_and_logs_no_errors(
 
     wait_until(reported_running, what="4 tasks RUNNING")
 
-    if executors_leave:
-        # As under `sluiceway dev` on Ctrl-C: the executors detach as the control plane stops, so
+    if goodbye:
+        # As under `sluiceway dev` on Ctrl-C: the executors leave as the control plane stops, so
         # the releases of their tasks are still being written when the shutdown begins.
-        first.close()
-        second.close()
+        first.goodbye()
+        second.goodbye()
     assert plane.stop() == 0
     wait_for(lambda: first.closed.is_set() and second.closed.is_set(), what="streams closed")
-    # Every release reached Kafka before the stores stopped.
     latest = dict(read_topic(broker.bootstrap_servers, plane.topics["status"]))
+    # A control plane that stops releases nothing: executors keep running their tasks and attach
+    # to the next leader. Executors that said goodbye had their tasks released, and every release
+    # reached Kafka before the stores stopped.
+    expected = "UNASSIGNED" if goodbye else "RUNNING"
     for index in range(4):
-        assert latest[f"status-task-{name}-{index}"]["state"] == "UNASSIGNED"
+        assert latest[f"status-task-{name}-{index}"]["state"] == expected
     log_text = plane.managed.log_path.read_text()
     for stray in ("Task exception was never retrieved", "LogStoppedError", "Traceback"):
         assert stray not in log_text

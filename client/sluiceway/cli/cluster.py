@@ -17,7 +17,11 @@ def _info(ctx: Context, args: argparse.Namespace) -> int:
     info = ctx.client.server_info()
 
     def table() -> None:
-        leader = info.leader.id if info.HasField("leader") else "(none: election under way)"
+        leader = (
+            f"{info.leader.id} (epoch {info.leader.leader_epoch})"
+            if info.HasField("leader")
+            else "(none: election under way)"
+        )
         fields: list[tuple[str, object]] = [
             ("Version", info.version + (f" ({info.commit})" if info.commit else "")),
             ("Kafka cluster", info.kafka_cluster_id or "-"),
@@ -52,6 +56,10 @@ def _info(ctx: Context, args: argparse.Namespace) -> int:
             output.print_table(
                 ["EXECUTOR", "HOST", "SPARK", "TASKS", "LAST HEARTBEAT", "VERSION"], rows, ctx.out
             )
+            ctx.write("\n")
+            tasks = [[e.id, task] for e in info.executors for task in e.tasks]
+            if tasks:
+                output.print_table(["EXECUTOR", "TASK"], tasks, ctx.out)
         else:
             ctx.write("No executors attached.\n")
 

@@ -12,8 +12,11 @@ from sluiceway.connect.connector import ConnectException
 __all__ = [
     "connection_settings",
     "kafka_client_config",
+    "offset_commit_config",
     "own_offsets_topic",
     "sink_consumer_group",
+    "source_offsets_topic",
+    "task_transactional_id",
     "topic_name_problem",
 ]
 
@@ -90,6 +93,33 @@ def own_offsets_topic(worker_config: Mapping[str, str], connector_config: Mappin
     if producer["bootstrap.servers"] != worker_config.get("bootstrap.servers"):
         return worker_config.get("offset.storage.topic") or "connect-offsets"
     return None
+
+
+def source_offsets_topic(worker_config: Mapping[str, str], connector_config: Mapping[str, str]) -> str:
+    """Where a source task commits its offsets: the connector's own offsets topic, else the
+    worker's."""
+    own = own_offsets_topic(worker_config, connector_config)
+    return own or worker_config.get("offset.storage.topic") or "connect-offsets"
+
+
+def offset_commit_config(
+    worker_config: Mapping[str, str], connector_config: Mapping[str, str], *, source: bool
+) -> dict[str, str]:
+    """Settings of the transactional producer a task commits its offsets with, on the cluster that
+    holds them: a source task's offsets topic (the connector's producer cluster when it has a topic
+    of its own, else the worker's), a sink task's consumer group (the connector's admin cluster).
+    Executors commit with it; the control plane fences a task's id on the same cluster."""
+    if not source:
+        return connection_settings(kafka_client_config(worker_config, "admin", connector_config))
+    if own_offsets_topic(worker_config, connector_config) is not None:
+        return kafka_client_config(worker_config, "producer", connector_config)
+    return kafka_client_config(worker_config, "producer")
+
+
+def task_transactional_id(group_id: str, connector: str, task: int) -> str:
+    """The transactional id of a task's offset commits, `{group.id}-{connector}-{task}` (the id
+    Kafka Connect gives a task's producer): a new holder fences every earlier one."""
+    return f"{group_id}-{connector}-{task}"
 
 
 _TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")

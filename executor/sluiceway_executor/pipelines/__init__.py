@@ -1,8 +1,8 @@
 """Task pipelines: what one micro-batch of a source or sink task does (docs/ARCHITECTURE.md §3).
 
 The runner (``sluiceway_executor.runner``) drives a :class:`~.pipeline.Pipeline` batch after batch
-and commits each batch's offsets through the control plane; the pipelines themselves only read,
-convert and write through Spark (their Kafka client settings come from
+and commits each batch's offsets to Kafka (``sluiceway_executor.offset_commits``); the pipelines
+themselves only read, convert and write through Spark (their Kafka client settings come from
 ``sluiceway.connect.kafka_clients``). The modules (all but record_tasks.py import without Spark):
 
 - ``spec.py``: ``TaskSpec`` (one assignment as plain values) and the batch size;

@@ -32,7 +32,7 @@ class BatchOutcome:
 
 class Pipeline(Protocol):
     """One task's batches. ``run_batch`` does the Spark work and returns once the batch's data is
-    durable; ``committed`` is called after the control plane accepted its offsets."""
+    durable; ``committed`` is called once its offsets are committed."""
 
     def start(self) -> None: ...
 

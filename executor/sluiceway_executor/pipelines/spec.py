@@ -30,6 +30,9 @@ class TaskSpec:
     paused: bool
     task_count: int
     source_offsets: tuple[OffsetPair, ...] = ()
+    # The leader's name for this assignment's configs, target state and task count; the executor
+    # hands it back when it attaches again (``Hello.running_tasks``).
+    fingerprint: str = ""
 
     @classmethod
     def from_proto(cls, assignment: executor_pb2.TaskAssignment) -> TaskSpec:
@@ -44,6 +47,7 @@ class TaskSpec:
             paused=assignment.target_state == common_pb2.TARGET_STATE_PAUSED,
             task_count=max(assignment.task_count, index + 1),
             source_offsets=tuple(offsets_from_proto(assignment.source_offsets)),
+            fingerprint=assignment.fingerprint,
         )
 
     def same_work(self, other: TaskSpec) -> bool:
@@ -54,6 +58,7 @@ class TaskSpec:
             and self.task_config == other.task_config
             and self.paused == other.paused
             and self.task_count == other.task_count
+            and self.fingerprint == other.fingerprint
         )
 
 

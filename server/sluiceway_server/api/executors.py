@@ -38,8 +38,9 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
     NO_LEADER); an attach the coordinator refuses (for example while the control plane shuts
     down) ends it with the coordinator's error. However the stream ends (the executor closes it, the
     connection breaks, the coordinator closes the outbox, or handling a message raises, which is
-    logged), the reader task is cancelled and the member is detached, so its tasks are released for
-    assignment elsewhere.
+    logged), the reader task is cancelled and the coordinator is told the member disconnected: it
+    keeps the member's tasks until the executor attaches again or its session times out (a member
+    the coordinator already released or replaced is left as it is).
     """
 
     def __init__(
@@ -120,7 +121,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             except Exception:
                 log.exception("handling messages of executor %s failed", member.id)
             finally:
-                await coordinator.detach(member, "stream closed")
+                coordinator.disconnect(member, "stream closed")
 
         reader = asyncio.get_running_loop().create_task(read(), name=f"executor-{member.id}")
         try:
@@ -133,4 +134,4 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
-            await coordinator.detach(member, "stream ended")
+            coordinator.disconnect(member, "stream ended")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
 
 import grpc
 
-from sluiceway.api.v1 import connectors_pb2, offsets_pb2, topics_pb2
+from sluiceway.api.v1 import cluster_pb2, connectors_pb2, offsets_pb2, plugins_pb2, topics_pb2
 from sluiceway_server.api.errors import status_for
 from sluiceway_server.herder.errors import UnavailableError
 
@@ -51,6 +51,31 @@ MUTATIONS: Final = frozenset(
         _method(offsets_pb2.DESCRIPTOR, "OffsetService", "AlterConnectorOffsets"),
         _method(offsets_pb2.DESCRIPTOR, "OffsetService", "ResetConnectorOffsets"),
         _method(topics_pb2.DESCRIPTOR, "TopicService", "ResetActiveTopics"),
+    }
+)
+
+# Answered by whichever replica receives them. Together with MUTATIONS: every RPC of the public API
+# (a unit test holds the two lists to the protos).
+READS: Final = frozenset(
+    {
+        *(
+            _method(connectors_pb2.DESCRIPTOR, "ConnectorService", name)
+            for name in (
+                "GetConnector",
+                "ListConnectors",
+                "ListTasks",
+                "GetConnectorStatus",
+                "GetTaskStatus",
+                "WatchStatus",
+            )
+        ),
+        _method(offsets_pb2.DESCRIPTOR, "OffsetService", "GetConnectorOffsets"),
+        _method(topics_pb2.DESCRIPTOR, "TopicService", "GetActiveTopics"),
+        *(
+            _method(plugins_pb2.DESCRIPTOR, "PluginService", name)
+            for name in ("ListPlugins", "GetPluginConfigDefinition", "ValidateConnectorConfig")
+        ),
+        _method(cluster_pb2.DESCRIPTOR, "ClusterService", "GetServerInfo"),
     }
 )
 

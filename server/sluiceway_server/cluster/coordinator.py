@@ -1,46 +1,54 @@
-"""The leader's side of the executor protocol: membership, heartbeats, assignments with
-generations, revocations, and applying what executors report (statuses, offset commits,
-active topics) to Kafka — only from the generation a task is currently assigned under."""
+"""The leader's side of the executor protocol: membership, adoption of the tasks executors already
+run, heartbeats and expiry, assignments with generations, revocations, fencing of released tasks,
+and applying what executors report (statuses, active topics) to Kafka — only from the generation a
+task is currently assigned under."""
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import logging
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import cached_property
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
-
-from google.protobuf import duration_pb2
 
 from sluiceway.api.v1 import common_pb2, executor_pb2
 from sluiceway.limits import ASSIGNMENT_MESSAGE_BYTES, EXECUTOR_MAX_RECEIVE_BYTES
-from sluiceway.offsets import map_to_proto, offsets_from_proto
+from sluiceway.offsets import map_to_proto
+from sluiceway_server.cluster.assignment_size import (
+    ENVELOPE_BYTES,
+    FRAMING_MARGIN_BYTES,
+    entry_bytes,
+    oversize_trace,
+)
 from sluiceway_server.cluster.assignor import Plan, TaskId, plan
+from sluiceway_server.cluster.members import (
+    STATES,
+    Adopted,
+    DesiredTask,
+    Member,
+    OwnedTask,
+    choose_adopted,
+    current_task,
+    desired_tasks,
+    status_differs,
+    welcome,
+)
+from sluiceway_server.cluster.releases import BackgroundWrites, Releases
 from sluiceway_server.herder.active_topics import ActiveTopicTracker
 from sluiceway_server.herder.errors import UnavailableError
 from sluiceway_server.model import ConnectorType, State, TargetState
 from sluiceway_server.status_writer import StatusWriter
-from sluiceway_server.storage.connector_offsets import CommitRejectedError, ConnectorOffsetStorage
+from sluiceway_server.storage.connector_offsets import ConnectorOffsetStorage
+from sluiceway_server.storage.task_fencing import TaskFencer
+
+__all__ = ["DesiredTask", "ExecutorCoordinator", "Member", "OwnedTask"]
 
 log = logging.getLogger(__name__)
 
-# What wraps an Assignment into a ControllerMessage (field tag and length), kept free in the bound.
-_ENVELOPE_BYTES: Final = 16
-# Kept free below the executor's receive limit for gRPC's own framing.
-_FRAMING_MARGIN_BYTES: Final = 64 * 1024
+# The owner the planner sees for released tasks that may not be placed yet (their UNASSIGNED status
+# or their fencing is still under way): no member has this id, so they are neither placed nor revoked.
+_HELD: Final = ""
 
-_STATES = {
-    common_pb2.STATE_UNASSIGNED: State.UNASSIGNED,
-    common_pb2.STATE_RUNNING: State.RUNNING,
-    common_pb2.STATE_PAUSED: State.PAUSED,
-    common_pb2.STATE_STOPPED: State.STOPPED,
-    common_pb2.STATE_FAILED: State.FAILED,
-    common_pb2.STATE_RESTARTING: State.RESTARTING,
-}
 _TARGETS = {
     TargetState.STARTED: common_pb2.TARGET_STATE_RUNNING,
     TargetState.PAUSED: common_pb2.TARGET_STATE_PAUSED,
@@ -48,58 +56,24 @@ _TARGETS = {
 }
 
 
-@dataclass
-class OwnedTask:
-    generation: int
-    fingerprint: str
-
-
-@dataclass
-class Member:
-    id: str
-    host: str
-    spark_remote: str
-    version: str
-    max_tasks: int
-    attach_time: float
-    last_heartbeat: float
-    outbox: asyncio.Queue[executor_pb2.ControllerMessage | None]
-    owned: dict[TaskId, OwnedTask] = field(default_factory=dict)
-    revoking: set[TaskId] = field(default_factory=set)
-    closed: bool = False
-
-    def send(self, message: executor_pb2.ControllerMessage) -> None:
-        if not self.closed:
-            self.outbox.put_nowait(message)
-
-
-@dataclass(frozen=True)
-class DesiredTask:
-    task: TaskId
-    connector_config: Mapping[str, str]
-    task_config: Mapping[str, str]
-    target: TargetState
-    task_count: int
-
-    @cached_property
-    def fingerprint(self) -> str:
-        blob = json.dumps(
-            [dict(self.connector_config), dict(self.task_config), self.target.value, self.task_count],
-            sort_keys=True,
-        )
-        return hashlib.sha256(blob.encode()).hexdigest()
-
-
 class ExecutorCoordinator:
-    """The leader's end of every executor's attach stream.
+    """The leader's end of every executor's attach stream, for one leader term.
 
-    It owns the attached executors (members), their heartbeats and expiry, and which task each one
-    runs under which generation; it plans assignments (balanced, sticky, revoke before reassign)
-    and applies what executors report — statuses through the StatusWriter, offset commits through
-    the ConnectorOffsetStorage, active topics — only when the report's generation is the one the task is
-    assigned under. It runs on the control plane's event loop; rebalances are coalesced and
-    serialised by one lock; Kafka calls happen in worker threads. On stop() it detaches every
-    executor, records their tasks as UNASSIGNED and waits for those writes.
+    It owns the members (executors), their heartbeats and expiry, and which task each one runs
+    under which generation. An executor that attaches lists the tasks it runs already; it keeps
+    those that are still wanted and held by no one else (adoption). A stream that ends without
+    Goodbye leaves the member in place, disconnected, with its tasks, until it attaches again or
+    `session_timeout` passes; then, or when a connected member stays silent that long, its tasks
+    are released: recorded UNASSIGNED and fenced (their transactional ids taken over, so the
+    executor can no longer commit for them) before the planner may place them elsewhere. Goodbye
+    releases at once without fencing. The planner is balanced, sticky and revokes before it
+    reassigns; until the `expected_executors` have attached or `grace` has passed since start(),
+    it only restarts changed tasks in place and revokes unwanted ones. Reports (statuses, active
+    topics) are applied only when their generation is the one the task is assigned under.
+
+    It runs on the control plane's event loop; rebalances are coalesced and serialised by one lock;
+    Kafka calls happen in worker threads. stop() closes every stream and leaves the executors'
+    tasks running and their statuses as they are, for the next leader to adopt.
     """
 
     def __init__(
@@ -113,6 +87,9 @@ class ExecutorCoordinator:
         heartbeat_interval: float,
         session_timeout: float,
         topics: ActiveTopicTracker,
+        fencer: TaskFencer | None = None,
+        expected_executors: Iterable[str] = (),
+        grace: float = 0.0,
     ) -> None:
         self._snapshot = snapshot
         self._connector_type = connector_type
@@ -132,48 +109,76 @@ class ExecutorCoordinator:
         self._rebalance_again = False
         self._expiry_task: asyncio.Task[None] | None = None
         self._stopping = False
-        # Status writes in the background (released tasks, tasks too large to send); stop() waits
-        # for them so none outlives the stores.
-        self._releases: set[asyncio.Task[None]] = set()
+        # Status writes in the background (releases, adoptions, tasks too large to send); stop()
+        # waits for them so none outlives the stores.
+        self._writes = BackgroundWrites()
+        # Released tasks on their way back to the planner (fencer None: they are not fenced).
+        self.releases = Releases(
+            status=status,
+            snapshot=snapshot,
+            connector_type=connector_type,
+            fencer=fencer,
+            background=self._writes.start,
+            next_generation=self._next_generation,
+            on_free=self._freed,
+        )
         # Assignments are packed into messages of about this size; one task whose message would
         # exceed the second bound is never sent (attributes, so tests can use small bounds).
         self.assignment_message_bytes = ASSIGNMENT_MESSAGE_BYTES
-        self.max_assignment_bytes = EXECUTOR_MAX_RECEIVE_BYTES - _FRAMING_MARGIN_BYTES
+        self.max_assignment_bytes = EXECUTOR_MAX_RECEIVE_BYTES - FRAMING_MARGIN_BYTES
         # Tasks too large to send, by the fingerprint they were refused with: not tried again
         # until their config, target state or task count changes (or they are restarted).
         self._oversize: dict[TaskId, str] = {}
         # Set (and replaced) whenever an executor gives up tasks; see wait_until_released.
         self._tasks_released = asyncio.Event()
+        # The term-start grace: executors that ran tasks and have not attached yet, and until when
+        # they are waited for (set again by start()).
+        self.grace = grace
+        self._awaiting = set(expected_executors) if grace > 0 else set()
+        self._grace_until = time.monotonic() + grace
+        self._grace_timer: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------------ life cycle
 
     def start(self) -> None:
-        self._expiry_task = asyncio.get_running_loop().create_task(
-            self._expire_loop(), name="executor-expiry"
-        )
+        loop = asyncio.get_running_loop()
+        self._grace_until = time.monotonic() + self.grace
+        if self._awaiting:
+            log.info(
+                "placing no tasks for up to %.1fs, until executors %s attach again",
+                self.grace,
+                sorted(self._awaiting),
+            )
+            self._grace_timer = loop.call_later(self.grace, self.request_rebalance)
+        self._expiry_task = loop.create_task(self._expire_loop(), name="executor-expiry")
 
     async def stop(self) -> None:
-        """Detach every executor, recording its tasks as UNASSIGNED, and return only once every
-        status write has finished, so the stores can be stopped right after."""
+        """Close every executor's stream without releasing its tasks or writing any status (the
+        executors keep running them and attach to the next leader), stop fencing, and return once
+        the status writes under way have finished, so the stores can be stopped right after."""
         self._stopping = True
+        if self._grace_timer is not None:
+            self._grace_timer.cancel()
         loops = [task for task in (self._expiry_task, self._rebalance_task) if task is not None]
         for task in loops:
             task.cancel()
         await asyncio.gather(*loops, return_exceptions=True)
+        await self.releases.stop()
         for member in list(self.members.values()):
-            await self.detach(member, "the control plane is shutting down")
-        await asyncio.gather(*self._releases, return_exceptions=True)  # _release_done logs failures
+            member.close()
+        self.members.clear()
+        await self._writes.wait()
 
     def executors(self) -> list[Member]:
+        """Every member, connected or not."""
         return sorted(self.members.values(), key=lambda m: m.id)
 
     def running_tasks(self, connector: str) -> list[TaskId]:
-        """The connector's tasks that some executor still holds (running, or revoked and not yet
-        acknowledged): until this is empty, they may still commit offsets."""
-        return sorted(
-            (t for m in self.members.values() for t in m.owned if t.connector == connector),
-            key=lambda t: t.task,
-        )
+        """The connector's tasks that some executor may still hold (running, revoked and not yet
+        acknowledged, on a disconnected executor, or released and not yet recorded UNASSIGNED or
+        fenced): until this is empty, they may still commit offsets."""
+        held = {t for m in self.members.values() for t in m.owned} | set(self.releases.held)
+        return sorted((t for t in held if t.connector == connector), key=lambda t: t.task)
 
     async def wait_until_released(self, connector: str) -> None:
         """Return once no executor holds a task of the connector (the caller bounds the wait)."""
@@ -185,23 +190,37 @@ class ExecutorCoordinator:
         self._tasks_released.set()
         self._tasks_released = asyncio.Event()
 
+    def _freed(self) -> None:
+        self._released()
+        self.request_rebalance()
+
     def _next_generation(self) -> int:
         self._generation += 1
         return self._generation
 
+    def _in_grace(self) -> bool:
+        """Whether expected executors are still awaited at the start of the term."""
+        if self._awaiting and time.monotonic() >= self._grace_until:
+            log.warning(
+                "executors %s did not attach within %.1fs; placing tasks", sorted(self._awaiting), self.grace
+            )
+            self._awaiting.clear()
+        return bool(self._awaiting)
+
     # ------------------------------------------------------------------ membership
 
     async def attach(self, hello: executor_pb2.Hello) -> Member:
+        """A new session of an executor: it keeps the tasks it reports that it may keep (Welcome
+        names them); the reported status of each is written when the status topic says otherwise.
+        An earlier session of the same executor ends, its tasks passing to this one the same way."""
         if self._stopping:
             raise UnavailableError(
                 "This control plane is shutting down; attach again to a running one",
                 reason="NOT_LEADER",
             )
-        now = time.monotonic()
-        previous = self.members.get(hello.executor_id)
+        previous = self.members.pop(hello.executor_id, None)
         if previous is not None:
-            # The same id attaching again replaces the old session; its tasks are released first.
-            await self.detach(previous, "replaced by a new session with the same id")
+            previous.close()
         member = Member(
             id=hello.executor_id,
             host=hello.host,
@@ -209,86 +228,130 @@ class ExecutorCoordinator:
             version=hello.version,
             max_tasks=max(hello.max_tasks, 0),
             attach_time=time.time(),
-            last_heartbeat=now,
+            last_heartbeat=time.monotonic(),
             outbox=asyncio.Queue(),
         )
+        adopted = self._adopt(member, hello.running_tasks, previous)
         self.members[member.id] = member
-        interval = duration_pb2.Duration()
-        interval.FromMilliseconds(int(self.heartbeat_interval * 1000))
-        timeout = duration_pb2.Duration()
-        timeout.FromMilliseconds(int(self.session_timeout * 1000))
+        if member.id in self._awaiting:
+            self._awaiting.discard(member.id)
+            if not self._awaiting:
+                log.info("every executor that ran tasks has attached again")
         member.send(
-            executor_pb2.ControllerMessage(
-                welcome=executor_pb2.Welcome(
-                    executor_id=member.id,
-                    heartbeat_interval=interval,
-                    session_timeout=timeout,
-                    worker_config=self.worker_config,
-                )
+            welcome(
+                member.id,
+                self.heartbeat_interval,
+                self.session_timeout,
+                self.worker_config,
+                [a.task.name for a in adopted],
             )
         )
-        log.info("executor %s attached from %s (spark %s)", member.id, member.host, member.spark_remote)
+        if member.revoking:
+            # The earlier session may not have received the revocation: ask again.
+            self._revoke(member, sorted(member.revoking))
+        log.info(
+            "executor %s attached from %s (spark %s)%s, keeping %d of the %d task(s) it runs",
+            member.id,
+            member.host,
+            member.spark_remote,
+            " again" if previous is not None else "",
+            len(adopted),
+            len(hello.running_tasks),
+        )
         self.request_rebalance()
         return member
 
-    def _close(self, member: Member) -> None:
-        if not member.closed:
-            member.closed = True
-            member.outbox.put_nowait(None)
+    def _adopt(
+        self, member: Member, running: Sequence[executor_pb2.RunningTask], previous: Member | None
+    ) -> list[Adopted]:
+        taken = {t for m in self.members.values() for t in (*m.owned, *m.revoking)}
+        taken.update(self.releases.held)
+        adopted = choose_adopted(
+            member.id, running, desired=self.desired(), taken=taken, floor=self.releases.floor
+        )
+        restarts = previous.restarts if previous is not None else set()
+        for item in adopted:
+            # A restart asked for while it was away: an empty fingerprint differs from any desired
+            # one, so the next rebalance assigns the task again in place.
+            fingerprint = "" if item.task in restarts else item.fingerprint
+            member.owned[item.task] = OwnedTask(item.generation, fingerprint)
+            if previous is not None and item.task in previous.revoking:
+                member.revoking.add(item.task)
+        if previous is not None:
+            # Tasks the earlier session held that the executor no longer runs are free again.
+            if set(previous.owned) - set(member.owned):
+                self._released()
+            previous.owned.clear()
+            previous.revoking.clear()
+            previous.restarts.clear()
+        store = self.status.store
+        updates = [
+            a for a in adopted if status_differs(store.get_task(a.task.connector, a.task.task), a, member.id)
+        ]
+        if updates:
+            member.status_writes = self._writes.start(
+                self._write_adopted(member.id, updates),
+                f"adopt-{member.id}",
+                f"recording the statuses of the tasks executor {member.id} kept",
+            )
+        return adopted
 
-    async def detach(self, member: Member, reason: str) -> None:
+    async def _write_adopted(self, executor_id: str, updates: Sequence[Adopted]) -> None:
+        for item in updates:
+            if item.task in self.desired():  # not if its connector was stopped or deleted since
+                task = item.task
+                await self.status.put_task(
+                    task.connector, task.task, item.state, item.trace, executor_id, item.generation
+                )
+
+    def disconnect(self, member: Member, reason: str) -> None:
+        """The member's stream ended without Goodbye: it keeps its tasks, disconnected, until it
+        attaches again or its session times out. Nothing to do for an earlier session."""
+        member.close()
+        if self.members.get(member.id) is not member or not member.connected:
+            return
+        member.connected = False
+        member.disconnected_at = time.monotonic()
+        log.warning(
+            "executor %s disconnected (%s); it keeps its %d task(s) for up to %.1fs",
+            member.id,
+            reason,
+            len(member.owned),
+            self.session_timeout,
+        )
+
+    def release(self, member: Member, reason: str, *, fence: bool) -> None:
+        """End the member and release its tasks: each still desired is recorded UNASSIGNED and, with
+        `fence`, each is fenced (its transactional id taken over); only then may the planner place
+        it elsewhere. Nothing to do for an earlier session."""
+        member.close()
         if self.members.get(member.id) is not member:
-            self._close(member)
             return
         del self.members[member.id]
-        self._close(member)
-        released = list(member.owned)
+        released = dict.fromkeys(member.owned, member.id)
         member.owned.clear()
         member.revoking.clear()
-        self._released()
-        log.warning("executor %s detached: %s; releasing %d task(s)", member.id, reason, len(released))
-
-        async def release() -> None:
-            try:
-                # Its tasks run nowhere now: say so before anyone else is assigned them.
-                for task in released:
-                    await self._put_task_status(
-                        task, State.UNASSIGNED, None, member.id, self._next_generation()
-                    )
-            finally:
-                self.request_rebalance()
-
-        # The stream's teardown may cancel the caller; the release must still complete.
-        task = self._in_background(
-            release(), f"release-{member.id}", "recording the released tasks as UNASSIGNED"
-        )
-        await asyncio.shield(task)
-
-    def _in_background(self, work: Coroutine[Any, Any, None], name: str, what: str) -> asyncio.Task[None]:
-        """Runs a status write as a task of its own that stop() waits for; a failure is logged."""
-        task = asyncio.get_running_loop().create_task(work, name=name)
-        self._releases.add(task)
-
-        def done(finished: asyncio.Task[None]) -> None:
-            self._releases.discard(finished)
-            if not finished.cancelled() and finished.exception() is not None:
-                log.warning("%s failed: %s", what, finished.exception())
-
-        task.add_done_callback(done)
-        return task
+        member.restarts.clear()
+        log.warning("executor %s released: %s; releasing %d task(s)", member.id, reason, len(released))
+        self.releases.hold(released, fence=fence, why=f"executor {member.id} released")
 
     async def _expire_loop(self) -> None:
         while not self._stopping:
             await asyncio.sleep(min(self.heartbeat_interval, 1.0))
             now = time.monotonic()
             for member in list(self.members.values()):
-                if now - member.last_heartbeat > self.session_timeout:
+                if now - member.last_seen <= self.session_timeout:
+                    continue
+                if member.connected:
                     member.send(
                         executor_pb2.ControllerMessage(
                             fenced=executor_pb2.Fenced(reason="no heartbeat within the session timeout")
                         )
                     )
-                    await self.detach(member, f"no heartbeat for {self.session_timeout:.1f}s")
+                    reason = f"no heartbeat for {self.session_timeout:.1f}s"
+                else:
+                    reason = f"not attached again within {self.session_timeout:.1f}s"
+                self.release(member, reason, fence=True)
 
     # ------------------------------------------------------------------ assignment
 
@@ -316,83 +379,81 @@ class ExecutorCoordinator:
                 return
 
     def desired(self) -> dict[TaskId, DesiredTask]:
-        snap = self._snapshot()
-        wanted: dict[TaskId, DesiredTask] = {}
-        for connector in snap.connectors():
-            target = snap.target_state(connector)
-            config = snap.connector_config(connector)
-            tasks = snap.tasks(connector)
-            if config is None or target not in (TargetState.STARTED, TargetState.PAUSED):
-                continue
-            if connector in snap.inconsistent:
-                continue
-            for index, task_config in enumerate(tasks):
-                task = TaskId(connector, index)
-                wanted[task] = DesiredTask(task, config, task_config, target, len(tasks))
-        return wanted
+        return desired_tasks(self._snapshot())
 
-    def _ready(self) -> dict[TaskId, DesiredTask]:
-        """The desired tasks whose assignment can be built now. A source task whose connector's own
-        offsets topic is not open yet waits (its committed offsets are not known): the topic opens
-        in the background, off the loop, and its opening asks for another rebalance."""
+    def _wanted(self) -> tuple[dict[TaskId, DesiredTask], dict[TaskId, DesiredTask]]:
+        """The desired tasks that may run (all but those refused as too large), and of those the
+        ones whose assignment can be built now. A source task whose connector's own offsets topic is
+        not open yet waits (its committed offsets are not known): the topic opens in the background,
+        off the loop, and its opening asks for another rebalance."""
         wanted = self.desired()
         # A refused task is forgotten once it changed or is gone, and until then left out.
         self._oversize = {
             t: fp for t, fp in self._oversize.items() if t in wanted and wanted[t].fingerprint == fp
         }
-        self.offsets.open_stores(d.connector_config for d in wanted.values() if self._is_source(d))
-        return {
+        eligible = {t: d for t, d in wanted.items() if t not in self._oversize}
+        self.offsets.open_stores(d.connector_config for d in eligible.values() if self._is_source(d))
+        ready = {
             t: d
-            for t, d in wanted.items()
-            if t not in self._oversize and (not self._is_source(d) or self.offsets.ready(d.connector_config))
+            for t, d in eligible.items()
+            if not self._is_source(d) or self.offsets.ready(d.connector_config)
         }
+        return eligible, ready
 
     def _is_source(self, desired: DesiredTask) -> bool:
         return self._connector_type(desired.connector_config) is ConnectorType.SOURCE
 
     async def _rebalance(self) -> None:
         async with self._lock:
-            wanted = self._ready()
+            eligible, ready = self._wanted()
+            live = {m.id: m for m in self.members.values() if m.connected}
             owners = {t: m.id for m in self.members.values() for t in m.owned}
+            owners.update(dict.fromkeys(self.releases.held, _HELD))
             revoking = {t for m in self.members.values() for t in m.revoking}
             # A changed config or target state restarts the task where it runs (new generation).
-            for member in self.members.values():
+            for member in live.values():
                 changed = [
-                    wanted[t]
+                    ready[t]
                     for t, owned in member.owned.items()
-                    if t in wanted and t not in member.revoking and owned.fingerprint != wanted[t].fingerprint
+                    if t in ready and t not in member.revoking and owned.fingerprint != ready[t].fingerprint
                 ]
                 if changed:
                     self._assign(member, changed)
-            step: Plan = plan(
-                set(wanted), owners, revoking, {m.id: m.max_tasks for m in self.members.values()}
-            )
+            placing = not self._in_grace()
+            if placing:
+                leftovers = self.releases.hold_leftovers((t for t in ready if t not in owners), self.members)
+                owners.update(dict.fromkeys(leftovers, _HELD))
+            # Tasks placed already stay wanted while they wait for their offsets topic to open.
+            considered = set(ready) | {t for t in owners if t in eligible}
+            step: Plan = plan(considered, owners, revoking, {m.id: m.max_tasks for m in live.values()})
             for executor_id, tasks in step.revoke.items():
-                member = self.members[executor_id]
-                member.revoking.update(tasks)
-                member.send(
-                    executor_pb2.ControllerMessage(
-                        revocation=executor_pb2.Revocation(tasks=[t.name for t in tasks])
-                    )
-                )
-                log.info("revoking %s from %s", [t.name for t in tasks], executor_id)
-            for executor_id, tasks in step.assign.items():
-                self._assign(self.members[executor_id], [wanted[t] for t in tasks])
+                # During the grace only tasks no longer wanted are revoked, none for the balance.
+                chosen = tasks if placing else [t for t in tasks if t not in considered]
+                if chosen:
+                    self._revoke(live[executor_id], chosen)
+            if placing:
+                for executor_id, tasks in step.assign.items():
+                    self._assign(live[executor_id], [ready[t] for t in tasks])
+
+    def _revoke(self, member: Member, tasks: Sequence[TaskId]) -> None:
+        member.revoking.update(tasks)
+        member.send(
+            executor_pb2.ControllerMessage(revocation=executor_pb2.Revocation(tasks=[t.name for t in tasks]))
+        )
+        log.info("revoking %s from %s", [t.name for t in tasks], member.id)
 
     def _assign(self, member: Member, tasks: Sequence[DesiredTask]) -> None:
         """Sends the tasks in as many Assignment messages as it takes to keep each within
         assignment_message_bytes; a larger task goes alone, one too large for the executor not at all."""
-        bound = self.assignment_message_bytes - _ENVELOPE_BYTES
+        bound = self.assignment_message_bytes - ENVELOPE_BYTES
         batch: list[executor_pb2.TaskAssignment] = []
         size = 0
         for desired in tasks:
             generation = self._next_generation()
             item = self._task_assignment(desired, generation)
-            # Its share of the Assignment: the field's tag, its length as a varint, the task itself.
-            length = item.ByteSize()
-            cost = 1 + _varint_bytes(length) + length
-            if cost > self.max_assignment_bytes - _ENVELOPE_BYTES:
-                self._refuse(desired, generation, cost + _ENVELOPE_BYTES)
+            cost = entry_bytes(item)
+            if cost > self.max_assignment_bytes - ENVELOPE_BYTES:
+                self._refuse(desired, generation, cost + ENVELOPE_BYTES)
                 continue
             if batch and size + cost > bound:
                 self._send_assignment(member, batch)
@@ -411,6 +472,7 @@ class ExecutorCoordinator:
             task_config=dict(desired.task_config),
             target_state=_TARGETS[desired.target],
             task_count=desired.task_count,
+            fingerprint=desired.fingerprint,
         )
         if self._is_source(desired):
             for partition, offset in self.offsets.source_offsets(
@@ -428,97 +490,74 @@ class ExecutorCoordinator:
         fingerprint, so it neither breaks the executor's stream nor holds up other tasks."""
         task = desired.task
         self._oversize[task] = desired.fingerprint
-        trace = (
-            f"The assignment of {task.name} is {size} bytes, more than the {self.max_assignment_bytes} "
-            f"bytes an executor accepts (EXECUTOR_MAX_RECEIVE_BYTES, {EXECUTOR_MAX_RECEIVE_BYTES // 2**20} "
-            "MiB, less room for gRPC framing), so it is not sent to any executor. Make the connector "
-            "config or this task's config smaller; the task is tried again when the config changes "
-            "or the task is restarted."
-        )
+        trace = oversize_trace(task.name, size, self.max_assignment_bytes)
         log.error(
             "not assigning %s: its assignment of %d bytes is too large for an executor", task.name, size
         )
 
         async def fail() -> None:
             if self._snapshot().connector_config(task.connector) is not None:
-                await self._put_task_status(task, State.FAILED, trace, self.status.worker_id, generation)
+                await self.status.put_task(
+                    task.connector, task.task, State.FAILED, trace, self.status.worker_id, generation
+                )
 
-        self._in_background(fail(), f"refuse-{task.name}", f"recording {task.name} as FAILED")
+        self._writes.start(fail(), f"refuse-{task.name}", f"recording {task.name} as FAILED")
         # The next pass leaves it out: an executor running an earlier config of it gives it up, and
         # the place the planner meant for it goes to another task.
         self.request_rebalance()
 
     def restart_tasks(self, connector: str, tasks: Sequence[int]) -> None:
-        """Restart these tasks where they run: a new generation makes their executor start them afresh.
-        A task refused as too large is tried once more."""
-        retried = [t for t in (TaskId(connector, n) for n in tasks) if self._oversize.pop(t, None)]
-        if retried:
+        """Restart these tasks where they run: a new generation makes their executor start them afresh
+        (on a disconnected executor, once it attaches again). A task refused as too large is tried
+        once more."""
+        chosen_tasks = [TaskId(connector, n) for n in tasks]
+        if [t for t in chosen_tasks if self._oversize.pop(t, None)]:
             self.request_rebalance()
-        wanted = self._ready()
+        _, ready = self._wanted()
         for member in self.members.values():
             chosen = [
-                wanted[task]
-                for task in (TaskId(connector, n) for n in tasks)
-                if task in member.owned and task in wanted and task not in member.revoking
+                ready[task]
+                for task in chosen_tasks
+                if task in member.owned and task in ready and task not in member.revoking
             ]
-            if chosen:
+            if not chosen:
+                continue
+            if member.connected:
                 self._assign(member, chosen)
+            else:
+                member.restarts.update(d.task for d in chosen)
 
     # ------------------------------------------------------------------ executor messages
 
-    def _current(self, member: Member, task_name: str, generation: int) -> TaskId | None:
-        try:
-            task = TaskId.parse(task_name)
-        except ValueError:
-            return None
-        owned = member.owned.get(task)
-        if owned is None or owned.generation != generation:
-            log.warning(
-                "refusing report for %s generation %d from %s (current: %s)",
-                task_name,
-                generation,
-                member.id,
-                owned.generation if owned else "not assigned here",
-            )
-            return None
-        return task
-
     async def handle(self, member: Member, message: executor_pb2.ExecutorMessage) -> None:
         kind = message.WhichOneof("kind")
+        if self.members.get(member.id) is not member:
+            log.info("ignoring %s from an ended session of executor %s", kind, member.id)
+            return
         member.last_heartbeat = time.monotonic()
         if kind == "heartbeat":
             return
         if kind == "task_status":
+            if member.status_writes is not None:
+                # The statuses recorded on attach go first; a failure there was logged.
+                await asyncio.wait({member.status_writes})
             report = message.task_status
-            task = self._current(member, report.task, report.generation)
+            task = current_task(member, report.task, report.generation)
             if task is not None and self._snapshot().connector_config(task.connector) is None:
                 # A deleted connector's statuses are gone; a late report must not bring one back.
                 log.info("dropping the status report of %s: its connector was deleted", report.task)
             elif task is not None:
-                await self._put_task_status(
-                    task,
-                    _STATES.get(report.state, State.UNASSIGNED),
+                await self.status.put_task(
+                    task.connector,
+                    task.task,
+                    STATES.get(report.state, State.UNASSIGNED),
                     report.trace or None,
                     member.id,
                     report.generation,
                 )
-        elif kind == "offset_commit":
-            commit = message.offset_commit
-            result = executor_pb2.CommitResult(commit_id=commit.commit_id, ok=True)
-            try:
-                task = self._current(member, commit.task, commit.generation)
-                if task is None:
-                    raise CommitRejectedError(f"stale generation {commit.generation} for {commit.task}")
-                await self._apply_commit(task, commit.offsets)
-            except CommitRejectedError as exc:
-                result.ok, result.error = False, str(exc)
-            except Exception as exc:
-                log.exception("applying the offset commit of %s failed", commit.task)
-                result.ok, result.error = False, f"{type(exc).__name__}: {exc}"
-            member.send(executor_pb2.ControllerMessage(commit_result=result))
         elif kind == "active_topics":
             topics_report = message.active_topics
-            task = self._current(member, topics_report.task, topics_report.generation)
+            task = current_task(member, topics_report.task, topics_report.generation)
             if task is not None:
                 await self.topics.record(task.connector, task.task, topics_report.topics)
         elif kind == "revocation_ack":
@@ -530,25 +569,12 @@ class ExecutorCoordinator:
                 if task in member.revoking:
                     member.revoking.discard(task)
                     member.owned.pop(task, None)
+                    member.restarts.discard(task)
             self._released()
             self.request_rebalance()
-
-    async def _put_task_status(
-        self, task: TaskId, state: State, trace: str | None, worker_id: str, generation: int
-    ) -> None:
-        await self.status.put_task(task.connector, task.task, state, trace, worker_id, generation)
-
-    async def _apply_commit(self, task: TaskId, offsets: Sequence[Any]) -> None:
-        config = self._snapshot().connector_config(task.connector)
-        if config is None:
-            raise CommitRejectedError(f"connector {task.connector} no longer exists")
-        pairs = offsets_from_proto(offsets)
-        if not pairs:
-            return
-        if self._connector_type(config) is ConnectorType.SINK:
-            await self.offsets.commit_sink(task.connector, config, pairs)
-        else:
-            await self.offsets.write_source(task.connector, config, pairs)
+        elif kind == "goodbye":
+            # Its tasks stopped and committed what they will: no fencing needed.
+            self.release(member, "it shut down", fence=False)
 
     def reset_reported_topics(self, connector: str) -> None:
         """The connector's active topics were reset: every executor forgets which topics the
@@ -558,8 +584,3 @@ class ExecutorCoordinator:
         )
         for member in list(self.members.values()):
             member.send(message)
-
-
-def _varint_bytes(value: int) -> int:
-    """The length of a non-negative protobuf varint."""
-    return max(1, (value.bit_length() + 6) // 7)

@@ -17,9 +17,11 @@ class LeaderTerm:
     """TermDuties (cluster/leadership.py) of a control plane.
 
     Owns the executor coordinator of the current term (None between terms): a new term gets a new
-    one, whose assignment generations start above every earlier term's (the epoch in the high bits).
-    `end` stops it first, while the writer still works, then the herder's reconciliation, and only
-    then takes the writer away from the logs.
+    one, made by the factory once the leader's logs are read to their end (so it sees the statuses
+    earlier terms left), whose assignment generations start above every earlier term's (the epoch
+    in the high bits). `end` stops it first, while the writer still works: it closes the executors'
+    streams and leaves their tasks running for the next leader to adopt. Then it stops the herder's
+    reconciliation, and only then takes the writer away from the logs.
     """
 
     def __init__(

@@ -67,6 +67,7 @@ from sluiceway_server.storage import (
     RestartRequest,
     StatusStore,
 )
+from sluiceway_server.storage.task_fencing import TaskFencer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -99,6 +100,7 @@ class Herder:
         topic_tracking: bool = True,
         topic_tracking_reset: bool = True,
         topic_creation: bool = True,
+        fencer: TaskFencer | None = None,
     ) -> None:
         self.worker_id = worker_id
         self.config_store = config_store
@@ -128,6 +130,7 @@ class Herder:
             storage=offset_storage,
             locks=self.locks,
             scheduler=lambda: self.scheduler,
+            fencer=fencer,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self.watchers = StatusWatchers()

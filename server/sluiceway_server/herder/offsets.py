@@ -4,8 +4,11 @@ Reads work in any state. Changes need the connector STOPPED with an empty task s
 left on an executor (a task still shutting down could commit over the change); they hold the
 connector's lock, so no resume or delete interleaves. The connector's `alter_offsets` is asked
 first, on the plugin-call pool and time-limited: raising refuses the change before anything is
-written, and its answer is reported as `acknowledged`. Offsets are written through
-ConnectorOffsetStorage and read back before the call returns.
+written, and its answer is reported as `acknowledged`. Before any offset is written (and, for a
+reset, before the offsets it clears are read), every task of the connector that may have committed
+is fenced (with a `fencer`; see storage/task_fencing.py), so that an executor the control plane no
+longer hears from, still running such a task, cannot commit over the change. Offsets are written
+through ConnectorOffsetStorage and read back before the call returns.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from sluiceway_server.storage import (
     SinkOffsetsRefusedError,
 )
 from sluiceway_server.storage.connector_offsets import SinkOffsets
+from sluiceway_server.storage.task_fencing import TaskFencer
 
 SINK_TOPIC, SINK_PARTITION, SINK_OFFSET = "kafka_topic", "kafka_partition", "kafka_offset"
 _TARGET_LABELS = {
@@ -75,6 +79,7 @@ class OffsetManager:
         storage: ConnectorOffsetStorage,
         locks: KeyedLocks,
         scheduler: Callable[[], TaskScheduler | None],
+        fencer: TaskFencer | None = None,
     ) -> None:
         self._snapshot = snapshot
         self._plugins = plugins
@@ -82,6 +87,8 @@ class OffsetManager:
         self.storage = storage
         self._locks = locks
         self._scheduler = scheduler
+        # None: changes fence no task (tests without Kafka).
+        self.fencer = fencer
 
     # ------------------------------------------------------------------ reads
 
@@ -112,11 +119,13 @@ class OffsetManager:
                 sink_offsets = _sink_offsets(offsets)
                 await tasks_gone(self._scheduler(), name)
                 acknowledged = await self._ask_sink(name, config, sink_offsets, "alter")
+                await self._fence(name, config, source=False)
                 await self._run_sink_change(name, config, self.storage.write_sink(name, config, sink_offsets))
             else:
                 pairs = _source_offsets(offsets)
                 await tasks_gone(self._scheduler(), name)
                 acknowledged = await self._ask_source(name, config, pairs, "alter")
+                await self._fence(name, config, source=True)
                 with _in_kafka("writing the source offsets and reading them back"):
                     await self.storage.write_source(name, config, pairs)
         return _outcome(name, acknowledged, "changed", "change")
@@ -131,7 +140,9 @@ class OffsetManager:
         self._check_stopped(name)
         # First the tasks must be gone: one still running could commit a partition after the read.
         await tasks_gone(self._scheduler(), name)
-        if self._is_sink(name, config):
+        sink = self._is_sink(name, config)
+        await self._fence(name, config, source=not sink)
+        if sink:
             with _in_kafka(
                 f"reading the offsets of consumer group {self.storage.consumer_group(name, config)}"
             ):
@@ -147,6 +158,15 @@ class OffsetManager:
             with _in_kafka("writing tombstones for the source offsets and reading them back"):
                 await self.storage.write_source(name, config, resets)
         return _outcome(name, acknowledged, "reset", "reset")
+
+    async def _fence(self, name: str, config: Mapping[str, str], *, source: bool) -> None:
+        """Fence every task of the connector that may have committed (none without a fencer)."""
+        if self.fencer is None:
+            return
+        with _in_kafka(f"fencing the offset commits of the tasks of connector {name}"):
+            await self.fencer.fence_connector(
+                name, config, task_count=len(self._snapshot().tasks(name)), source=source
+            )
 
     # ------------------------------------------------------------------ checks
 

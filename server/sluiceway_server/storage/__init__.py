@@ -9,7 +9,6 @@ from sluiceway_server.storage.config_store import (
     RestartRequest,
 )
 from sluiceway_server.storage.connector_offsets import (
-    CommitRejectedError,
     ConnectorOffsetStorage,
     ConsumerGroupActiveError,
     OwnOffsetsTopic,
@@ -30,7 +29,6 @@ from sluiceway_server.storage.topics import TopicCreationError, TopicSpec, compa
 
 __all__ = [
     "ClusterConfigState",
-    "CommitRejectedError",
     "ConfigStore",
     "ConfigUpdateListener",
     "ConnectorOffsetStorage",

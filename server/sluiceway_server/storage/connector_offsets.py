@@ -1,5 +1,6 @@
 """Connector offsets in Kafka: the one place the control plane reads and writes them, for the
-executors' commits and assignments and for KIP-875's get, alter and reset.
+executors' assignments and for KIP-875's get, alter and reset (executors commit their offsets to
+Kafka themselves).
 
 - Source offsets live in the worker's offsets topic and, for a connector with an offsets topic of
   its own (`kafka_clients.own_offsets_topic`: its `offsets.storage.topic`, or the worker's topic
@@ -68,10 +69,6 @@ _TRANSIENT_CODES = frozenset(
 )
 T = TypeVar("T")
 _IDLE_GROUP_STATES = (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN)
-
-
-class CommitRejectedError(Exception):
-    """Offsets that must not be written (stale generation, malformed sink offsets)."""
 
 
 class SinkOffsetsRefusedError(Exception):
@@ -248,23 +245,6 @@ class ConnectorOffsetStorage:
             if tp.offset >= 0:  # negative: nothing committed
                 result[(tp.topic, tp.partition)] = tp.offset
         return result
-
-    async def commit_sink(
-        self, connector: str, config: Mapping[str, str], pairs: Sequence[OffsetPair]
-    ) -> None:
-        """An executor's commit: every offset a non-negative Kafka offset."""
-        offsets: CommittedOffsets = {}
-        for partition, offset in pairs:
-            try:
-                key = (str(partition["kafka_topic"]), int(partition["kafka_partition"]))
-                position = int(offset["kafka_offset"]) if offset is not None else None
-            except (KeyError, TypeError, ValueError) as exc:
-                raise CommitRejectedError(f"malformed sink offset {partition} → {offset}: {exc}") from exc
-            if position is None or position < 0:
-                raise CommitRejectedError(f"sink offsets must be non-negative, got {offset} for {partition}")
-            offsets[key] = position
-        group = self.consumer_group(connector, config)
-        await asyncio.to_thread(self._alter_sink, self._admin(config), group, offsets)
 
     async def write_sink(self, connector: str, config: Mapping[str, str], offsets: SinkOffsets) -> None:
         """KIP-875 alter: set these committed offsets, delete those given as None, keep the rest.

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sluiceway.offsets import source_offset_key, source_offset_value
 from sluiceway_server.storage import serde
 from sluiceway_server.storage.kafka_log import LogPosition, LogRecord, RecordLog
 
@@ -27,8 +28,8 @@ log = logging.getLogger(__name__)
 
 
 def offset_key(connector: str, partition: Mapping[str, Any]) -> bytes:
-    """The canonical key: compact JSON with sorted fields, so equal partitions give equal bytes."""
-    return serde.dumps([connector, dict(partition)], sort_keys=True)
+    """The canonical key (the one executors commit with): compact JSON with sorted fields."""
+    return source_offset_key(connector, partition)
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ class OffsetStore:
             for partition, offset in offsets:
                 canonical = offset_key(connector, partition)
                 records += [(raw, None) for raw in known.get(canonical, {}) if raw != canonical]
-                records.append((canonical, None if offset is None else serde.dumps(dict(offset))))
+                records.append((canonical, source_offset_value(offset)))
         deadline = time.monotonic() + timeout
         futures = [self._log.send(key, value) for key, value in records]
         positions: list[LogPosition] = [future.result(timeout=_left(deadline)) for future in futures]

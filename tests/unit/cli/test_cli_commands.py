@@ -273,8 +273,9 @@ def test_plugins(cli: Cli) -> None:
 
 def test_cluster_info(cli: Cli) -> None:
     out = cli("cluster", "info")
-    assert "Leader:           replica-1\n" in out
+    assert "Leader:           replica-1 (epoch 4)\n" in out
     assert ["replica-1", "10.0.0.1:8083", "yes", "4"] in _lines(out)
+    assert ["executor-1", "connectors/a/tasks/0"] in _lines(out)
     assert cli.json("cluster", "info")["this_replica"]["id"] == "replica-2"
 
 

@@ -1,6 +1,7 @@
 """The executor's attach loop and task runners against a scripted leader: a real gRPC
-`ExecutorService` on a loopback socket that the test drives message by message. Pipelines are
-small in-process fakes (no Kafka or Spark here: that is what the integration tests cover)."""
+`ExecutorService` on a loopback socket that the test drives message by message. Pipelines and
+offset committers are small in-process fakes (no Kafka or Spark here: the integration tests cover
+those); each fake commit waits until the test answers it, as Kafka would."""
 
 from __future__ import annotations
 
@@ -10,16 +11,25 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent import futures
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from google.protobuf import duration_pb2
 
 from sluiceway.api.v1 import common_pb2, executor_pb2, executor_pb2_grpc
+from sluiceway.connect import PluginRegistry
 from sluiceway.connect.kafka_clients import kafka_client_config
-from sluiceway.offsets import map_to_proto, offsets_from_proto
+from sluiceway.offsets import OffsetPair, map_to_proto
 from sluiceway_executor.attach import AttachSettings, ExecutorAgent
+from sluiceway_executor.connectors.filestream import FileStreamSinkConnector, FileStreamSourceConnector
+from sluiceway_executor.offset_commits import (
+    CommitOutcome,
+    CommitStatus,
+    KafkaCommitterFactory,
+    KafkaOffsetCommitter,
+)
 from sluiceway_executor.pipelines import parse_task_name
 from sluiceway_executor.pipelines.pipeline import BatchOutcome
 from sluiceway_executor.pipelines.spec import TaskSpec
@@ -84,19 +94,15 @@ class Stream:
         with self._cond:
             return [getattr(m, kind) for m in self.received if m.WhichOneof("kind") == kind]
 
+    def kinds(self) -> list[str | None]:
+        with self._cond:
+            return [m.WhichOneof("kind") for m in self.received]
+
     def mark(self) -> int:
-        """The position the next received message will have: `take(since=...)` and `position`
-        then see only messages the executor sent after this call."""
+        """The position the next received message will have: `take(since=...)` then sees only
+        messages the executor sent after this call."""
         with self._cond:
             return len(self.received)
-
-    def position(self, kind: str, where: Callable[[Any], bool] = lambda _: True) -> int:
-        """Where the first received message of `kind` matching `where` is in the stream."""
-        with self._cond:
-            for index, message in enumerate(self.received):
-                if message.WhichOneof("kind") == kind and where(getattr(message, kind)):
-                    return index
-        raise AssertionError(f"no {kind} message received")
 
     def barrier(self) -> None:
         """Sends a revocation of a task never assigned and waits for its acknowledgement. The
@@ -107,7 +113,15 @@ class Stream:
         self.send(revocation=executor_pb2.Revocation(tasks=[marker]))
         self.take("revocation_ack", lambda ack: list(ack.tasks) == [marker])
 
-    def welcome(self, heartbeat_ms: int = 100, **worker: str) -> executor_pb2.Hello:
+    def welcome(
+        self,
+        heartbeat_ms: int = 100,
+        *,
+        adopted: list[str] | None = None,
+        worker: Mapping[str, str] | None = None,
+    ) -> executor_pb2.Hello:
+        """Answers the Hello. `adopted`: the tasks the executor keeps; by default every task the
+        Hello listed (a leader that agrees with everything)."""
         hello: executor_pb2.Hello = self.take("hello")
         interval = duration_pb2.Duration()
         interval.FromMilliseconds(heartbeat_ms)
@@ -118,7 +132,8 @@ class Stream:
                 executor_id=hello.executor_id,
                 heartbeat_interval=interval,
                 session_timeout=timeout,
-                worker_config={"bootstrap.servers": "kafka:9092", **worker},
+                worker_config={"bootstrap.servers": "kafka:9092", **(worker or {})},
+                adopted_tasks=[t.task for t in hello.running_tasks] if adopted is None else adopted,
             )
         )
         return hello
@@ -132,6 +147,7 @@ class Stream:
         config: Mapping[str, str] | None = None,
         offsets: list[tuple[dict[str, Any], dict[str, Any]]] | None = None,
         task_count: int = 2,
+        fingerprint: str = "",
     ) -> None:
         assignment = executor_pb2.TaskAssignment(
             task=task,
@@ -140,6 +156,7 @@ class Stream:
             task_config={"task.class": "fake.Task"},
             target_state=common_pb2.TARGET_STATE_PAUSED if paused else common_pb2.TARGET_STATE_RUNNING,
             task_count=task_count,
+            fingerprint=fingerprint or f"fp-{generation}",
         )
         for partition, offset in offsets or []:
             assignment.source_offsets.add(partition=map_to_proto(partition), offset=map_to_proto(offset))
@@ -155,13 +172,6 @@ class Stream:
         )
         return report
 
-    def commit(self, task: str = TASK, timeout: float = TIMEOUT) -> executor_pb2.OffsetCommit:
-        commit: executor_pb2.OffsetCommit = self.take("offset_commit", lambda c: c.task == task, timeout)
-        return commit
-
-    def answer(self, commit: executor_pb2.OffsetCommit, ok: bool = True, error: str = "") -> None:
-        self.send(commit_result=executor_pb2.CommitResult(commit_id=commit.commit_id, ok=ok, error=error))
-
 
 class Leader(executor_pb2_grpc.ExecutorServiceServicer):
     def __init__(self) -> None:
@@ -169,6 +179,8 @@ class Leader(executor_pb2_grpc.ExecutorServiceServicer):
         self.all: list[Stream] = []
         # Called as each attach call arrives, before its stream exists.
         self.on_attach: Callable[[], None] = lambda: None
+        # Called with every message from the executor as it arrives.
+        self.on_message: Callable[[executor_pb2.ExecutorMessage], None] = lambda _: None
 
     def Attach(  # noqa: N802 - the RPC's name
         self, request_iterator: Iterator[executor_pb2.ExecutorMessage], context: grpc.ServicerContext
@@ -180,6 +192,7 @@ class Leader(executor_pb2_grpc.ExecutorServiceServicer):
         def read() -> None:
             try:
                 for message in request_iterator:
+                    self.on_message(message)
                     stream.deliver(message)
             except grpc.RpcError:
                 pass
@@ -241,7 +254,7 @@ class FakeWork:
         self.fail_start = False
         self.empty = False
         self.topics_per_batch: Callable[[int], set[str]] = lambda n: {f"topic-{n % 2}"}
-        # What the pipelines (and anything else a test hooks in) did, in the order it happened.
+        # What the pipelines, committers (and anything else a test hooks in) did, in order.
         self.events: list[str] = []
 
     def note(self, event: str) -> None:
@@ -306,6 +319,99 @@ class FakePipeline:
         self.work.note(f"generation {self.spec.generation} stopped")
 
 
+# ------------------------------------------------------------------ fake offset committers
+
+
+@dataclass
+class Commit:
+    """One commit a runner made, waiting for the test's answer."""
+
+    task: str
+    generation: int
+    offsets: list[OffsetPair]
+    done: threading.Event = field(default_factory=threading.Event)
+    outcome: CommitOutcome | None = None
+
+    def answer(self, status: CommitStatus = CommitStatus.OK, error: str = "") -> None:
+        self.outcome = CommitOutcome(status, error)
+        self.done.set()
+
+
+class FakeCommits:
+    """Every fake committer's commits, in order. Each commit waits for `Commit.answer` (or times
+    out as REJECTED); after `release()` every commit, pending or to come, is answered OK."""
+
+    def __init__(self, work: FakeWork) -> None:
+        self.work = work
+        self._cond = threading.Condition()
+        self.commits: list[Commit] = []
+        self._taken: set[int] = set()
+        self.open_error: Exception | None = None
+        # (task, generation, worker config) of every committer opened.
+        self.opened: list[tuple[str, int, dict[str, str]]] = []
+        self.closed: list[tuple[str, int]] = []
+        self._released = False
+
+    def __call__(self, spec: TaskSpec, worker_config: Mapping[str, str]) -> FakeCommitter:
+        return FakeCommitter(self, spec, dict(worker_config))
+
+    def add(self, commit: Commit) -> None:
+        with self._cond:
+            self.commits.append(commit)
+            if self._released:
+                commit.answer()
+            self._cond.notify_all()
+
+    def take(self, task: str = TASK, timeout: float = TIMEOUT) -> Commit:
+        """The first commit of `task` not yet taken."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for index, commit in enumerate(self.commits):
+                    if index not in self._taken and commit.task == task:
+                        self._taken.add(index)
+                        return commit
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"no commit of {task} within {timeout}s")
+                self._cond.wait(left)
+
+    def of(self, task: str = TASK) -> list[Commit]:
+        with self._cond:
+            return [c for c in self.commits if c.task == task]
+
+    def release(self) -> None:
+        with self._cond:
+            self._released = True
+            for commit in self.commits:
+                if not commit.done.is_set():
+                    commit.answer()
+
+
+@dataclass
+class FakeCommitter:
+    commits: FakeCommits
+    spec: TaskSpec
+    worker_config: dict[str, str]
+
+    def open(self, timeout: float) -> None:
+        if self.commits.open_error is not None:
+            raise self.commits.open_error
+        self.commits.opened.append((self.spec.name, self.spec.generation, self.worker_config))
+
+    def commit(self, offsets: list[OffsetPair], timeout: float) -> CommitOutcome:
+        commit = Commit(self.spec.name, self.spec.generation, offsets)
+        self.commits.add(commit)
+        if not commit.done.wait(timeout):
+            return CommitOutcome(CommitStatus.REJECTED, "no answer")
+        assert commit.outcome is not None
+        self.commits.work.note(f"generation {self.spec.generation} commit {commit.outcome.status.value}")
+        return commit.outcome
+
+    def close(self) -> None:
+        self.commits.closed.append((self.spec.name, self.spec.generation))
+
+
 # ------------------------------------------------------------------ fixtures
 
 
@@ -319,6 +425,11 @@ def server() -> Iterator[LeaderServer]:
 @pytest.fixture
 def work() -> FakeWork:
     return FakeWork()
+
+
+@pytest.fixture
+def commits(work: FakeWork) -> FakeCommits:
+    return FakeCommits(work)
 
 
 def settings_for(address: str, **overrides: Any) -> AttachSettings:
@@ -338,20 +449,23 @@ def settings_for(address: str, **overrides: Any) -> AttachSettings:
 
 
 @pytest.fixture
-def agent_factory(server: LeaderServer, work: FakeWork) -> Iterator[Callable[..., ExecutorAgent]]:
+def agent_factory(
+    server: LeaderServer, work: FakeWork, commits: FakeCommits
+) -> Iterator[Callable[..., ExecutorAgent]]:
     agents: list[tuple[ExecutorAgent, threading.Thread]] = []
 
     def make(**overrides: Any) -> ExecutorAgent:
-        agent = ExecutorAgent(settings_for(server.address, **overrides), work)
+        agent = ExecutorAgent(settings_for(server.address, **overrides), work, committer_factory=commits)
         thread = threading.Thread(target=agent.run, daemon=True)
         thread.start()
         agents.append((agent, thread))
         return agent
 
     yield make
+    # Nothing may wait for an answer the test will never give.
+    commits.release()
     if work.gate is not None:
         work.gate.set()
-    # The leader goes first: no commit waits for an answer the test will never give.
     server.stop()
     for agent, thread in agents:
         agent.shutdown(timeout=5)
@@ -367,32 +481,38 @@ def eventually(check: Callable[[], bool], timeout: float = TIMEOUT) -> None:
         time.sleep(0.01)
 
 
-# ------------------------------------------------------------------ tests
+def restart(server: LeaderServer) -> LeaderServer:
+    """A new scripted leader on the same address (the first must have been stopped)."""
+    return LeaderServer(server.port).start()
+
+
+# ------------------------------------------------------------------ one stream
 
 
 def test_hello_welcome_heartbeats_status_commits_and_topics(
-    server: LeaderServer, work: FakeWork, agent_factory: Callable[..., ExecutorAgent]
+    server: LeaderServer, work: FakeWork, commits: FakeCommits, agent_factory: Callable[..., ExecutorAgent]
 ) -> None:
     agent_factory()
     stream = server.leader.next_stream()
-    hello = stream.welcome(heartbeat_ms=50, **{"producer.linger.ms": "5"})
+    hello = stream.welcome(heartbeat_ms=50, worker={"producer.linger.ms": "5"})
     assert (hello.executor_id, hello.spark_remote, hello.max_tasks) == ("exec-test", "sc://spark:15002", 4)
     assert hello.version and hello.host
+    assert list(hello.running_tasks) == []
 
-    stream.assign(generation=7, offsets=[({"task": 0}, {"batch": 41, "generation": 6})])
+    stream.assign(generation=7, offsets=[({"task": 0}, {"batch": 41, "generation": 6})], fingerprint="fp")
     running = stream.status(common_pb2.STATE_RUNNING)
     assert running.generation == 7
-    first = stream.commit()
+    # The committer was opened, with the Welcome's worker config, before the task said RUNNING.
+    ((task, generation, worker_config),) = commits.opened
+    assert (task, generation, worker_config["producer.linger.ms"]) == (TASK, 7, "5")
+    first = commits.take()
     assert first.generation == 7
-    assert offsets_from_proto(first.offsets) == [({"task": 0}, {"batch": 0, "generation": 7})]
-    stream.answer(first)
-    second = stream.commit()
-    assert second.commit_id != first.commit_id
-    stream.answer(second)
-    stream.answer(stream.commit())
+    assert first.offsets == [({"task": 0}, {"batch": 0, "generation": 7})]
+    first.answer()
+    commits.take().answer()
+    commits.take().answer()
 
     # Topics are reported once each, after the batch that used them first was committed.
-    topics = [t for report in stream.of_kind("active_topics") for t in report.topics]
     eventually(lambda: len([t for r in stream.of_kind("active_topics") for t in r.topics]) >= 2)
     topics = [t for report in stream.of_kind("active_topics") for t in report.topics]
     assert sorted(topics) == ["topic-0", "topic-1"]
@@ -406,11 +526,13 @@ def test_hello_welcome_heartbeats_status_commits_and_topics(
     assert pipeline.spec.source_offsets == (({"task": 0}, {"batch": 41, "generation": 6}),)
     assert isinstance(pipeline.spec.source_offsets[0][1]["batch"], int)
     assert pipeline.spec.task_count == 2
+    assert pipeline.spec.fingerprint == "fp"
     eventually(lambda: len(pipeline.committed_outcomes) >= 3)
+    assert "offset_commit" not in stream.kinds()
 
 
 def test_an_active_topics_reset_makes_the_connectors_tasks_report_their_topics_again(
-    server: LeaderServer, work: FakeWork, agent_factory: Callable[..., ExecutorAgent]
+    server: LeaderServer, commits: FakeCommits, work: FakeWork, agent_factory: Callable[..., ExecutorAgent]
 ) -> None:
     work.topics_per_batch = lambda n: {"orders"}
     agent_factory()
@@ -419,78 +541,104 @@ def test_an_active_topics_reset_makes_the_connectors_tasks_report_their_topics_a
     stream.assign()
     stream.status(common_pb2.STATE_RUNNING)
     for _ in range(3):
-        stream.answer(stream.commit())
+        commits.take().answer()
+    # The runner queues its report after a commit's answer and before its next batch: once the next
+    # commit is here and a barrier's acknowledgement (queued later) has arrived, so has the report.
+    following = commits.take()
+    stream.barrier()
     assert [list(r.topics) for r in stream.of_kind("active_topics")] == [["orders"]]
 
     # Another connector's reset changes nothing; this connector's makes the next batch report again.
     stream.send(active_topics_reset=executor_pb2.ActiveTopicsReset(connector="other"))
     stream.barrier()
-    stream.answer(stream.commit())
-    # The runner reports after a commit's answer and before its next batch: once the next commit
-    # is here, a report of the answered batch would be too.
-    following = stream.commit()
+    following.answer()
+    after = commits.take()
+    stream.barrier()
     assert len(stream.of_kind("active_topics")) == 1
-    stream.answer(following)
     stream.send(active_topics_reset=executor_pb2.ActiveTopicsReset(connector="demo"))
     stream.barrier()
-    stream.answer(stream.commit())
-    report = stream.take("active_topics", since=stream.position("active_topics") + 1)
-    assert (report.task, list(report.topics)) == (TASK, ["orders"])
+    after.answer()
+    commits.take()
+    stream.barrier()
+    reports = stream.of_kind("active_topics")
+    assert [(r.task, list(r.topics)) for r in reports] == [(TASK, ["orders"]), (TASK, ["orders"])]
 
 
 def test_no_topics_are_reported_when_topic_tracking_is_disabled(
-    server: LeaderServer, work: FakeWork, agent_factory: Callable[..., ExecutorAgent]
+    server: LeaderServer, commits: FakeCommits, agent_factory: Callable[..., ExecutorAgent]
 ) -> None:
     agent_factory()
     stream = server.leader.next_stream()
-    stream.welcome(100, **{"topic.tracking.enable": "false"})
+    stream.welcome(worker={"topic.tracking.enable": "false"})
     stream.assign()
     stream.status(common_pb2.STATE_RUNNING)
     for _ in range(3):
-        stream.answer(stream.commit())
+        commits.take().answer()
+    commits.take()
     stream.barrier()
     assert stream.of_kind("active_topics") == []
 
 
-def test_a_refused_commit_fails_the_task_with_the_leaders_message(
-    server: LeaderServer, work: FakeWork, agent_factory: Callable[..., ExecutorAgent]
+def test_a_rejected_commit_fails_the_task_with_the_committers_message(
+    server: LeaderServer, work: FakeWork, commits: FakeCommits, agent_factory: Callable[..., ExecutorAgent]
 ) -> None:
     agent_factory()
     stream = server.leader.next_stream()
     stream.welcome()
     stream.assign(generation=3)
-    stream.answer(stream.commit(), ok=False, error="stale generation 3")
+    commits.take().answer(CommitStatus.REJECTED, "the offsets topic is gone")
     failed = stream.status(common_pb2.STATE_FAILED)
     assert failed.generation == 3
-    assert "stale generation 3" in failed.trace
+    assert "Offset commit failed: the offsets topic is gone" in failed.trace
     (pipeline,) = work.of(TASK)
     eventually(lambda: pipeline.stopped)
     assert pipeline.committed_outcomes == []
     assert pipeline.batches == [0]
+    assert commits.closed == [(TASK, 3)]
 
 
-def test_an_unanswered_commit_times_out_and_fails_the_task(
-    server: LeaderServer, work: FakeWork, agent_factory: Callable[..., ExecutorAgent]
+def test_a_fenced_commit_ends_the_task_quietly(
+    server: LeaderServer, work: FakeWork, commits: FakeCommits, agent_factory: Callable[..., ExecutorAgent]
 ) -> None:
-    agent_factory(commit_timeout=0.3)
+    agent = agent_factory()
     stream = server.leader.next_stream()
     stream.welcome()
-    stream.assign()
-    stream.commit()
-    failed = stream.status(common_pb2.STATE_FAILED)
-    assert "no answer to offset commit" in failed.trace
-    eventually(lambda: work.of(TASK)[0].stopped)
+    stream.assign(generation=4)
+    stream.status(common_pb2.STATE_RUNNING)
+    commits.take().answer()
+    commits.take().answer(CommitStatus.FENCED, "a newer producer holds the id")
+    (pipeline,) = work.of(TASK)
+    eventually(lambda: pipeline.stopped)
+    runner = agent.runner(TASK)
+    assert runner is not None and runner.fenced and not runner.failed
+    assert runner.join(TIMEOUT)
+    # No FAILED status, no further batch or commit; heartbeats no longer list the task.
+    stream.barrier()
+    assert [r.state for r in stream.of_kind("task_status")] == [common_pb2.STATE_RUNNING]
+    assert pipeline.batches == [0, 1] and len(pipeline.committed_outcomes) == 1
+    assert len(commits.of(TASK)) == 2
+    assert commits.closed == [(TASK, 4)]
+    stream.take("heartbeat", lambda h: list(h.running_tasks) == [], since=stream.mark())
+
+    # Attached again, the executor does not claim the task.
+    server.stop()
+    again = restart(server)
+    try:
+        hello = again.leader.next_stream().welcome()
+        assert list(hello.running_tasks) == []
+    finally:
+        again.stop()
 
 
 def test_a_failing_batch_reports_failed_with_the_full_trace(
-    server: LeaderServer, work: FakeWork, agent_factory: Callable[..., ExecutorAgent]
+    server: LeaderServer, work: FakeWork, commits: FakeCommits, agent_factory: Callable[..., ExecutorAgent]
 ) -> None:
     work.fail_at = 1
     agent_factory()
     stream = server.leader.next_stream()
     stream.welcome()
     stream.assign(generation=5)
-    stream.answer(stream.commit())
+    commits.take().answer()
     failed = stream.status(common_pb2.STATE_FAILED)
     assert failed.generation == 5
     assert "Traceback (most recent call last)" in failed.trace
@@ -498,12 +646,13 @@ def test_a_failing_batch_reports_failed_with_the_full_trace(
     (pipeline,) = work.of(TASK)
     eventually(lambda: pipeline.stopped)
     assert pipeline.batches == [0, 1]
+    assert commits.closed == [(TASK, 5)]
     # A failed task is no longer running.
-    eventually(lambda: stream.take("heartbeat", lambda h: not h.running_tasks) is not None)
+    stream.take("heartbeat", lambda h: not h.running_tasks, since=stream.mark())
 
 
 def test_a_task_that_cannot_start_reports_failed(
-    server: LeaderServer, work: FakeWork, agent_factory: Callable[..., ExecutorAgent]
+    server: LeaderServer, work: FakeWork, commits: FakeCommits, agent_factory: Callable[..., ExecutorAgent]
 ) -> None:
     work.fail_start = True
     agent_factory()
@@ -512,11 +661,29 @@ def test_a_task_that_cannot_start_reports_failed(
     stream.assign()
     failed = stream.status(common_pb2.STATE_FAILED)
     assert "ValueError: cannot start: bad config" in failed.trace
-    assert stream.of_kind("offset_commit") == []
+    assert commits.opened == [] and commits.commits == []
+
+
+def test_a_committer_that_cannot_open_fails_the_task_before_any_batch(
+    server: LeaderServer, work: FakeWork, commits: FakeCommits, agent_factory: Callable[..., ExecutorAgent]
+) -> None:
+    commits.open_error = TimeoutError("cannot take over transactional id g-demo-0 within 5s")
+    agent_factory()
+    stream = server.leader.next_stream()
+    stream.welcome()
+    stream.assign(generation=2)
+    failed = stream.status(common_pb2.STATE_FAILED)
+    assert failed.generation == 2
+    assert "Traceback (most recent call last)" in failed.trace
+    assert "TimeoutError: cannot take over transactional id g-demo-0" in failed.trace
+    (pipeline,) = work.of(TASK)
+    eventually(lambda: pipeline.stopped)
+    assert pipeline.started and pipeline.batches == []
+    assert [r.state for r in stream.of_kind("task_status")] == [common_pb2.STATE_FAILED]
 
 
 def test_paused_task_idles_until_reassigned_running(
-    server: LeaderServer, work: FakeWork, agent_factory: Callable[..., ExecutorAgent]
+    server: LeaderServer, work: FakeWork, commits: FakeCommits, agent_factory: Callable[..., ExecutorAgent]
 ) -> None:
     agent_factory()
     stream = server.leader.next_stream()
@@ -528,28 +695,27 @@ def test_paused_task_idles_until_reassigned_running(
     for _ in range(2):
         stream.take("heartbeat", lambda h: TASK in h.running_tasks, since=after_paused)
     assert work.of(TASK) == []  # no pipeline, no batches
-    assert stream.of_kind("offset_commit") == []
-    stream.take("heartbeat", lambda h: TASK in h.running_tasks)
+    assert commits.opened == [] and commits.commits == []  # and no committer
 
     stream.assign(generation=2)
     assert stream.status(common_pb2.STATE_RUNNING, generation=2).generation == 2
     # The generation 2 runner starts its pipeline only after the paused runner has ended, so by now
     # everything the paused runner did is visible: it made no pipeline and committed nothing.
     assert [p.spec.generation for p in work.of(TASK)] == [2]
-    assert stream.commit().generation == 2
-    assert {c.generation for c in stream.of_kind("offset_commit")} == {2}
+    assert commits.take().generation == 2
+    assert {c.generation for c in commits.commits} == {2}
 
 
 def test_a_changed_assignment_restarts_the_task_between_batches_without_committing_the_old_batch(
-    server: LeaderServer, work: FakeWork, agent_factory: Callable[..., ExecutorAgent]
+    server: LeaderServer, work: FakeWork, commits: FakeCommits, agent_factory: Callable[..., ExecutorAgent]
 ) -> None:
     agent = agent_factory()
     stream = server.leader.next_stream()
     stream.welcome()
     stream.assign(generation=1)
-    first = stream.commit()
+    first = commits.take()
     work.gate = threading.Event()
-    stream.answer(first)
+    first.answer()
     (old,) = work.of(TASK)
     # The next batch is now in flight and held.
     eventually(lambda: len(old.batches) == 2)
@@ -572,30 +738,30 @@ def test_a_changed_assignment_restarts_the_task_between_batches_without_committi
     work.gate.set()
     stream.status(common_pb2.STATE_RUNNING, generation=1)
     assert stream.status(common_pb2.STATE_RUNNING, generation=2).generation == 2
-    commit = stream.commit()
-    assert commit.generation == 2
+    assert commits.take().generation == 2
     # The old generation's second batch was never committed, and its offsets carried over.
-    assert [c.generation for c in stream.of_kind("offset_commit")] == [1, 2]
+    assert [c.generation for c in commits.commits] == [1, 2]
     new = work.of(TASK)[1]
     assert old.stopped and old.finished == [0, 1]
     events = work.events
     assert events.index("generation 1 stopped") < events.index("generation 2 created"), events
     assert new.spec.connector_config["batch.max.records"] == "5"
     assert new.spec.source_offsets == (({"task": 0}, {"batch": 0, "generation": 1}),)
+    assert commits.closed[0] == (TASK, 1)
 
 
 def test_revocation_stops_between_batches_commits_the_batch_in_flight_then_acks(
-    server: LeaderServer, work: FakeWork, agent_factory: Callable[..., ExecutorAgent]
+    server: LeaderServer, work: FakeWork, commits: FakeCommits, agent_factory: Callable[..., ExecutorAgent]
 ) -> None:
     agent = agent_factory()
     stream = server.leader.next_stream()
     stream.welcome()
     stream.assign(TASK, 1)
     stream.assign(OTHER, 2)
-    firsts = [stream.commit(TASK), stream.commit(OTHER)]
+    firsts = [commits.take(TASK), commits.take(OTHER)]
     work.gate = threading.Event()
     for first in firsts:
-        stream.answer(first)
+        first.answer()
     eventually(lambda: all(len(p.batches) >= 2 for p in work.pipelines))
     revoked_runner = agent.runner(TASK)
     assert revoked_runner is not None
@@ -603,159 +769,26 @@ def test_revocation_stops_between_batches_commits_the_batch_in_flight_then_acks(
     stream.send(revocation=executor_pb2.Revocation(tasks=[TASK, "connectors/ghost/tasks/0"]))
     # The agent has handled the revocation once it has asked the runner to stop.
     eventually(lambda: revoked_runner.stopping)
-    assert stream.of_kind("revocation_ack") == [], "no ack while the batch is still in flight"
     work.gate.set()
     # The revoked task's batch in flight still commits (its generation is current until the ack).
-    in_flight = stream.commit(TASK)
+    in_flight = commits.take(TASK)
     assert in_flight.generation == 1
-    stream.answer(in_flight)
+    assert not revoked_runner.join(0.2), "the runner waits for its commit"
+    assert stream.of_kind("revocation_ack") == [], "no ack while the batch in flight is not committed"
+    in_flight.answer()
     ack = stream.take("revocation_ack")
     assert sorted(ack.tasks) == sorted([TASK, "connectors/ghost/tasks/0"])
-    # The ack came after the commit of the batch that was in flight, so not before that batch ended.
-    assert stream.position("offset_commit", lambda c: c.commit_id == in_flight.commit_id) < stream.position(
-        "revocation_ack"
-    )
     (revoked,) = work.of(TASK)
     assert revoked.stopped
     assert len(revoked.committed_outcomes) == 2
+    assert agent.runner(TASK) is None
     # The other task keeps running.
-    stream.answer(stream.commit(OTHER))
-    stream.take("heartbeat", lambda h: list(h.running_tasks) == [OTHER])
-
-
-def test_stream_failure_stops_tasks_without_committing_and_reattaches(
-    server: LeaderServer, work: FakeWork, agent_factory: Callable[..., ExecutorAgent]
-) -> None:
-    agent = agent_factory()
-    stream = server.leader.next_stream()
-    stream.welcome()
-    stream.assign()
-    first = stream.commit()
-    work.gate = threading.Event()
-    stream.answer(first)
-    (pipeline,) = work.of(TASK)
-    eventually(lambda: len(pipeline.committed_outcomes) == 1)
-    eventually(lambda: len(pipeline.batches) == 2)
-    runner = agent.runner(TASK)
-    assert runner is not None
-
-    # The control plane goes away while a batch is in flight, and comes back on the same address.
-    server.stop()
-    # The agent has seen the stream end once it has asked the runner to stop.
-    eventually(lambda: runner.stopping)
-    assert not pipeline.stopped, "the batch in flight finishes first"
-    work.gate.set()
-    eventually(lambda: pipeline.stopped)
-    assert len(pipeline.committed_outcomes) == 1
-    assert pipeline.finished == [0, 1]
-    assert work.events[-2:] == ["generation 1 batch 1 finished", "generation 1 stopped"]
-
-    restarted = LeaderServer(server.port).start()
-    try:
-        again = restarted.leader.next_stream(timeout=TIMEOUT)
-        hello = again.welcome()
-        assert hello.executor_id == "exec-test"
-        assert agent.sessions >= 2
-        again.assign(generation=9, offsets=[({"task": 0}, {"batch": 0, "generation": 1})])
-        assert again.status(common_pb2.STATE_RUNNING).generation == 9
-        again.answer(again.commit())
-        # Nothing of the old stream was sent on the new one.
-        assert [c.generation for c in again.of_kind("offset_commit")] == [9]
-    finally:
-        if work.gate is not None:
-            work.gate.set()
-        agent.shutdown(timeout=5)
-        restarted.stop()
-
-
-def test_attach_retries_with_backoff_until_the_leader_answers(work: FakeWork) -> None:
-    port = free_port()
-    agent = ExecutorAgent(settings_for(f"127.0.0.1:{port}"), work)
-    thread = threading.Thread(target=agent.run, daemon=True)
-    thread.start()
-    # Three attempts with no leader listening, backing off in between.
-    eventually(lambda: agent.sessions >= 3)
-    assert not agent.welcomed.is_set()
-    late = LeaderServer(port).start()
-    try:
-        stream = late.leader.next_stream(timeout=TIMEOUT)
-        stream.welcome()
-        eventually(agent.welcomed.is_set)
-    finally:
-        agent.shutdown(timeout=5)
-        thread.join(timeout=5)
-        late.stop()
-    assert not thread.is_alive()
-
-
-def test_fenced_stops_everything_and_attaches_again_as_a_new_session(
-    server: LeaderServer, work: FakeWork, agent_factory: Callable[..., ExecutorAgent]
-) -> None:
-    agent = agent_factory()
-    stream = server.leader.next_stream()
-    stream.welcome()
-    stream.assign()
-    first = stream.commit()
-    work.gate = threading.Event()
-    stream.answer(first)
-    (pipeline,) = work.of(TASK)
-    eventually(lambda: len(pipeline.batches) == 2)
-    runner = agent.runner(TASK)
-    assert runner is not None
-    server.leader.on_attach = lambda: work.note("attached again")
-    stream.send(fenced=executor_pb2.Fenced(reason="no heartbeat within the session timeout"))
-    # The agent has handled the fence once it has asked the runner to stop.
-    eventually(lambda: runner.stopping)
-    assert server.leader.streams.empty(), "attaching again waits until every task has stopped"
-    work.gate.set()
-    second = server.leader.next_stream()
-    eventually(lambda: pipeline.stopped)
-    # The batch in flight at the fence was not committed: not on the old stream, nor on the new one.
-    assert len(stream.of_kind("offset_commit")) == 1
-    assert pipeline.finished == [0, 1]
-    second.welcome()
-    assert second.of_kind("offset_commit") == []
-    eventually(stream.ended.is_set)
-    assert work.events.index("generation 1 stopped") < work.events.index("attached again"), work.events
-
-
-def test_shutdown_lets_the_batch_in_flight_finish_and_commit_then_closes_the_stream(
-    server: LeaderServer, work: FakeWork
-) -> None:
-    agent = ExecutorAgent(settings_for(server.address), work)
-    thread = threading.Thread(target=agent.run, daemon=True)
-    thread.start()
-    stream = server.leader.next_stream()
-    stream.welcome()
-    stream.assign()
-    first = stream.commit()
-    work.gate = threading.Event()
-    stream.answer(first)
-    (pipeline,) = work.of(TASK)
-    eventually(lambda: len(pipeline.batches) == 2)
-    runner = agent.runner(TASK)
-    assert runner is not None
-
-    stopper = threading.Thread(target=agent.shutdown, daemon=True)
-    stopper.start()
-    # shutdown() has begun once it has asked the runner to stop; the batch in flight holds it there.
-    eventually(lambda: runner.stopping)
-    assert agent.stopping
-    assert thread.is_alive()
-    work.gate.set()
-    last = stream.commit()
-    stream.answer(last)
-    stopper.join(timeout=TIMEOUT)
-    thread.join(timeout=TIMEOUT)
-    assert not thread.is_alive()
-    eventually(stream.ended.is_set)
-    assert pipeline.stopped and len(pipeline.committed_outcomes) == 2
-    assert pipeline.batches == [0, 1], "no batch starts once stopping"
-    assert len(server.leader.all) == 1, "no attach after shutdown"
+    commits.take(OTHER).answer()
+    stream.take("heartbeat", lambda h: list(h.running_tasks) == [OTHER], since=stream.mark())
 
 
 def test_empty_batches_back_off_and_commit_nothing(
-    server: LeaderServer, work: FakeWork, agent_factory: Callable[..., ExecutorAgent]
+    server: LeaderServer, work: FakeWork, commits: FakeCommits, agent_factory: Callable[..., ExecutorAgent]
 ) -> None:
     work.empty = True
     agent_factory(poll_interval=0.05, max_poll_interval=0.2)
@@ -773,7 +806,235 @@ def test_empty_batches_back_off_and_commit_nothing(
     within_a_second = [t for t in pipeline.batch_starts if t < first + 1.0]
     # 0.05 + 0.1 + 0.2 + 0.2 … within a second: a handful of polls, not hundreds.
     assert 3 <= len(within_a_second) <= 10
-    assert stream.of_kind("offset_commit") == []
+    assert commits.commits == []
+
+
+# ------------------------------------------------------------------ across streams
+
+
+def test_tasks_keep_running_and_committing_while_the_stream_is_down_and_are_listed_in_the_next_hello(
+    server: LeaderServer, work: FakeWork, commits: FakeCommits, agent_factory: Callable[..., ExecutorAgent]
+) -> None:
+    work.topics_per_batch = lambda n: {"orders"}
+    agent = agent_factory()
+    stream = server.leader.next_stream()
+    stream.welcome()
+    stream.assign(generation=7, fingerprint="fp-seven")
+    stream.status(common_pb2.STATE_RUNNING)
+    commits.take().answer()
+    runner = agent.runner(TASK)
+    assert runner is not None
+
+    # The control plane goes away; the task does not notice.
+    server.stop()
+    eventually(stream.ended.is_set)
+    for _ in range(3):
+        commits.take().answer()
+    assert agent.runner(TASK) is runner and runner.alive and not runner.stopping
+
+    restarted = restart(server)
+    try:
+        again = restarted.leader.next_stream()
+        hello = again.welcome()
+        (listed,) = hello.running_tasks
+        assert (listed.task, listed.generation, listed.fingerprint) == (TASK, 7, "fp-seven")
+        assert (listed.state, listed.trace) == (common_pb2.STATE_RUNNING, "")
+        assert agent.sessions == 2
+        # Adopted: the same runner goes on (heartbeats begin once the Welcome was handled), and
+        # reports its topics again to the new leader.
+        again.take("heartbeat", lambda h: list(h.running_tasks) == [TASK])
+        commits.take().answer()
+        commits.take().answer()
+        report = again.take("active_topics")
+        assert (report.task, report.generation, list(report.topics)) == (TASK, 7, ["orders"])
+        assert agent.runner(TASK) is runner and not runner.stopping
+        (pipeline,) = work.of(TASK)
+        assert not pipeline.stopped and len(commits.of(TASK)) >= 6
+
+        # A new generation from the new leader replaces the runner from the old stream.
+        again.assign(generation=8, fingerprint="fp-eight")
+        assert again.status(common_pb2.STATE_RUNNING, generation=8).generation == 8
+        assert pipeline.stopped and agent.runner(TASK) is not runner
+    finally:
+        commits.release()
+        agent.shutdown(timeout=5)
+        restarted.stop()
+
+
+def test_a_status_reported_while_the_stream_is_down_goes_out_in_the_next_hello(
+    server: LeaderServer, work: FakeWork, commits: FakeCommits, agent_factory: Callable[..., ExecutorAgent]
+) -> None:
+    agent = agent_factory()
+    stream = server.leader.next_stream()
+    stream.welcome()
+    stream.assign(generation=3)
+    stream.assign(OTHER, generation=4, paused=True)
+    stream.status(common_pb2.STATE_PAUSED, OTHER)
+    commits.take().answer()
+    pending = commits.take()
+
+    server.stop()
+    eventually(stream.ended.is_set)
+    pending.answer(CommitStatus.REJECTED, "the offsets topic is gone")
+    (pipeline,) = work.of(TASK)
+    eventually(lambda: pipeline.stopped)
+
+    restarted = restart(server)
+    try:
+        again = restarted.leader.next_stream()
+        hello = again.welcome(adopted=[TASK, OTHER])
+        listed = {t.task: t for t in hello.running_tasks}
+        assert sorted(listed) == [TASK, OTHER]
+        assert (listed[TASK].generation, listed[TASK].fingerprint, listed[TASK].state) == (
+            3,
+            "fp-3",
+            common_pb2.STATE_FAILED,
+        )
+        assert "Offset commit failed: the offsets topic is gone" in listed[TASK].trace
+        assert (listed[OTHER].generation, listed[OTHER].state) == (4, common_pb2.STATE_PAUSED)
+        # The failed task is kept, not running: heartbeats list only the paused one.
+        again.take("heartbeat", lambda h: list(h.running_tasks) == [OTHER])
+        assert agent.runner(TASK) is not None
+    finally:
+        agent.shutdown(timeout=5)
+        restarted.stop()
+
+
+def test_a_welcome_stops_the_tasks_it_does_not_adopt_without_committing(
+    server: LeaderServer, work: FakeWork, commits: FakeCommits, agent_factory: Callable[..., ExecutorAgent]
+) -> None:
+    agent = agent_factory()
+    stream = server.leader.next_stream()
+    stream.welcome()
+    stream.assign(TASK, 1)
+    stream.assign(OTHER, 2)
+    firsts = [commits.take(TASK), commits.take(OTHER)]
+    work.gate = threading.Event()
+    for first in firsts:
+        first.answer()
+    eventually(lambda: all(len(p.batches) >= 2 for p in work.pipelines))
+    kept, dropped = agent.runner(TASK), agent.runner(OTHER)
+    assert kept is not None and dropped is not None
+
+    server.stop()
+    eventually(stream.ended.is_set)
+    restarted = restart(server)
+    try:
+        again = restarted.leader.next_stream()
+        hello = again.welcome(adopted=[TASK])
+        assert sorted(t.task for t in hello.running_tasks) == [TASK, OTHER]
+        eventually(lambda: dropped.stopping)
+        assert agent.runner(OTHER) is None and agent.runner(TASK) is kept and not kept.stopping
+        work.gate.set()
+        # The kept task commits its batch in flight and goes on; the other ends without committing.
+        commits.take(TASK).answer()
+        (other,) = work.of(OTHER)
+        eventually(lambda: other.stopped)
+        assert other.finished == [0, 1] and len(commits.of(OTHER)) == 1
+        again.take("heartbeat", lambda h: list(h.running_tasks) == [TASK])
+    finally:
+        commits.release()
+        agent.shutdown(timeout=5)
+        restarted.stop()
+
+
+def test_fenced_stops_every_task_without_committing_and_attaches_again(
+    server: LeaderServer, work: FakeWork, commits: FakeCommits, agent_factory: Callable[..., ExecutorAgent]
+) -> None:
+    agent = agent_factory()
+    stream = server.leader.next_stream()
+    stream.welcome()
+    stream.assign()
+    first = commits.take()
+    work.gate = threading.Event()
+    first.answer()
+    (pipeline,) = work.of(TASK)
+    eventually(lambda: len(pipeline.batches) == 2)
+    runner = agent.runner(TASK)
+    assert runner is not None
+    stream.send(fenced=executor_pb2.Fenced(reason="no heartbeat within the session timeout"))
+    # The agent asks the runner to stop and attaches again at once: the new Hello lists nothing.
+    second = server.leader.next_stream()
+    assert runner.stopping
+    hello = second.welcome()
+    assert list(hello.running_tasks) == []
+    assert agent.runner(TASK) is None
+    work.gate.set()
+    eventually(lambda: pipeline.stopped)
+    # The batch in flight at the fence was not committed.
+    assert len(commits.of(TASK)) == 1
+    assert pipeline.finished == [0, 1]
+    eventually(stream.ended.is_set)
+
+    # The leader can assign the task again; the new runner starts after the old one ended.
+    second.assign(generation=5)
+    assert second.status(common_pb2.STATE_RUNNING, generation=5).generation == 5
+    assert commits.take().generation == 5
+
+
+def test_shutdown_commits_the_batches_in_flight_then_says_goodbye_and_closes_the_stream(
+    server: LeaderServer, work: FakeWork, commits: FakeCommits
+) -> None:
+    agent = ExecutorAgent(settings_for(server.address), work, committer_factory=commits)
+    thread = threading.Thread(target=agent.run, daemon=True)
+    thread.start()
+    server.leader.on_message = lambda m: work.note(str(m.WhichOneof("kind")))
+    stream = server.leader.next_stream()
+    stream.welcome()
+    stream.assign()
+    first = commits.take()
+    work.gate = threading.Event()
+    first.answer()
+    (pipeline,) = work.of(TASK)
+    eventually(lambda: len(pipeline.batches) == 2)
+    runner = agent.runner(TASK)
+    assert runner is not None
+
+    stopper = threading.Thread(target=agent.shutdown, daemon=True)
+    stopper.start()
+    # shutdown() has begun once it has asked the runner to stop; the batch in flight holds it there.
+    eventually(lambda: runner.stopping)
+    assert agent.stopping
+    assert thread.is_alive()
+    work.gate.set()
+    last = commits.take()
+    assert stream.of_kind("goodbye") == [], "no Goodbye while a task is still committing"
+    last.answer()
+    stopper.join(timeout=TIMEOUT)
+    thread.join(timeout=TIMEOUT)
+    assert not thread.is_alive()
+    eventually(stream.ended.is_set)
+    assert pipeline.stopped and len(pipeline.committed_outcomes) == 2
+    assert pipeline.batches == [0, 1], "no batch starts once stopping"
+    # Goodbye came after the task had committed and stopped, and was the stream's last message.
+    events = work.events
+    last_commit = events.index("generation 1 commit ok", events.index("generation 1 batch 1 finished"))
+    assert last_commit < events.index("generation 1 stopped") < events.index("goodbye"), events
+    assert stream.kinds()[-1] == "goodbye"
+    assert len(server.leader.all) == 1, "no attach after shutdown"
+
+
+def test_attach_retries_with_backoff_until_the_leader_answers(work: FakeWork, commits: FakeCommits) -> None:
+    port = free_port()
+    agent = ExecutorAgent(settings_for(f"127.0.0.1:{port}"), work, committer_factory=commits)
+    thread = threading.Thread(target=agent.run, daemon=True)
+    thread.start()
+    # Three attempts with no leader listening, backing off in between.
+    eventually(lambda: agent.sessions >= 3)
+    assert not agent.welcomed.is_set()
+    late = LeaderServer(port).start()
+    try:
+        stream = late.leader.next_stream(timeout=TIMEOUT)
+        stream.welcome()
+        eventually(agent.welcomed.is_set)
+    finally:
+        agent.shutdown(timeout=5)
+        thread.join(timeout=5)
+        late.stop()
+    assert not thread.is_alive()
+
+
+# ------------------------------------------------------------------ plain values
 
 
 def test_kafka_client_config_layers_worker_role_and_connector_overrides() -> None:
@@ -810,12 +1071,233 @@ def test_task_spec_reads_the_assignment() -> None:
         task_config={"b": "2"},
         target_state=common_pb2.TARGET_STATE_RUNNING,
         task_count=4,
+        fingerprint="abc123",
     )
     assignment.source_offsets.add(partition=map_to_proto({"file": "x"}), offset=map_to_proto({"pos": 12}))
     assignment.source_offsets.add(partition=map_to_proto({"file": "y"}))
     spec = TaskSpec.from_proto(assignment)
     assert (spec.connector, spec.task_index, spec.task_count, spec.paused) == ("my-conn", 3, 4, False)
     assert spec.generation == (5 << 32) + 1
+    assert spec.fingerprint == "abc123"
     assert spec.source_offsets == (({"file": "x"}, {"pos": 12}), ({"file": "y"}, None))
     with pytest.raises(ValueError, match="not a task resource name"):
         parse_task_name("connectors/x")
+
+
+# ------------------------------------------------------------------ the Kafka committer, scripted
+
+
+class ScriptedProducer:
+    """Stands in for confluent_kafka.Producer: records each call, and raises the errors a test
+    queued for a call (one per call, in order) before it succeeds."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.calls: list[str] = []
+        self.errors: dict[str, list[KafkaError]] = {}
+        self.produced: list[tuple[str, bytes | None, bytes | None]] = []
+        self.sent: list[tuple[list[tuple[str, int, int]], Any]] = []
+        self.closed = False
+
+    def _call(self, name: str) -> None:
+        self.calls.append(name)
+        queued = self.errors.get(name)
+        if queued:
+            raise KafkaException(queued.pop(0))
+
+    def init_transactions(self, timeout: float) -> None:
+        self._call("init")
+
+    def begin_transaction(self) -> None:
+        self._call("begin")
+
+    def produce(self, topic: str, key: bytes | None = None, value: bytes | None = None) -> None:
+        self._call("produce")
+        self.produced.append((topic, key, value))
+
+    def send_offsets_to_transaction(self, positions: list[Any], metadata: Any, timeout: float) -> None:
+        self._call("send_offsets")
+        self.sent.append(([(tp.topic, tp.partition, tp.offset) for tp in positions], metadata))
+
+    def commit_transaction(self, timeout: float) -> None:
+        self._call("commit")
+
+    def abort_transaction(self, timeout: float) -> None:
+        self._call("abort")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class ScriptedConsumer:
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.closed = False
+
+    def consumer_group_metadata(self) -> str:
+        return f"metadata of {self.config['group.id']}"
+
+    def close(self) -> None:
+        self.closed = True
+
+
+WORKER = {"bootstrap.servers": "k:9092", "group.id": "cluster-a", "offset.storage.topic": "offs"}
+
+
+def scripted_committer(
+    *, source: bool = True, config: Mapping[str, str] | None = None
+) -> tuple[KafkaOffsetCommitter, ScriptedProducer, list[ScriptedConsumer]]:
+    producers: list[ScriptedProducer] = []
+    consumers: list[ScriptedConsumer] = []
+
+    def producer(settings: dict[str, Any]) -> Any:
+        producers.append(ScriptedProducer(settings))
+        return producers[-1]
+
+    def consumer(settings: dict[str, Any]) -> Any:
+        consumers.append(ScriptedConsumer(settings))
+        return consumers[-1]
+
+    spec = TaskSpec(
+        name="connectors/demo/tasks/3",
+        connector="demo",
+        task_index=3,
+        generation=1,
+        connector_config=dict(config or {}),
+        task_config={},
+        paused=False,
+        task_count=4,
+    )
+    committer = KafkaOffsetCommitter(
+        spec, WORKER, source=source, producer_factory=producer, consumer_factory=consumer
+    )
+    committer.open(5.0)
+    return committer, producers[0], consumers
+
+
+def test_a_source_commit_is_one_transaction_of_offset_records() -> None:
+    committer, producer, consumers = scripted_committer()
+    config = producer.config
+    assert config["transactional.id"] == "cluster-a-demo-3"
+    assert (config["enable.idempotence"], config["acks"], config["partitioner"]) == (
+        "true",
+        "all",
+        "murmur2_random",
+    )
+    assert config["bootstrap.servers"] == "k:9092" and "demo" in config["client.id"]
+    assert consumers == []
+    outcome = committer.commit([({"f": "a"}, {"pos": 1}), ({"f": "b"}, None)], 5.0)
+    assert outcome == CommitOutcome(CommitStatus.OK)
+    assert producer.calls == ["init", "begin", "produce", "produce", "commit"]
+    assert producer.produced == [
+        ("offs", b'["demo",{"f":"a"}]', b'{"pos":1}'),
+        ("offs", b'["demo",{"f":"b"}]', None),
+    ]
+    committer.close()
+    assert not producer.closed, "destroyed, not closed: Producer.close() may wait forever"
+
+
+def test_a_sink_commit_sends_the_offsets_to_the_connectors_group() -> None:
+    committer, producer, (consumer,) = scripted_committer(
+        source=False, config={"consumer.override.group.id": "my-group"}
+    )
+    assert consumer.config["group.id"] == "my-group"
+    pair = ({"kafka_topic": "t", "kafka_partition": 2}, {"kafka_offset": 40})
+    assert committer.commit([pair], 5.0).status is CommitStatus.OK
+    # With the offsets, a tombstone no reader acts on: Tansu drops a record-less transaction's offsets.
+    assert producer.calls == ["init", "begin", "produce", "send_offsets", "commit"]
+    assert producer.produced == [("offs", b'["demo",{"kafka_partition":2,"kafka_topic":"t"}]', None)]
+    assert producer.sent == [([("t", 2, 40)], "metadata of my-group")]
+    committer.close()
+    assert consumer.closed
+
+
+def test_retriable_errors_are_retried_and_abortable_ones_abort_and_start_again() -> None:
+    committer, producer, _ = scripted_committer()
+    producer.errors["commit"] = [
+        KafkaError(KafkaError._TIMED_OUT, "slow", retriable=True),
+        KafkaError(KafkaError._MSG_TIMED_OUT, "lost a record", txn_requires_abort=True),
+    ]
+    assert committer.commit([({"f": "a"}, {"pos": 1})], 5.0).status is CommitStatus.OK
+    assert producer.calls[1:] == [
+        "begin",
+        "produce",
+        "commit",
+        "commit",
+        "abort",
+        "begin",
+        "produce",
+        "commit",
+    ]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        KafkaError(KafkaError._FENCED, "fenced by a newer instance", fatal=True),
+        # As librdkafka reports a fenced send_offsets_to_transaction: abortable, not fatal.
+        KafkaError(KafkaError._FENCED, "fenced by a newer instance", txn_requires_abort=True),
+        KafkaError(KafkaError.PRODUCER_FENCED, "fenced"),
+        KafkaError(KafkaError.INVALID_PRODUCER_EPOCH, "old epoch"),
+        KafkaError(KafkaError._INCONSISTENT, "fatal for another reason", fatal=True),
+    ],
+    ids=lambda e: e.name(),
+)
+def test_a_fenced_or_fatal_producer_gives_fenced_for_good(error: KafkaError) -> None:
+    committer, producer, _ = scripted_committer(source=False)
+    producer.errors["send_offsets"] = [error]
+    pair = ({"kafka_topic": "t", "kafka_partition": 0}, {"kafka_offset": 1})
+    outcome = committer.commit([pair], 5.0)
+    assert outcome.status is CommitStatus.FENCED and error.str() in outcome.error
+    calls = len(producer.calls)
+    assert committer.commit([pair], 5.0) == outcome
+    assert len(producer.calls) == calls, "a fenced committer does not try again"
+    committer.close()
+    assert producer.calls[-1] != "abort", "nothing is aborted once fenced"
+
+
+def test_other_errors_and_lasting_retriable_ones_reject_the_commit() -> None:
+    committer, producer, _ = scripted_committer()
+    producer.errors["commit"] = [KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "not allowed")]
+    refused = committer.commit([({"f": "a"}, {"pos": 1})], 5.0)
+    assert refused.status is CommitStatus.REJECTED and "not allowed" in refused.error
+
+    committer, producer, _ = scripted_committer()
+    producer.errors["commit"] = [KafkaError(KafkaError._TIMED_OUT, "slow", retriable=True)] * 100
+    late = committer.commit([({"f": "a"}, {"pos": 1})], 0.5)
+    assert late.status is CommitStatus.REJECTED and "did not finish within" in late.error
+    # The transaction it left open is aborted when the committer closes.
+    committer.close()
+    assert producer.calls[-1] == "abort"
+    malformed = scripted_committer(source=False)[0].commit([({"kafka_topic": "t"}, {"kafka_offset": 1})], 5.0)
+    assert malformed.status is CommitStatus.REJECTED and "not a sink offset" in malformed.error
+
+
+def test_open_retries_retriable_errors_and_raises_the_others() -> None:
+    spec = TaskSpec("connectors/demo/tasks/0", "demo", 0, 1, {}, {}, False, 1)
+
+    def opened(error: KafkaError, times: int, timeout: float) -> ScriptedProducer:
+        scripted = ScriptedProducer({})
+        scripted.errors["init"] = [error] * times
+        committer = KafkaOffsetCommitter(
+            spec, WORKER, source=True, producer_factory=lambda _: cast(Any, scripted)
+        )
+        committer.open(timeout)
+        return scripted
+
+    loading = KafkaError(KafkaError.COORDINATOR_NOT_AVAILABLE, "loading")
+    assert opened(loading, 1, 5.0).calls == ["init", "init"]
+    with pytest.raises(RuntimeError, match="cannot take over transactional id cluster-a-demo-0"):
+        opened(KafkaError(KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "no", fatal=True), 1, 5.0)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match="within 0s: slow"):
+        opened(KafkaError(KafkaError._TIMED_OUT, "slow", retriable=True), 1000, 0.3)
+    assert time.monotonic() - started < 1.0
+
+
+def test_the_kafka_committer_factory_picks_the_connectors_kind() -> None:
+    factory = KafkaCommitterFactory(PluginRegistry.of(FileStreamSourceConnector, FileStreamSinkConnector))
+    for connector_class, source in (("FileStreamSource", True), ("FileStreamSinkConnector", False)):
+        spec = TaskSpec("connectors/f/tasks/0", "f", 0, 1, {"connector.class": connector_class}, {}, False, 1)
+        committer = factory(spec, WORKER)
+        assert isinstance(committer, KafkaOffsetCommitter) and committer.source is source

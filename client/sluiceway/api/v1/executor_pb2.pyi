@@ -27,9 +27,9 @@ class ExecutorMessage(_message.Message):
     HELLO_FIELD_NUMBER: _builtins.int
     HEARTBEAT_FIELD_NUMBER: _builtins.int
     TASK_STATUS_FIELD_NUMBER: _builtins.int
-    OFFSET_COMMIT_FIELD_NUMBER: _builtins.int
     ACTIVE_TOPICS_FIELD_NUMBER: _builtins.int
     REVOCATION_ACK_FIELD_NUMBER: _builtins.int
+    GOODBYE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def hello(self) -> Global___Hello: ...
     @_builtins.property
@@ -37,26 +37,26 @@ class ExecutorMessage(_message.Message):
     @_builtins.property
     def task_status(self) -> Global___TaskStatusReport: ...
     @_builtins.property
-    def offset_commit(self) -> Global___OffsetCommit: ...
-    @_builtins.property
     def active_topics(self) -> Global___ActiveTopicsReport: ...
     @_builtins.property
     def revocation_ack(self) -> Global___RevocationAck: ...
+    @_builtins.property
+    def goodbye(self) -> Global___Goodbye: ...
     def __init__(
         self,
         *,
         hello: Global___Hello | None = ...,
         heartbeat: Global___Heartbeat | None = ...,
         task_status: Global___TaskStatusReport | None = ...,
-        offset_commit: Global___OffsetCommit | None = ...,
         active_topics: Global___ActiveTopicsReport | None = ...,
         revocation_ack: Global___RevocationAck | None = ...,
+        goodbye: Global___Goodbye | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["active_topics", b"active_topics", "heartbeat", b"heartbeat", "hello", b"hello", "kind", b"kind", "offset_commit", b"offset_commit", "revocation_ack", b"revocation_ack", "task_status", b"task_status"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["active_topics", b"active_topics", "goodbye", b"goodbye", "heartbeat", b"heartbeat", "hello", b"hello", "kind", b"kind", "revocation_ack", b"revocation_ack", "task_status", b"task_status"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_topics", b"active_topics", "heartbeat", b"heartbeat", "hello", b"hello", "kind", b"kind", "offset_commit", b"offset_commit", "revocation_ack", b"revocation_ack", "task_status", b"task_status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_topics", b"active_topics", "goodbye", b"goodbye", "heartbeat", b"heartbeat", "hello", b"hello", "kind", b"kind", "revocation_ack", b"revocation_ack", "task_status", b"task_status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["hello", "heartbeat", "task_status", "offset_commit", "active_topics", "revocation_ack"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["hello", "heartbeat", "task_status", "active_topics", "revocation_ack", "goodbye"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
@@ -71,6 +71,7 @@ class Hello(_message.Message):
     HOST_FIELD_NUMBER: _builtins.int
     SPARK_REMOTE_FIELD_NUMBER: _builtins.int
     MAX_TASKS_FIELD_NUMBER: _builtins.int
+    RUNNING_TASKS_FIELD_NUMBER: _builtins.int
     executor_id: _builtins.str
     """Stable for the life of the process; a restarted executor picks a new one."""
     version: _builtins.str
@@ -79,6 +80,10 @@ class Hello(_message.Message):
     """The Spark Connect endpoint it runs on."""
     max_tasks: _builtins.int
     """Most tasks it will run at once; 0 means no limit."""
+    @_builtins.property
+    def running_tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___RunningTask]:
+        """The tasks it runs already (it attached before, to this leader or an earlier one)."""
+
     def __init__(
         self,
         *,
@@ -87,14 +92,51 @@ class Hello(_message.Message):
         host: _builtins.str = ...,
         spark_remote: _builtins.str = ...,
         max_tasks: _builtins.int = ...,
+        running_tasks: _abc.Iterable[Global___RunningTask] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["executor_id", b"executor_id", "host", b"host", "max_tasks", b"max_tasks", "spark_remote", b"spark_remote", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["executor_id", b"executor_id", "host", b"host", "max_tasks", b"max_tasks", "running_tasks", b"running_tasks", "spark_remote", b"spark_remote", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Hello: _TypeAlias = Hello  # noqa: Y015
+
+@_typing.final
+class RunningTask(_message.Message):
+    """A task an executor runs, as it reports it when it attaches."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    FINGERPRINT_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    TRACE_FIELD_NUMBER: _builtins.int
+    task: _builtins.str
+    """`connectors/{connector}/tasks/{task}`."""
+    generation: _builtins.int
+    """The generation and fingerprint of the assignment it runs under."""
+    fingerprint: _builtins.str
+    state: _common_pb2.State.ValueType
+    """Its last state (RUNNING, PAUSED or FAILED) and, when FAILED, the trace."""
+    trace: _builtins.str
+    def __init__(
+        self,
+        *,
+        task: _builtins.str = ...,
+        generation: _builtins.int = ...,
+        fingerprint: _builtins.str = ...,
+        state: _common_pb2.State.ValueType = ...,
+        trace: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fingerprint", b"fingerprint", "generation", b"generation", "state", b"state", "task", b"task", "trace", b"trace"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunningTask: _TypeAlias = RunningTask  # noqa: Y015
 
 @_typing.final
 class Heartbeat(_message.Message):
@@ -148,38 +190,6 @@ class TaskStatusReport(_message.Message):
 Global___TaskStatusReport: _TypeAlias = TaskStatusReport  # noqa: Y015
 
 @_typing.final
-class OffsetCommit(_message.Message):
-    DESCRIPTOR: _descriptor.Descriptor
-
-    TASK_FIELD_NUMBER: _builtins.int
-    GENERATION_FIELD_NUMBER: _builtins.int
-    COMMIT_ID_FIELD_NUMBER: _builtins.int
-    OFFSETS_FIELD_NUMBER: _builtins.int
-    task: _builtins.str
-    generation: _builtins.int
-    commit_id: _builtins.int
-    """Echoed in the CommitResult."""
-    @_builtins.property
-    def offsets(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.PartitionOffset]:
-        """Source tasks: source partition → offset. Sink tasks: kafka_topic/kafka_partition → kafka_offset."""
-
-    def __init__(
-        self,
-        *,
-        task: _builtins.str = ...,
-        generation: _builtins.int = ...,
-        commit_id: _builtins.int = ...,
-        offsets: _abc.Iterable[_common_pb2.PartitionOffset] | None = ...,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["commit_id", b"commit_id", "generation", b"generation", "offsets", b"offsets", "task", b"task"]  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___OffsetCommit: _TypeAlias = OffsetCommit  # noqa: Y015
-
-@_typing.final
 class ActiveTopicsReport(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -228,13 +238,31 @@ class RevocationAck(_message.Message):
 Global___RevocationAck: _TypeAlias = RevocationAck  # noqa: Y015
 
 @_typing.final
+class Goodbye(_message.Message):
+    """The executor is shutting down: its tasks have stopped and committed what they will, so the
+    leader may assign them elsewhere at once.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Goodbye: _TypeAlias = Goodbye  # noqa: Y015
+
+@_typing.final
 class ControllerMessage(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     WELCOME_FIELD_NUMBER: _builtins.int
     ASSIGNMENT_FIELD_NUMBER: _builtins.int
     REVOCATION_FIELD_NUMBER: _builtins.int
-    COMMIT_RESULT_FIELD_NUMBER: _builtins.int
     FENCED_FIELD_NUMBER: _builtins.int
     ACTIVE_TOPICS_RESET_FIELD_NUMBER: _builtins.int
     @_builtins.property
@@ -243,8 +271,6 @@ class ControllerMessage(_message.Message):
     def assignment(self) -> Global___Assignment: ...
     @_builtins.property
     def revocation(self) -> Global___Revocation: ...
-    @_builtins.property
-    def commit_result(self) -> Global___CommitResult: ...
     @_builtins.property
     def fenced(self) -> Global___Fenced: ...
     @_builtins.property
@@ -255,15 +281,14 @@ class ControllerMessage(_message.Message):
         welcome: Global___Welcome | None = ...,
         assignment: Global___Assignment | None = ...,
         revocation: Global___Revocation | None = ...,
-        commit_result: Global___CommitResult | None = ...,
         fenced: Global___Fenced | None = ...,
         active_topics_reset: Global___ActiveTopicsReset | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["active_topics_reset", b"active_topics_reset", "assignment", b"assignment", "commit_result", b"commit_result", "fenced", b"fenced", "kind", b"kind", "revocation", b"revocation", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["active_topics_reset", b"active_topics_reset", "assignment", b"assignment", "fenced", b"fenced", "kind", b"kind", "revocation", b"revocation", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_topics_reset", b"active_topics_reset", "assignment", b"assignment", "commit_result", b"commit_result", "fenced", b"fenced", "kind", b"kind", "revocation", b"revocation", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_topics_reset", b"active_topics_reset", "assignment", b"assignment", "fenced", b"fenced", "kind", b"kind", "revocation", b"revocation", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["welcome", "assignment", "revocation", "commit_result", "fenced", "active_topics_reset"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["welcome", "assignment", "revocation", "fenced", "active_topics_reset"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
@@ -297,6 +322,7 @@ class Welcome(_message.Message):
     HEARTBEAT_INTERVAL_FIELD_NUMBER: _builtins.int
     SESSION_TIMEOUT_FIELD_NUMBER: _builtins.int
     WORKER_CONFIG_FIELD_NUMBER: _builtins.int
+    ADOPTED_TASKS_FIELD_NUMBER: _builtins.int
     executor_id: _builtins.str
     @_builtins.property
     def heartbeat_interval(self) -> _duration_pb2.Duration: ...
@@ -308,6 +334,13 @@ class Welcome(_message.Message):
     def worker_config(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Worker settings the data plane needs (bootstrap.servers, producer.*, consumer.*, …)."""
 
+    @_builtins.property
+    def adopted_tasks(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Of the tasks the Hello listed, those the executor keeps running under the generation it
+        reported; it stops every other one at once, without committing (it runs elsewhere now, or
+        no longer exists).
+        """
+
     def __init__(
         self,
         *,
@@ -315,10 +348,11 @@ class Welcome(_message.Message):
         heartbeat_interval: _duration_pb2.Duration | None = ...,
         session_timeout: _duration_pb2.Duration | None = ...,
         worker_config: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        adopted_tasks: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval", "session_timeout", b"session_timeout"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["executor_id", b"executor_id", "heartbeat_interval", b"heartbeat_interval", "session_timeout", b"session_timeout", "worker_config", b"worker_config"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["adopted_tasks", b"adopted_tasks", "executor_id", b"executor_id", "heartbeat_interval", b"heartbeat_interval", "session_timeout", b"session_timeout", "worker_config", b"worker_config"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -375,12 +409,17 @@ class TaskAssignment(_message.Message):
     TARGET_STATE_FIELD_NUMBER: _builtins.int
     SOURCE_OFFSETS_FIELD_NUMBER: _builtins.int
     TASK_COUNT_FIELD_NUMBER: _builtins.int
+    FINGERPRINT_FIELD_NUMBER: _builtins.int
     task: _builtins.str
     """`connectors/{connector}/tasks/{task}`."""
     generation: _builtins.int
     target_state: _common_pb2.TargetState.ValueType
     task_count: _builtins.int
     """How many tasks the connector has (sink tasks split the topic partitions by it)."""
+    fingerprint: _builtins.str
+    """Identifies the configs, target state and task count of this assignment; the executor reports
+    it back in RunningTask so a new leader can tell whether the task still runs what it should.
+    """
     @_builtins.property
     def connector_config(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property
@@ -401,10 +440,11 @@ class TaskAssignment(_message.Message):
         target_state: _common_pb2.TargetState.ValueType = ...,
         source_offsets: _abc.Iterable[_common_pb2.PartitionOffset] | None = ...,
         task_count: _builtins.int = ...,
+        fingerprint: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["connector_config", b"connector_config", "generation", b"generation", "source_offsets", b"source_offsets", "target_state", b"target_state", "task", b"task", "task_config", b"task_config", "task_count", b"task_count"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["connector_config", b"connector_config", "fingerprint", b"fingerprint", "generation", b"generation", "source_offsets", b"source_offsets", "target_state", b"target_state", "task", b"task", "task_config", b"task_config", "task_count", b"task_count"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -455,31 +495,6 @@ class Revocation(_message.Message):
 Global___Revocation: _TypeAlias = Revocation  # noqa: Y015
 
 @_typing.final
-class CommitResult(_message.Message):
-    DESCRIPTOR: _descriptor.Descriptor
-
-    COMMIT_ID_FIELD_NUMBER: _builtins.int
-    OK_FIELD_NUMBER: _builtins.int
-    ERROR_FIELD_NUMBER: _builtins.int
-    commit_id: _builtins.int
-    ok: _builtins.bool
-    error: _builtins.str
-    def __init__(
-        self,
-        *,
-        commit_id: _builtins.int = ...,
-        ok: _builtins.bool = ...,
-        error: _builtins.str = ...,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["commit_id", b"commit_id", "error", b"error", "ok", b"ok"]  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___CommitResult: _TypeAlias = CommitResult  # noqa: Y015
-
-@_typing.final
 class ActiveTopicsReset(_message.Message):
     """The connector's active topics were reset (KIP-558): forget which topics its tasks reported, so
     each reports again the topics it still uses.
@@ -504,7 +519,9 @@ Global___ActiveTopicsReset: _TypeAlias = ActiveTopicsReset  # noqa: Y015
 
 @_typing.final
 class Fenced(_message.Message):
-    """The control plane dropped this executor: no heartbeat arrived within the session timeout."""
+    """The control plane dropped this executor (no heartbeat arrived within the session timeout) and
+    released its tasks: it stops every task at once, without committing, and attaches again.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -28,10 +28,14 @@ if _version_not_supported:
 class ExecutorServiceStub:
     """Internal: how executors attach to the leader. Not for clients.
 
-    The executor opens the stream with Hello, then sends a Heartbeat at least every
-    `heartbeat_interval`; the leader answers with Welcome and then Assignment / Revocation
-    messages. Every task report carries the generation of the assignment it runs under:
-    reports from a stale generation are refused (the executor must stop that task).
+    The executor opens the stream with Hello, listing the tasks it already runs, then sends a
+    Heartbeat at least every `heartbeat_interval`; the leader answers with Welcome, naming the tasks
+    the executor keeps, and then Assignment / Revocation messages. Every task report carries the
+    generation of the assignment it runs under: reports from a stale generation are refused.
+
+    Executors commit offsets to Kafka themselves, each task through a transactional producer of its
+    own, so a stream that breaks stops nothing: the executor keeps running its tasks and attaches
+    again, to the same leader or a new one.
     """
 
     def __init__(self, channel):
@@ -50,10 +54,14 @@ class ExecutorServiceStub:
 class ExecutorServiceServicer:
     """Internal: how executors attach to the leader. Not for clients.
 
-    The executor opens the stream with Hello, then sends a Heartbeat at least every
-    `heartbeat_interval`; the leader answers with Welcome and then Assignment / Revocation
-    messages. Every task report carries the generation of the assignment it runs under:
-    reports from a stale generation are refused (the executor must stop that task).
+    The executor opens the stream with Hello, listing the tasks it already runs, then sends a
+    Heartbeat at least every `heartbeat_interval`; the leader answers with Welcome, naming the tasks
+    the executor keeps, and then Assignment / Revocation messages. Every task report carries the
+    generation of the assignment it runs under: reports from a stale generation are refused.
+
+    Executors commit offsets to Kafka themselves, each task through a transactional producer of its
+    own, so a stream that breaks stops nothing: the executor keeps running its tasks and attaches
+    again, to the same leader or a new one.
     """
 
     def Attach(self, request_iterator, context):
@@ -81,10 +89,14 @@ def add_ExecutorServiceServicer_to_server(servicer, server):
 class ExecutorService:
     """Internal: how executors attach to the leader. Not for clients.
 
-    The executor opens the stream with Hello, then sends a Heartbeat at least every
-    `heartbeat_interval`; the leader answers with Welcome and then Assignment / Revocation
-    messages. Every task report carries the generation of the assignment it runs under:
-    reports from a stale generation are refused (the executor must stop that task).
+    The executor opens the stream with Hello, listing the tasks it already runs, then sends a
+    Heartbeat at least every `heartbeat_interval`; the leader answers with Welcome, naming the tasks
+    the executor keeps, and then Assignment / Revocation messages. Every task report carries the
+    generation of the assignment it runs under: reports from a stale generation are refused.
+
+    Executors commit offsets to Kafka themselves, each task through a transactional producer of its
+    own, so a stream that breaks stops nothing: the executor keeps running its tasks and attaches
+    again, to the same leader or a new one.
     """
 
     @staticmethod

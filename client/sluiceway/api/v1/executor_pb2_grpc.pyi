@@ -29,10 +29,14 @@ GRPC_VERSION: str
 class ExecutorServiceStub:
     """Internal: how executors attach to the leader. Not for clients.
 
-    The executor opens the stream with Hello, then sends a Heartbeat at least every
-    `heartbeat_interval`; the leader answers with Welcome and then Assignment / Revocation
-    messages. Every task report carries the generation of the assignment it runs under:
-    reports from a stale generation are refused (the executor must stop that task).
+    The executor opens the stream with Hello, listing the tasks it already runs, then sends a
+    Heartbeat at least every `heartbeat_interval`; the leader answers with Welcome, naming the tasks
+    the executor keeps, and then Assignment / Revocation messages. Every task report carries the
+    generation of the assignment it runs under: reports from a stale generation are refused.
+
+    Executors commit offsets to Kafka themselves, each task through a transactional producer of its
+    own, so a stream that breaks stops nothing: the executor keeps running its tasks and attaches
+    again, to the same leader or a new one.
     """
 
     @_typing.overload
@@ -45,10 +49,14 @@ class ExecutorServiceStub:
 class ExecutorServiceAsyncStub(ExecutorServiceStub):
     """Internal: how executors attach to the leader. Not for clients.
 
-    The executor opens the stream with Hello, then sends a Heartbeat at least every
-    `heartbeat_interval`; the leader answers with Welcome and then Assignment / Revocation
-    messages. Every task report carries the generation of the assignment it runs under:
-    reports from a stale generation are refused (the executor must stop that task).
+    The executor opens the stream with Hello, listing the tasks it already runs, then sends a
+    Heartbeat at least every `heartbeat_interval`; the leader answers with Welcome, naming the tasks
+    the executor keeps, and then Assignment / Revocation messages. Every task report carries the
+    generation of the assignment it runs under: reports from a stale generation are refused.
+
+    Executors commit offsets to Kafka themselves, each task through a transactional producer of its
+    own, so a stream that breaks stops nothing: the executor keeps running its tasks and attaches
+    again, to the same leader or a new one.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -57,10 +65,14 @@ class ExecutorServiceAsyncStub(ExecutorServiceStub):
 class ExecutorServiceServicer(metaclass=_abc_1.ABCMeta):
     """Internal: how executors attach to the leader. Not for clients.
 
-    The executor opens the stream with Hello, then sends a Heartbeat at least every
-    `heartbeat_interval`; the leader answers with Welcome and then Assignment / Revocation
-    messages. Every task report carries the generation of the assignment it runs under:
-    reports from a stale generation are refused (the executor must stop that task).
+    The executor opens the stream with Hello, listing the tasks it already runs, then sends a
+    Heartbeat at least every `heartbeat_interval`; the leader answers with Welcome, naming the tasks
+    the executor keeps, and then Assignment / Revocation messages. Every task report carries the
+    generation of the assignment it runs under: reports from a stale generation are refused.
+
+    Executors commit offsets to Kafka themselves, each task through a transactional producer of its
+    own, so a stream that breaks stops nothing: the executor keeps running its tasks and attaches
+    again, to the same leader or a new one.
     """
 
     @_abc_1.abstractmethod

@@ -1,0 +1,233 @@
+"""The coordinator's bookkeeping of executors: what a member is and owns, what a desired task is,
+which of the tasks an attaching executor already runs it may keep (adoption), and the messages and
+reports that concern one member."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Container, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from google.protobuf import duration_pb2
+
+from sluiceway.api.v1 import common_pb2, executor_pb2
+from sluiceway_server.cluster.assignor import TaskId
+from sluiceway_server.model import State, TargetState
+from sluiceway_server.storage import StatusStore, TaskStatusRecord
+
+log = logging.getLogger(__name__)
+
+STATES = {
+    common_pb2.STATE_UNASSIGNED: State.UNASSIGNED,
+    common_pb2.STATE_RUNNING: State.RUNNING,
+    common_pb2.STATE_PAUSED: State.PAUSED,
+    common_pb2.STATE_STOPPED: State.STOPPED,
+    common_pb2.STATE_FAILED: State.FAILED,
+    common_pb2.STATE_RESTARTING: State.RESTARTING,
+}
+# The states a running task can be reported in when its executor attaches.
+ADOPTABLE_STATES = (State.RUNNING, State.PAUSED, State.FAILED)
+# Task states that say an executor holds the task and may commit its offsets.
+LIVE_STATES = (State.RUNNING, State.PAUSED)
+
+
+@dataclass
+class OwnedTask:
+    generation: int
+    fingerprint: str
+
+
+@dataclass
+class Member:
+    """One executor, from its attach until it is released or replaced by a new session.
+
+    `connected` is false once its stream ended: it keeps its tasks (it runs them still) until it
+    attaches again or the session timeout passes, is sent nothing and gets no new tasks."""
+
+    id: str
+    host: str
+    spark_remote: str
+    version: str
+    max_tasks: int
+    attach_time: float
+    last_heartbeat: float
+    outbox: asyncio.Queue[executor_pb2.ControllerMessage | None]
+    owned: dict[TaskId, OwnedTask] = field(default_factory=dict)
+    revoking: set[TaskId] = field(default_factory=set)
+    closed: bool = False
+    connected: bool = True
+    disconnected_at: float | None = None
+    # Restarts asked for while it was disconnected; carried out once it attaches again.
+    restarts: set[TaskId] = field(default_factory=set)
+    # The status writes of the tasks it adopted on attach; its status reports wait for them.
+    status_writes: asyncio.Task[None] | None = None
+
+    @property
+    def last_seen(self) -> float:
+        """When it last gave a sign of life: its last message, or the end of its stream if later."""
+        return max(self.last_heartbeat, self.disconnected_at or 0.0)
+
+    def send(self, message: executor_pb2.ControllerMessage) -> None:
+        if not self.closed:
+            self.outbox.put_nowait(message)
+
+    def close(self) -> None:
+        """End its stream: the outbox's None makes the servicer finish the call."""
+        if not self.closed:
+            self.closed = True
+            self.outbox.put_nowait(None)
+
+
+@dataclass(frozen=True)
+class DesiredTask:
+    task: TaskId
+    connector_config: Mapping[str, str]
+    task_config: Mapping[str, str]
+    target: TargetState
+    task_count: int
+
+    @cached_property
+    def fingerprint(self) -> str:
+        blob = json.dumps(
+            [dict(self.connector_config), dict(self.task_config), self.target.value, self.task_count],
+            sort_keys=True,
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def desired_tasks(snap: Any) -> dict[TaskId, DesiredTask]:
+    """The tasks that should run, from a config snapshot: those of every connector that is STARTED
+    or PAUSED and whose task set is consistent."""
+    wanted: dict[TaskId, DesiredTask] = {}
+    for connector in snap.connectors():
+        target = snap.target_state(connector)
+        config = snap.connector_config(connector)
+        tasks = snap.tasks(connector)
+        if config is None or target not in (TargetState.STARTED, TargetState.PAUSED):
+            continue
+        if connector in snap.inconsistent:
+            continue
+        for index, task_config in enumerate(tasks):
+            task = TaskId(connector, index)
+            wanted[task] = DesiredTask(task, config, task_config, target, len(tasks))
+    return wanted
+
+
+def welcome(
+    executor_id: str,
+    heartbeat_interval: float,
+    session_timeout: float,
+    worker_config: Mapping[str, str],
+    adopted_tasks: Sequence[str],
+) -> executor_pb2.ControllerMessage:
+    interval = duration_pb2.Duration()
+    interval.FromMilliseconds(int(heartbeat_interval * 1000))
+    timeout = duration_pb2.Duration()
+    timeout.FromMilliseconds(int(session_timeout * 1000))
+    return executor_pb2.ControllerMessage(
+        welcome=executor_pb2.Welcome(
+            executor_id=executor_id,
+            heartbeat_interval=interval,
+            session_timeout=timeout,
+            worker_config=worker_config,
+            adopted_tasks=adopted_tasks,
+        )
+    )
+
+
+def current_task(member: Member, task_name: str, generation: int) -> TaskId | None:
+    """The task a report is about, when the member holds it under that generation; else None (a
+    stale or unknown report, logged)."""
+    try:
+        task = TaskId.parse(task_name)
+    except ValueError:
+        return None
+    owned = member.owned.get(task)
+    if owned is None or owned.generation != generation:
+        log.warning(
+            "refusing report for %s generation %d from %s (current: %s)",
+            task_name,
+            generation,
+            member.id,
+            owned.generation if owned else "not assigned here",
+        )
+        return None
+    return task
+
+
+@dataclass(frozen=True)
+class Adopted:
+    """A task an executor reported running when it attached, and keeps."""
+
+    task: TaskId
+    generation: int
+    fingerprint: str
+    state: State
+    trace: str | None
+
+
+def choose_adopted(
+    executor_id: str,
+    running: Sequence[executor_pb2.RunningTask],
+    *,
+    desired: Container[TaskId],
+    taken: Container[TaskId],
+    floor: Callable[[TaskId], int],
+) -> list[Adopted]:
+    """The reported tasks the executor keeps: well formed (a task name, a positive generation, a
+    state of RUNNING, PAUSED or FAILED, listed once), desired, not `taken` (owned or being revoked
+    by another member, or released and not yet placeable), and reported under a generation no
+    lower than `floor(task)`, the latest generation the task was recorded or released under (a
+    lower one means the task was released, or assigned elsewhere, since this executor got it).
+    Every refusal is logged."""
+    kept: dict[TaskId, Adopted] = {}
+    for item in running:
+        try:
+            task = TaskId.parse(item.task)
+        except ValueError:
+            log.warning("executor %s reported a running task with a bad name %r", executor_id, item.task)
+            continue
+        state = STATES.get(item.state)
+        reason = None
+        if task in kept:
+            reason = "listed twice"
+        elif item.generation <= 0 or state not in ADOPTABLE_STATES:
+            reason = f"malformed (generation {item.generation}, state {item.state})"
+        elif task not in desired:
+            reason = "not desired"
+        elif task in taken:
+            reason = "held elsewhere"
+        elif item.generation < floor(task):
+            reason = f"generation {item.generation} is older than {floor(task)}"
+        if reason is not None:
+            log.info("executor %s does not keep %s: %s", executor_id, item.task, reason)
+            continue
+        assert state is not None
+        trace = (item.trace or None) if state is State.FAILED else None
+        kept[task] = Adopted(task, item.generation, item.fingerprint, state, trace)
+    return list(kept.values())
+
+
+def status_differs(record: TaskStatusRecord | None, adopted: Adopted, executor_id: str) -> bool:
+    """Whether the status topic says something other than the executor about an adopted task."""
+    return record is None or (record.state, record.generation, record.worker_id) != (
+        adopted.state,
+        adopted.generation,
+        executor_id,
+    )
+
+
+def executors_with_live_tasks(store: StatusStore) -> set[str]:
+    """The executors the status topic shows running a task (RUNNING or PAUSED): at the start of a
+    term, those a new coordinator waits for before it places tasks."""
+    return {
+        record.worker_id
+        for connector in store.connectors()
+        for record in store.tasks(connector)
+        if record.state in LIVE_STATES and record.worker_id
+    }

@@ -1,0 +1,141 @@
+"""Fencing the offset commits of tasks.
+
+Executors commit a task's offsets through a transactional producer whose `transactional.id` is
+`task_transactional_id(group.id, connector, task)`, on the cluster `offset_commit_config` names.
+Calling `init_transactions` on a new producer with the same id bumps the id's epoch: the broker then
+refuses every later commit of the producer that held it (and aborts a transaction it left open).
+The control plane does this before a task can run elsewhere after its executor was declared dead,
+and before KIP-875 changes a stopped connector's offsets, so that an executor that still runs such
+a task cannot commit over what comes next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from sluiceway.connect.kafka_clients import offset_commit_config, task_transactional_id
+from sluiceway_server.config import DEFAULTS
+from sluiceway_server.storage.status_store import StatusStore
+
+log = logging.getLogger(__name__)
+
+_RETRY_SECONDS: Final = 0.2
+# Errors librdkafka does not always flag retriable that pass by themselves (a connection the broker
+# dropped, a transaction coordinator moving or loading, a concurrent transaction being aborted).
+_TRANSIENT_CODES: Final = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._TIMED_OUT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.CONCURRENT_TRANSACTIONS,
+    }
+)
+
+ProducerFactory = Callable[[dict[str, Any]], Producer]
+
+
+class TaskFencer:
+    """Takes over the transactional ids of tasks, fencing whoever held them.
+
+    Each `fence` runs in a worker thread (never on the event loop): for each task in turn, a fresh
+    producer with the task's transactional id calls `init_transactions`, retrying retriable errors
+    until `timeout` has passed for that task, and is closed. It raises the Kafka error (or
+    TimeoutError) of the first task it could not fence; the tasks before it stay fenced. Fencing a
+    task that nobody holds is harmless: the id's epoch just moves on.
+    """
+
+    def __init__(
+        self,
+        worker_config: Mapping[str, str],
+        *,
+        status_store: StatusStore | None = None,
+        timeout: float = 30.0,
+        producer_factory: ProducerFactory = Producer,
+    ) -> None:
+        self.worker_config = dict(worker_config)
+        self.group_id = self.worker_config.get("group.id") or DEFAULTS["group.id"]
+        self._status_store = status_store
+        self.timeout = timeout
+        self._producer_factory = producer_factory
+
+    async def fence(
+        self, connector: str, connector_config: Mapping[str, str], tasks: Iterable[int], *, source: bool
+    ) -> None:
+        """Fence these tasks of the connector; returns once every one of them is fenced."""
+        numbers = sorted(set(tasks))
+        if not numbers:
+            return
+        settings = offset_commit_config(self.worker_config, connector_config, source=source)
+        await asyncio.to_thread(self._fence_all, connector, settings, numbers)
+
+    async def fence_connector(
+        self, connector: str, connector_config: Mapping[str, str], *, task_count: int, source: bool
+    ) -> list[int]:
+        """Fence every task of the connector that may have committed, and return their numbers:
+        0 up to the largest of `task_count`, the connector's `tasks.max` and the highest task number
+        with a status record plus one. (A stopped connector has no task configs and no task
+        statuses left, so `tasks.max` is what still bounds the tasks it ran, unless it was lowered
+        since.)"""
+        count = max(task_count, _tasks_max(connector_config))
+        if self._status_store is not None:
+            count = max(count, *(record.task + 1 for record in self._status_store.tasks(connector)), 0)
+        numbers = list(range(count))
+        await self.fence(connector, connector_config, numbers, source=source)
+        return numbers
+
+    def _fence_all(self, connector: str, settings: Mapping[str, str], numbers: list[int]) -> None:
+        started = time.monotonic()
+        for number in numbers:
+            self._fence_one(task_transactional_id(self.group_id, connector, number), settings)
+        log.info(
+            "fenced the offset commits of %d task(s) of connector %s in %.2fs",
+            len(numbers),
+            connector,
+            time.monotonic() - started,
+        )
+
+    def _fence_one(self, transactional_id: str, settings: Mapping[str, str]) -> None:
+        deadline = time.monotonic() + self.timeout
+        producer = self._producer_factory(
+            {
+                **settings,
+                "transactional.id": transactional_id,
+                "client.id": f"sluiceway-fence-{transactional_id}",
+                "logger": log,
+            }
+        )
+        try:
+            while True:
+                try:
+                    producer.init_transactions(max(deadline - time.monotonic(), 0.1))
+                    log.debug("fenced transactional id %s", transactional_id)
+                    return
+                except KafkaException as exc:
+                    error = exc.args[0] if exc.args else None
+                    if not _retriable(error) or time.monotonic() >= deadline:
+                        raise
+                    log.info("fencing transactional id %s failed (%s); retrying", transactional_id, error)
+                time.sleep(_RETRY_SECONDS)
+        finally:
+            producer.close()
+
+
+def _retriable(error: object) -> bool:
+    return isinstance(error, KafkaError) and (error.retriable() or error.code() in _TRANSIENT_CODES)
+
+
+def _tasks_max(connector_config: Mapping[str, str]) -> int:
+    try:
+        return max(int(connector_config.get("tasks.max", "1").strip()), 0)
+    except ValueError:
+        return 1

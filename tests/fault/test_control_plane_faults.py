@@ -1,0 +1,257 @@
+"""The control plane is not in the data path: a DataGenSource → SparkFileSink pipeline on two
+executors keeps running while the control plane's leader is killed (three replicas) or the only
+replica is killed and restarted. Counted with readers of our own: every generated (task, seq)
+reaches the lake exactly once, the source wrote every record once, no task was stopped or
+restarted, and no task status ever said UNASSIGNED."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from pyspark.sql import SparkSession
+
+from sluiceway.api.v1 import cluster_pb2, cluster_pb2_grpc, connectors_pb2, connectors_pb2_grpc
+from sluiceway_server.embedded import (
+    EmbeddedBroker,
+    EmbeddedSparkConnect,
+    ManagedProcess,
+    executor_argv,
+    spawn,
+)
+from tests.conftest import LOG_DIR, ControlPlaneProcess
+from tests.integration.api_helpers import read_topic
+from tests.integration.pipeline_helpers import parquet_counts
+
+pytestmark = pytest.mark.fault
+
+TASKS = 2
+PER_TASK = 60_000
+BATCH = 5_000
+EXPECTED = TASKS * PER_TASK
+SETTINGS = {
+    "executor.heartbeat.interval.ms": "500",
+    "executor.session.timeout.ms": "10000",
+    "plugin.callback.timeout.ms": "30000",
+}
+
+
+@pytest.fixture
+def executors_for(
+    spark_connect: EmbeddedSparkConnect,
+) -> Iterator[Callable[[str, list[str]], ManagedProcess]]:
+    started: list[ManagedProcess] = []
+
+    def start(executor_id: str, servers: list[str]) -> ManagedProcess:
+        process = spawn(
+            f"executor-{executor_id}",
+            executor_argv(
+                ",".join(servers), spark_connect.remote, "--id", executor_id, "--log-level", "INFO"
+            ),
+            LOG_DIR,
+        )
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        if process.process.poll() is None:
+            process.stop(timeout=60)
+
+
+def _info(address: str) -> cluster_pb2.ServerInfo | None:
+    try:
+        with grpc.insecure_channel(address) as channel:
+            info: cluster_pb2.ServerInfo = cluster_pb2_grpc.ClusterServiceStub(channel).GetServerInfo(
+                cluster_pb2.GetServerInfoRequest(), timeout=5
+            )
+            return info
+    except grpc.RpcError:
+        return None
+
+
+def _assigned(address: str) -> dict[str, list[str]]:
+    info = _info(address)
+    return {} if info is None else {e.id: list(e.tasks) for e in info.executors}
+
+
+def _wait(
+    probe: Callable[[], object], timeout: float, what: str, logs: Callable[[], str] = lambda: ""
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if probe():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}\n{logs()}")
+
+
+def _create_pipeline(address: str, unique: str, out: Path) -> str:
+    topic = f"cpfault-{unique}"
+    configs = {
+        f"gen-{unique}": {
+            "connector.class": "DataGenSource",
+            "topic": topic,
+            "tasks.max": str(TASKS),
+            "max.records": str(PER_TASK),
+            "records.per.sec": "3000",
+            "batch.max.records": str(BATCH),
+        },
+        f"sink-{unique}": {
+            "connector.class": "SparkFileSink",
+            "topics": topic,
+            "path": str(out),
+            "format": "parquet",
+            "tasks.max": str(TASKS),
+            "batch.max.records": str(BATCH),
+        },
+    }
+    with grpc.insecure_channel(address) as channel:
+        stub = connectors_pb2_grpc.ConnectorServiceStub(channel)
+        for name, config in configs.items():
+            stub.CreateConnector(
+                connectors_pb2.CreateConnectorRequest(
+                    connector_id=name, connector=connectors_pb2.Connector(config=config)
+                ),
+                timeout=60,
+            )
+    return topic
+
+
+def _topic_records(bootstrap: str, topic: str) -> int:
+    """How many records the data topic holds (every one the source wrote, duplicates included)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"counter-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 50,
+        }
+    )
+    try:
+        partitions = list(consumer.list_topics(topic, timeout=15).topics[topic].partitions)
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        pending, count = set(partitions), 0
+        deadline = time.monotonic() + 120
+        while pending and time.monotonic() < deadline:
+            for message in consumer.consume(10_000, timeout=1.0):
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        pending.discard(message.partition())
+                    continue
+                count += 1
+        assert not pending, f"could not read {topic} to its end"
+        return count
+    finally:
+        consumer.close()
+
+
+def _unassigned_writes(bootstrap: str, status_topic: str, unique: str) -> list[str]:
+    """Every UNASSIGNED status ever written for the pipeline's tasks (the status topic keeps them all)."""
+    return [
+        key
+        for key, value in read_topic(bootstrap, status_topic)
+        if key is not None
+        and key.startswith("status-task-")
+        and unique in key
+        and value is not None
+        and value.get("state") == "UNASSIGNED"
+    ]
+
+
+def _task_starts(executor: ManagedProcess) -> int:
+    return sum(1 for line in executor.log_path.read_text().splitlines() if " started (generation " in line)
+
+
+def _check_pipeline(
+    spark: SparkSession,
+    broker: EmbeddedBroker,
+    plane: ControlPlaneProcess,
+    topic: str,
+    out: Path,
+    unique: str,
+    executors: list[ManagedProcess],
+) -> None:
+    def logs() -> str:
+        return "\n".join(e.tail() for e in executors)
+
+    _wait(lambda: parquet_counts(spark, out)[1] == EXPECTED, 300, "every record in the lake", logs)
+    time.sleep(3)  # anything written twice would land now
+    rows, distinct = parquet_counts(spark, out)
+    produced = _topic_records(broker.bootstrap_servers, topic)
+    print(f"lake rows {rows}, distinct {distinct}, topic records {produced}, generated {EXPECTED}")
+    assert distinct == EXPECTED, "records lost"
+    assert rows == distinct, f"the sink wrote {rows - distinct} row(s) twice"
+    assert produced == EXPECTED, f"the source wrote {produced - EXPECTED} record(s) twice"
+    assert _unassigned_writes(broker.bootstrap_servers, plane.topics["status"], unique) == []
+    # Each of the four tasks started once, on whichever executor ran it, and never again.
+    assert sum(_task_starts(e) for e in executors) == 2 * TASKS, logs()
+    assert all(e.process.poll() is None for e in executors)
+
+
+def test_only_control_plane_killed_and_restarted_pipeline_keeps_running(
+    control_plane_factory: Callable[..., ControlPlaneProcess],
+    executors_for: Callable[[str, list[str]], ManagedProcess],
+    broker: EmbeddedBroker,
+    spark: SparkSession,
+    unique: str,
+    tmp_path: Path,
+) -> None:
+    plane = control_plane_factory(**SETTINGS)
+    executors = [executors_for(f"{role}-{unique}", [plane.address]) for role in ("a", "b")]
+    _wait(lambda: len(_assigned(plane.address)) == 2, 60, "two executors attached")
+    out = tmp_path / "lake"
+    topic = _create_pipeline(plane.address, unique, out)
+    _wait(lambda: parquet_counts(spark, out)[1] >= 20_000, 180, "records in the lake")
+    before = _assigned(plane.address)
+    assert sum(len(t) for t in before.values()) == 2 * TASKS
+    plane.kill()
+    time.sleep(2)
+    plane.start()  # same port and internal topics; the executors attach again on their own
+    _wait(lambda: _assigned(plane.address) == before, 60, "every task adopted where it ran")
+    _check_pipeline(spark, broker, plane, topic, out, unique, executors)
+
+
+def test_leader_killed_pipeline_keeps_running(
+    broker: EmbeddedBroker,
+    executors_for: Callable[[str, list[str]], ManagedProcess],
+    spark: SparkSession,
+    unique: str,
+    tmp_path: Path,
+) -> None:
+    suffix = f"lk{unique}"
+    replicas = [ControlPlaneProcess(broker, suffix, settings=dict(SETTINGS)) for _ in range(3)]
+    try:
+        replicas[0].start()
+        for replica in replicas[1:]:
+            replica.start(lead=False)
+        addresses = [r.address for r in replicas]
+        executors = [executors_for(f"{role}-{unique}", addresses) for role in ("a", "b")]
+        _wait(lambda: len(_assigned(replicas[0].address)) == 2, 60, "two executors attached")
+        out = tmp_path / "lake"
+        topic = _create_pipeline(replicas[1].address, unique, out)  # through a follower
+        _wait(lambda: parquet_counts(spark, out)[1] >= 20_000, 180, "records in the lake")
+        before = _assigned(replicas[0].address)
+        assert sum(len(t) for t in before.values()) == 2 * TASKS
+        replicas[0].kill()
+        survivors = replicas[1:]
+
+        def new_leader_has_everything() -> bool:
+            info = _info(survivors[0].address)
+            if info is None or info.leader.id not in {r.address for r in survivors}:
+                return False
+            return _assigned(info.leader.id) == before
+
+        _wait(new_leader_has_everything, 90, "a new leader with every task adopted where it ran")
+        _check_pipeline(spark, broker, replicas[1], topic, out, unique, executors)
+    finally:
+        for replica in replicas:
+            if replica.managed is not None and replica.managed.process.poll() is None:
+                replica.stop()
