@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import grpc
@@ -162,24 +163,60 @@ def latency_table(replicas: list[Replica], requests: int, prefix: str) -> list[s
     return rows
 
 
-def failover(replicas: list[Replica], kills: int, bootstrap: str, suffix: str, logs: Path) -> list[float]:
-    times: list[float] = []
+def _logged_at(replica: Replica, text: str, after: float) -> float | None:
+    """Wall-clock time of the first line of the replica's log holding `text` written after `after`."""
+    assert replica.process is not None
+    for line in replica.process.log_path.read_text().splitlines():
+        if text not in line:
+            continue
+        try:
+            stamp = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        except ValueError:
+            continue
+        if stamp >= after:
+            return stamp
+    return None
+
+
+@dataclass
+class Failover:
+    total: float  # kill → first successful mutation through a survivor
+    assigned: float | None  # kill → the new leader's replica got the group's partition
+    leading: float | None  # kill → it finished taking the lead (announced, term begun)
+
+
+def failover(replicas: list[Replica], kills: int, bootstrap: str, suffix: str, logs: Path) -> list[Failover]:
+    times: list[Failover] = []
     for kill in range(kills):
         leader_address, epoch = agreed_leader(replicas)
         leader = next(r for r in replicas if r.address == leader_address)
         survivor = next(r for r in replicas if r is not leader)
         assert leader.process is not None
         leader.process.kill()
-        killed = time.monotonic()
+        killed, killed_wall = time.monotonic(), time.time()
         with SluicewayClient(survivor.address, timeout=120) as client:
             client.create_connector(
                 f"failover-{kill}-{uuid.uuid4().hex[:6]}",
                 {"connector.class": "DataGenSource", "topic": "failover", "tasks.max": "1"},
                 initial_state="STOPPED",
             )
-        times.append(time.monotonic() - killed)
-        print(f"kill {kill + 1}: first mutation through a survivor after {times[-1]:.2f}s", flush=True)
-        agreed_leader([r for r in replicas if r is not leader], min_epoch=epoch + 1)
+        total = time.monotonic() - killed
+        new_address, _ = agreed_leader([r for r in replicas if r is not leader], min_epoch=epoch + 1)
+        new_leader = next(r for r in replicas if r.address == new_address)
+        assigned = _logged_at(new_leader, "holds the cluster partition", killed_wall)
+        leading = _logged_at(new_leader, "leads the cluster with epoch", killed_wall)
+        times.append(
+            Failover(
+                total,
+                None if assigned is None else assigned - killed_wall,
+                None if leading is None else leading - killed_wall,
+            )
+        )
+        print(
+            f"kill {kill + 1}: partition reassigned after {times[-1].assigned}s, leading after "
+            f"{times[-1].leading}s, first mutation through a survivor after {total:.2f}s",
+            flush=True,
+        )
         start_replica(leader, bootstrap, suffix, logs)
         agreed_leader(replicas)
     return times
@@ -193,6 +230,7 @@ def main() -> int:
         "--requests", type=int, default=200, help="calls per measurement, split over the clients"
     )
     parser.add_argument("--kills", type=int, default=5)
+    parser.add_argument("--only", choices=("latency", "failover"), help="run one of the two parts")
     parser.add_argument("--report", type=Path)
     args = parser.parse_args()
     logs = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
@@ -202,8 +240,12 @@ def main() -> int:
     try:
         for replica in replicas:
             start_replica(replica, broker.bootstrap_servers, suffix, logs)
-        rows = latency_table(replicas, args.requests, f"lat-{suffix}")
-        times = failover(replicas, args.kills, broker.bootstrap_servers, suffix, logs)
+        rows = [] if args.only == "failover" else latency_table(replicas, args.requests, f"lat-{suffix}")
+        times = (
+            []
+            if args.only == "latency"
+            else failover(replicas, args.kills, broker.bootstrap_servers, suffix, logs)
+        )
     finally:
         for replica in replicas:
             if replica.process is not None and replica.process.process.poll() is None:
@@ -218,10 +260,24 @@ def main() -> int:
         "",
         *rows,
         "",
-        f"Failover (leader killed → first successful mutation through a survivor), {len(times)} kills: "
-        f"min {min(times):.2f} s, median {statistics.median(times):.2f} s, max {max(times):.2f} s.",
-        "",
     ]
+    if times:
+        report += [
+            f"Failover over {len(times)} kills of the leader (SIGKILL), seconds after the kill:",
+            "",
+            "| step | min | median | max |",
+            "|---|---|---|---|",
+            *(
+                f"| {name} | {min(values):.2f} | {statistics.median(values):.2f} | {max(values):.2f} |"
+                for name, values in (
+                    ("the group gives a survivor the partition", [t.assigned for t in times if t.assigned]),
+                    ("the survivor leads (fenced, read, announced)", [t.leading for t in times if t.leading]),
+                    ("first successful mutation through a survivor", [t.total for t in times]),
+                )
+                if values
+            ),
+            "",
+        ]
     text = "\n".join(report)
     print(text)
     if args.report is not None:

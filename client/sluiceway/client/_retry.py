@@ -3,7 +3,8 @@
 One logical call (e.g. `create_connector`) owns one `Attempts`: it fixes the overall deadline
 once, hands each attempt the time that remains as its gRPC timeout, and decides after each
 failure whether another attempt fits. Waits use exponential backoff with full jitter, and a
-server's `google.rpc.RetryInfo` delay is honoured as a lower bound.
+server's `google.rpc.RetryInfo` delay, when it sends one, is the wait: it knows when trying again
+makes sense (a control plane electing a leader asks for about half a second).
 """
 
 from __future__ import annotations
@@ -55,14 +56,15 @@ class RetryPolicy:
     the caller's deadline bounds all attempts together.
     """
 
-    # Total attempts including the first; 1 disables retries.
-    max_attempts: int = 10
+    # Total attempts including the first; 1 disables retries. The call's deadline usually ends the
+    # retries first: this bound is high enough to ride out a control-plane election.
+    max_attempts: int = 100
     # Seconds; the ceiling of the first wait, which then grows by `backoff_multiplier`.
     initial_backoff: float = 0.1
     backoff_multiplier: float = 2.0
     max_backoff: float = 5.0
     retryable_codes: frozenset[grpc.StatusCode] = frozenset({grpc.StatusCode.UNAVAILABLE})
-    # Wait at least the server's RetryInfo.retry_delay when it sends one...
+    # Wait the server's RetryInfo.retry_delay when it sends one...
     honor_retry_info: bool = True
     # ...but no longer than this, so a misbehaving server cannot park the client.
     max_retry_info_delay: float = 60.0
@@ -103,12 +105,12 @@ class RetryPolicy:
         return min(self.max_backoff, self.initial_backoff * self.backoff_multiplier**exponent)
 
     def delay(self, retry: int, error: SluicewayError, random: RandomSource) -> float:
-        """The wait before retry number `retry` after `error`: full jitter, i.e. uniform in
-        [0, ceiling), raised to the server's RetryInfo delay when there is one."""
-        wait = random() * self.backoff_ceiling(retry)
+        """The wait before retry number `retry` after `error`: the server's RetryInfo delay when
+        there is one (capped by max_retry_info_delay), else full jitter, i.e. uniform in
+        [0, ceiling)."""
         if self.honor_retry_info and error.retry_delay is not None:
-            wait = max(wait, min(error.retry_delay, self.max_retry_info_delay))
-        return wait
+            return min(error.retry_delay, self.max_retry_info_delay)
+        return random() * self.backoff_ceiling(retry)
 
 
 class Attempts:

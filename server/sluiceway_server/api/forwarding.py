@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 # Metadata that marks a forwarded call; its value is the forwarding replica's id.
 FORWARDED_BY: Final = "sluiceway-forwarded-by"
 # Seconds a client is asked to wait before retrying while no leader is known.
-NO_LEADER_RETRY_SECONDS: Final = 1.0
+NO_LEADER_RETRY_SECONDS: Final = 0.5
 
 
 def _method(descriptor: Any, service: str, name: str) -> str:

@@ -51,7 +51,9 @@ class LeaderElection:
             "group.id": group_id,
             "client.id": f"sluiceway-replica-{member_id}",
             "session.timeout.ms": session_timeout_ms,
-            "heartbeat.interval.ms": max(session_timeout_ms // 3, 100),
+            # Frequent heartbeats: a surviving replica learns of the rebalance a dead leader causes
+            # from its next heartbeat's answer.
+            "heartbeat.interval.ms": max(min(session_timeout_ms // 3, 1000), 100),
             # The rebalance timeout: how long the group waits for members to rejoin. Our poll loop
             # never stalls, and a long value would slow every join on brokers that wait it out.
             "max.poll.interval.ms": session_timeout_ms,
