@@ -32,6 +32,8 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._listoffsets import OffsetSpec
 
+from sluiceway.kafka_errors import error_of, is_transient
+
 log = logging.getLogger(__name__)
 
 TopicPartitionKey = tuple[str, int]
@@ -126,8 +128,7 @@ def _remaining(deadline: float, what: str) -> float:
 
 
 def _retriable(exc: KafkaException) -> bool:
-    error = exc.args[0] if exc.args else None
-    return isinstance(error, KafkaError) and error.retriable()
+    return is_transient(error_of(exc))
 
 
 def committed_offsets(

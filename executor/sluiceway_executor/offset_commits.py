@@ -41,6 +41,7 @@ from sluiceway.connect.kafka_clients import (
     source_offsets_topic,
     task_transactional_id,
 )
+from sluiceway.kafka_errors import is_transient
 from sluiceway.offsets import OffsetPair, source_offset_key, source_offset_value
 from sluiceway_executor.pipelines.spec import TaskSpec
 
@@ -68,19 +69,6 @@ _FENCING_CODES: Final = frozenset(
         KafkaError.PRODUCER_FENCED,
         KafkaError.INVALID_PRODUCER_EPOCH,
         KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-    }
-)
-# Errors that pass by themselves although librdkafka does not always flag them retriable.
-_TRANSIENT_CODES: Final = frozenset(
-    {
-        KafkaError._TRANSPORT,
-        KafkaError._TIMED_OUT,
-        KafkaError._ALL_BROKERS_DOWN,
-        KafkaError.REQUEST_TIMED_OUT,
-        KafkaError.COORDINATOR_NOT_AVAILABLE,
-        KafkaError.NOT_COORDINATOR,
-        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-        KafkaError.CONCURRENT_TRANSACTIONS,
     }
 )
 
@@ -342,7 +330,7 @@ class KafkaOffsetCommitter:
                 return
             except KafkaException as exc:
                 error = _error_of(exc)
-                if error is None or not (error.retriable() or error.code() in _TRANSIENT_CODES):
+                if error is None or not is_transient(error):
                     raise
                 problem = _describe(exc)
             time.sleep(min(_RETRY_PAUSE_S, max(deadline - time.monotonic(), 0.0)))

@@ -41,6 +41,7 @@ from sluiceway.connect.topic_creation_config import (
     topic_creation_groups,
     uses_topic_creation,
 )
+from sluiceway.kafka_errors import is_transient
 
 __all__ = ["TopicCreator", "topic_creation_enabled"]
 
@@ -52,19 +53,9 @@ _RETRY_PAUSE_S: Final = 0.2
 _HINT: Final = (
     "Create the topic yourself or change the connector's topic.creation.* settings, then restart the task."
 )
+
+
 # Answers that may go away when asked again (a broker restarting, a controller moving).
-_TRANSIENT: Final = frozenset(
-    {
-        KafkaError._TRANSPORT,
-        KafkaError._TIMED_OUT,
-        KafkaError._ALL_BROKERS_DOWN,
-        KafkaError.REQUEST_TIMED_OUT,
-        KafkaError.NOT_CONTROLLER,
-        KafkaError.LEADER_NOT_AVAILABLE,
-    }
-)
-
-
 def topic_creation_enabled(worker_config: Mapping[str, str]) -> bool:
     """The worker's ``topic.creation.enable``; true when the control plane sent no value."""
     raw = worker_config.get(TOPIC_CREATION_ENABLE_CONFIG)
@@ -87,7 +78,7 @@ def _transient(exc: BaseException) -> bool:
     error = _error_of(exc)
     if error is None:
         return isinstance(exc, TimeoutError)
-    return error.code() in _TRANSIENT or bool(error.retriable())
+    return is_transient(error)
 
 
 class TopicCreator:

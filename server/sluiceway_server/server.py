@@ -35,11 +35,12 @@ from sluiceway.limits import SERVER_MAX_RECEIVE_BYTES
 from sluiceway_server.api.cluster import ClusterServicer
 from sluiceway_server.api.connectors import ConnectorServicer
 from sluiceway_server.api.executors import ExecutorServicer
-from sluiceway_server.api.forwarding import ChannelPool, ForwardingInterceptor
+from sluiceway_server.api.forwarding import MUTATION_RESPONSES, ChannelPool, ForwardingInterceptor
 from sluiceway_server.api.idempotency import RequestIdCache
 from sluiceway_server.api.offsets import OffsetServicer
 from sluiceway_server.api.plugins import PluginServicer
 from sluiceway_server.api.topics import TopicServicer
+from sluiceway_server.cluster.answers import RecordedAnswers
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
 from sluiceway_server.cluster.election import LeaderElection
 from sluiceway_server.cluster.leadership import Leadership
@@ -368,7 +369,10 @@ def _add_services(
     cluster_id: str,
 ) -> None:
     default_timeout = config.seconds("request.timeout.ms")
-    request_ids = RequestIdCache()
+    request_ids = RequestIdCache(
+        answers=RecordedAnswers(leadership.cluster, lambda: leadership.writer, default_timeout),
+        response_types=MUTATION_RESPONSES,
+    )
     connectors_pb2_grpc.add_ConnectorServiceServicer_to_server(
         ConnectorServicer(herder, request_ids, default_timeout), server
     )

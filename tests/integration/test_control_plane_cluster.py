@@ -227,15 +227,22 @@ def test_follower_forwards_the_callers_deadline(cluster: Cluster, unique: str) -
     assert "validating" in got.message, got.message
 
 
-def test_leader_killed_another_leads_and_serves_mutations(own_cluster: Cluster, unique: str) -> None:
+def test_leader_killed_another_leads_and_serves_mutations(
+    own_cluster: Cluster, broker: object, unique: str
+) -> None:
     cluster = own_cluster
     leader = cluster.leader()
     epoch = cluster.info(leader).leader.leader_epoch
     survivors = [r for r in cluster.replicas if r is not leader]
+    # Answered by the leader about to die; its retry reaches the next one.
+    request_id = str(uuid.uuid4())
+    answered = _create(leader, f"before-kill-{unique}", request_id)
     leader.kill()
     killed_at = time.monotonic()
     new_epoch = cluster.wait_agreed(survivors, min_epoch=epoch + 1)
     assert new_epoch > epoch
+    assert _create(survivors[1], f"before-kill-{unique}", request_id) == answered
+    assert _config_records(broker, survivors[0], f"before-kill-{unique}") == 1
     # Through either survivor, with the client library's retries.
     for index, survivor in enumerate(survivors):
         with SluicewayClient(survivor.address, timeout=60) as client:

@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
 
 import grpc
+from google.protobuf import message_factory
+from google.protobuf.message import Message
 
 from sluiceway.api.v1 import cluster_pb2, connectors_pb2, offsets_pb2, plugins_pb2, topics_pb2
 from sluiceway_server.api.errors import status_for
@@ -53,6 +55,20 @@ MUTATIONS: Final = frozenset(
         _method(topics_pb2.DESCRIPTOR, "TopicService", "ResetActiveTopics"),
     }
 )
+
+
+def _response_types() -> dict[str, type[Message]]:
+    types: dict[str, type[Message]] = {}
+    for module in (connectors_pb2, offsets_pb2, topics_pb2):
+        for service in module.DESCRIPTOR.services_by_name.values():
+            for method in service.methods:
+                if f"/{service.full_name}/{method.name}" in MUTATIONS:
+                    types[method.name] = message_factory.GetMessageClass(method.output_type)
+    return types
+
+
+# Each mutation's response class by method name, to read a recorded answer back (idempotency.py).
+MUTATION_RESPONSES: Final = _response_types()
 
 # Answered by whichever replica receives them. Together with MUTATIONS: every RPC of the public API
 # (a unit test holds the two lists to the protos).

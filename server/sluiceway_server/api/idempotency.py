@@ -1,20 +1,35 @@
 """`request_id` de-duplication: a retried mutation with the same id gets the first call's
-response instead of acting twice (AIP-155). In memory, per replica, bounded."""
+response instead of acting twice (AIP-155). In the leader's memory, bounded; with `Answers`, each
+answer is also recorded where a later leader finds it (the cluster topic), so a retry that reaches
+the next leader after a failover gets the same answer too."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from google.protobuf.message import Message
 
 from sluiceway_server.herder.errors import FieldViolation, InvalidArgumentError
 
 R = TypeVar("R", bound=Message)
+log = logging.getLogger(__name__)
+
+
+class Answers(Protocol):
+    """Answers recorded beyond this process (cluster/answers.py)."""
+
+    def lookup(self, method: str, request_id: str, max_age: float) -> tuple[str, bytes] | None:
+        """(fingerprint, serialized response) of a recorded answer younger than max_age seconds."""
+        ...
+
+    async def record(self, method: str, request_id: str, fingerprint: str, response: bytes) -> None: ...
 
 
 @dataclass
@@ -25,9 +40,18 @@ class _Entry:
 
 
 class RequestIdCache:
-    def __init__(self, capacity: int = 10_000, ttl: float = 3600.0) -> None:
+    def __init__(
+        self,
+        capacity: int = 10_000,
+        ttl: float = 3600.0,
+        answers: Answers | None = None,
+        response_types: Mapping[str, type[Message]] | None = None,
+    ) -> None:
         self._capacity = capacity
         self._ttl = ttl
+        self._answers = answers
+        # Method name -> its response message class, to read a recorded answer back.
+        self._response_types = dict(response_types or {})
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
 
     def _evict(self, now: float) -> None:
@@ -58,6 +82,9 @@ class RequestIdCache:
                 )
             result: R = await asyncio.shield(entry.future)
             return result
+        recorded = self._recorded(method, request_id, fingerprint)
+        if recorded is not None:
+            return recorded  # type: ignore[return-value]  # the method's own response type
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._entries[key] = _Entry(fingerprint, future, now)
         try:
@@ -70,4 +97,34 @@ class RequestIdCache:
                 future.exception()  # mark retrieved; concurrent duplicates re-raise it
             raise
         future.set_result(response)
+        if self._answers is not None and method in self._response_types:
+            try:
+                await self._answers.record(
+                    method, request_id, _digest(fingerprint), response.SerializeToString()
+                )
+            except Exception as exc:
+                # The mutation took effect; only a retry after a failover would act again.
+                log.warning("recording the answer to %s %s failed: %s", method, request_id, exc)
         return response
+
+    def _recorded(self, method: str, request_id: str, fingerprint: bytes) -> Message | None:
+        """An answer an earlier leader recorded for this request, if any (REQUEST_ID_REUSED when
+        the id came with another request)."""
+        response_type = self._response_types.get(method)
+        if self._answers is None or response_type is None:
+            return None
+        found = self._answers.lookup(method, request_id, self._ttl)
+        if found is None:
+            return None
+        recorded_fingerprint, payload = found
+        if recorded_fingerprint != _digest(fingerprint):
+            raise InvalidArgumentError(
+                f"request_id {request_id!r} was already used for a different {method} request",
+                reason="REQUEST_ID_REUSED",
+                violations=[FieldViolation("request_id", "already used for a different request")],
+            )
+        return response_type.FromString(payload)
+
+
+def _digest(fingerprint: bytes) -> str:
+    return hashlib.sha256(fingerprint).hexdigest()

@@ -120,6 +120,11 @@ class Leadership:
     def epoch(self) -> int | None:
         return self._epoch
 
+    @property
+    def writer(self) -> TopicWriter | None:
+        """The fenced producer of the current term (None while this replica does not lead)."""
+        return self._writer if self._epoch is not None else None
+
     def leader(self) -> LeaderInfo | None:
         if self._epoch is not None:
             return LeaderInfo(self.member_id, self.address, self._epoch)

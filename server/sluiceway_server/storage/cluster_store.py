@@ -6,13 +6,20 @@ no counterpart (its workers learn the leader from the group protocol itself).
   producer, so a deposed leader cannot announce itself again. Epochs only grow.
 - `member-{id}`: `{"id", "address", "version", "time_ms"}`, written by each replica when it starts
   and again every refresh interval; a tombstone when it stops cleanly.
+- `request-{slot}`: `{"method", "request_id", "fingerprint", "response", "time_ms"}`, the answer the
+  leader gave a mutation with a `request_id` (base64 of the serialized response), so that a retry a
+  later leader receives gets the same answer. Written through the fenced producer. The slot (a
+  hash of method and id, one of REQUEST_SLOTS) bounds the keys: a newer answer in the same slot
+  replaces the older one, as an eviction would.
 
 The same topic carries the control-plane group's subscription (cluster/election.py): the replica
 the group assigns its one partition to is the leader."""
 
 from __future__ import annotations
 
+import base64
 import concurrent.futures
+import hashlib
 import logging
 import threading
 import time
@@ -26,6 +33,13 @@ log = logging.getLogger(__name__)
 
 LEADER_KEY = "leader"
 MEMBER_PREFIX = "member-"
+REQUEST_PREFIX = "request-"
+REQUEST_SLOTS = 4096
+
+
+def request_slot(method: str, request_id: str) -> int:
+    digest = hashlib.sha256(f"{method}\0{request_id}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") % REQUEST_SLOTS
 
 
 @dataclass(frozen=True)
@@ -33,6 +47,15 @@ class LeaderRecord:
     id: str
     address: str
     epoch: int
+    time_ms: int
+
+
+@dataclass(frozen=True)
+class AnswerRecord:
+    method: str
+    request_id: str
+    fingerprint: str  # hex digest of the request without its request_id
+    response: bytes  # the serialized answer
     time_ms: int
 
 
@@ -57,6 +80,7 @@ class ClusterStore:
         self._lock = threading.Lock()
         self._leader: LeaderRecord | None = None
         self._members: dict[str, MemberRecord] = {}
+        self._answers: dict[int, AnswerRecord] = {}
         self.on_leader: Callable[[LeaderRecord], None] | None = None
 
     @property
@@ -86,7 +110,29 @@ class ClusterStore:
                 (m for m in self._members.values() if now - m.time_ms <= max_age_ms), key=lambda m: m.id
             )
 
+    def answer(self, method: str, request_id: str) -> AnswerRecord | None:
+        """The recorded answer to this mutation, if its slot still holds it."""
+        with self._lock:
+            found = self._answers.get(request_slot(method, request_id))
+        if found is None or found.method != method or found.request_id != request_id:
+            return None
+        return found
+
     # -- writes ----------------------------------------------------------------------------------
+
+    def record_answer(self, writer: TopicWriter, answer: AnswerRecord, timeout: float) -> None:
+        """Write the answer through the leader's fenced producer; returns once it is committed."""
+        value = serde.dumps(
+            {
+                "method": answer.method,
+                "request_id": answer.request_id,
+                "fingerprint": answer.fingerprint,
+                "response": base64.b64encode(answer.response).decode("ascii"),
+                "time_ms": answer.time_ms,
+            }
+        )
+        key = f"{REQUEST_PREFIX}{request_slot(answer.method, answer.request_id)}".encode()
+        writer.send(self._log.topic, key, value, 0).result(timeout)
 
     def announce_leader(self, writer: TopicWriter, record: LeaderRecord, timeout: float) -> None:
         """Write the leader record through the leader's fenced producer and wait until it is read
@@ -122,6 +168,8 @@ class ClusterStore:
             self._apply_leader(value, record.offset)
         elif key.startswith(MEMBER_PREFIX):
             self._apply_member(key[len(MEMBER_PREFIX) :], value, record.offset)
+        elif key.startswith(REQUEST_PREFIX):
+            self._apply_answer(key[len(REQUEST_PREFIX) :], value, record.offset)
         else:
             log.warning("cluster topic: skipping unknown key %s at offset %d", key, record.offset)
 
@@ -141,6 +189,27 @@ class ClusterStore:
             self._leader = leader
         if self.on_leader is not None:
             self.on_leader(leader)
+
+    def _apply_answer(self, slot: str, value: object, offset: int) -> None:
+        if not slot.isdigit():
+            log.warning("cluster topic: skipping request record with slot %r at offset %d", slot, offset)
+            return
+        with self._lock:
+            if value is None:
+                self._answers.pop(int(slot), None)
+                return
+            if not isinstance(value, dict):
+                return
+            try:
+                self._answers[int(slot)] = AnswerRecord(
+                    str(value["method"]),
+                    str(value["request_id"]),
+                    str(value["fingerprint"]),
+                    base64.b64decode(str(value["response"]), validate=True),
+                    int(value["time_ms"]),
+                )
+            except (KeyError, TypeError, ValueError):
+                log.warning("cluster topic: skipping a malformed request record at offset %d", offset)
 
     def _apply_member(self, member_id: str, value: object, offset: int) -> None:
         with self._lock:

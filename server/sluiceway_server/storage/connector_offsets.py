@@ -43,6 +43,7 @@ from sluiceway.connect.kafka_clients import (
     own_offsets_topic,
     sink_consumer_group,
 )
+from sluiceway.kafka_errors import is_transient
 from sluiceway_server.storage.offset_store import OffsetStore
 
 log = logging.getLogger(__name__)
@@ -54,19 +55,6 @@ CommittedOffsets = dict[tuple[str, int], int]
 StoredPair = tuple[dict[str, Any], dict[str, Any]]
 
 _RETRY_SECONDS = 0.2
-# Errors librdkafka does not always flag retriable that pass by themselves (a connection the broker
-# dropped, a coordinator moving or loading).
-_TRANSIENT_CODES = frozenset(
-    {
-        KafkaError._TRANSPORT,
-        KafkaError._TIMED_OUT,
-        KafkaError._ALL_BROKERS_DOWN,
-        KafkaError.REQUEST_TIMED_OUT,
-        KafkaError.COORDINATOR_NOT_AVAILABLE,
-        KafkaError.NOT_COORDINATOR,
-        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    }
-)
 T = TypeVar("T")
 _IDLE_GROUP_STATES = (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN)
 
@@ -336,7 +324,7 @@ class ConnectorOffsetStorage:
                 return call()
             except KafkaException as exc:
                 error = exc.args[0] if exc.args else None
-                if not _retriable(error) or time.monotonic() > deadline:
+                if not is_transient(error) or time.monotonic() > deadline:
                     raise
                 log.info("%s failed (%s); retrying", what, error)
             time.sleep(_RETRY_SECONDS)
@@ -355,10 +343,6 @@ def _merged(worker: OffsetStore, own: OffsetStore | None, connector: str) -> lis
     if own is not None:
         merged.update({json.dumps(p, sort_keys=True): (p, o) for p, o in own.offsets(connector)})
     return list(merged.values())
-
-
-def _retriable(error: object) -> bool:
-    return isinstance(error, KafkaError) and (error.retriable() or error.code() in _TRANSIENT_CODES)
 
 
 def _code(exc: KafkaException) -> int | None:

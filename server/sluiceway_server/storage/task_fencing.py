@@ -17,9 +17,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaException, Producer
 
 from sluiceway.connect.kafka_clients import offset_commit_config, task_transactional_id
+from sluiceway.kafka_errors import is_transient
 from sluiceway_server.config import DEFAULTS
 from sluiceway_server.storage.status_store import StatusStore
 
@@ -28,19 +29,6 @@ log = logging.getLogger(__name__)
 _RETRY_SECONDS: Final = 0.2
 # Errors librdkafka does not always flag retriable that pass by themselves (a connection the broker
 # dropped, a transaction coordinator moving or loading, a concurrent transaction being aborted).
-_TRANSIENT_CODES: Final = frozenset(
-    {
-        KafkaError._TRANSPORT,
-        KafkaError._TIMED_OUT,
-        KafkaError._ALL_BROKERS_DOWN,
-        KafkaError.REQUEST_TIMED_OUT,
-        KafkaError.COORDINATOR_NOT_AVAILABLE,
-        KafkaError.NOT_COORDINATOR,
-        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-        KafkaError.CONCURRENT_TRANSACTIONS,
-    }
-)
-
 ProducerFactory = Callable[[dict[str, Any]], Producer]
 
 
@@ -122,16 +110,12 @@ class TaskFencer:
                     return
                 except KafkaException as exc:
                     error = exc.args[0] if exc.args else None
-                    if not _retriable(error) or time.monotonic() >= deadline:
+                    if not is_transient(error) or time.monotonic() >= deadline:
                         raise
                     log.info("fencing transactional id %s failed (%s); retrying", transactional_id, error)
                 time.sleep(_RETRY_SECONDS)
         finally:
             producer.close()
-
-
-def _retriable(error: object) -> bool:
-    return isinstance(error, KafkaError) and (error.retriable() or error.code() in _TRANSIENT_CODES)
 
 
 def _tasks_max(connector_config: Mapping[str, str]) -> int:

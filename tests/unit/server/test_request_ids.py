@@ -86,3 +86,58 @@ def test_capacity_evicts_oldest() -> None:
         assert count == 4
 
     asyncio.run(main())
+
+
+class _Recorded:
+    """Answers kept as the cluster topic would keep them, shared by successive leaders."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.entries: dict[tuple[str, str], tuple[str, bytes]] = {}
+        self.fail = fail
+
+    def lookup(self, method: str, request_id: str, max_age: float) -> tuple[str, bytes] | None:
+        return self.entries.get((method, request_id))
+
+    async def record(self, method: str, request_id: str, fingerprint: str, response: bytes) -> None:
+        if self.fail:
+            raise RuntimeError("the cluster topic is away")
+        self.entries[(method, request_id)] = (fingerprint, response)
+
+
+TYPES = {"PauseConnector": connectors_pb2.Connector}
+
+
+def test_a_later_leader_answers_a_retry_as_the_first_did() -> None:
+    async def main() -> None:
+        recorded = _Recorded()
+        calls = 0
+
+        async def call() -> connectors_pb2.Connector:
+            nonlocal calls
+            calls += 1
+            return connectors_pb2.Connector(name=f"connectors/a{calls}")
+
+        first = await RequestIdCache(answers=recorded, response_types=TYPES).run(
+            "PauseConnector", _request("r1"), call
+        )
+        # A new leader starts with an empty memory but finds the recorded answer.
+        later = RequestIdCache(answers=recorded, response_types=TYPES)
+        assert await later.run("PauseConnector", _request("r1"), call) == first
+        assert calls == 1
+        with pytest.raises(InvalidArgumentError) as reused:
+            await later.run("PauseConnector", _request("r1", name="connectors/b"), call)
+        assert reused.value.reason == "REQUEST_ID_REUSED"
+        assert calls == 1
+
+    asyncio.run(main())
+
+
+def test_an_answer_that_cannot_be_recorded_is_still_given() -> None:
+    async def main() -> None:
+        async def call() -> connectors_pb2.Connector:
+            return connectors_pb2.Connector(name="connectors/a")
+
+        cache = RequestIdCache(answers=_Recorded(fail=True), response_types=TYPES)
+        assert (await cache.run("PauseConnector", _request("r1"), call)).name == "connectors/a"
+
+    asyncio.run(main())
