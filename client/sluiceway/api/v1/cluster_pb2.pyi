@@ -69,7 +69,7 @@ Global___Member: _TypeAlias = Member  # noqa: Y015
 
 @_typing.final
 class ExecutorInfo(_message.Message):
-    """An executor attached to the leader."""
+    """An executor the leader knows: attached, or away for less than its session timeout."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -140,7 +140,7 @@ class ServerInfo(_message.Message):
 
     @_builtins.property
     def leader(self) -> Global___Member:
-        """The replica that leads. Leader election is not built, so this is always this_replica."""
+        """The replica that leads, as this replica knows it (unset while no leader is known)."""
 
     @_builtins.property
     def members(self) -> _containers.RepeatedCompositeFieldContainer[Global___Member]: ...

@@ -55,12 +55,12 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     support offset changes); the message carries the connector's.
     """
     NO_LEADER: _ErrorReason.ValueType  # 11
-    """UNAVAILABLE: no leader is known; retry after RetryInfo's delay. Not returned yet (there is
-    no leader election: every replica acts as the leader).
-    """
+    """UNAVAILABLE: no leader is known (an election is under way); retry after RetryInfo's delay."""
     NOT_LEADER: _ErrorReason.ValueType  # 12
-    """UNAVAILABLE: this replica no longer takes the call. Today: an executor attaching while the
-    control plane shuts down; it should attach to a running one.
+    """UNAVAILABLE: this replica does not lead and does not forward the call: a forwarded call that
+    reached a replica which no longer leads, a leader that cannot be reached, a term that ended
+    during the call, or an executor attaching to a follower (metadata `leader_address` names the
+    leader when it is known). Retry after RetryInfo's delay.
     """
     STORAGE_UNAVAILABLE: _ErrorReason.ValueType  # 13
     """UNAVAILABLE: Kafka, holding the cluster state, could not be reached in time."""
@@ -77,7 +77,7 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """
     STALE_GENERATION: _ErrorReason.ValueType  # 18
     """FAILED_PRECONDITION: an executor message carried a generation older than its assignment.
-    Not returned yet. (a stale offset commit is refused in its CommitResult instead.)
+    Not returned yet. (Executors commit offsets to Kafka themselves; a stale report is dropped.)
     """
     REQUEST_ID_REUSED: _ErrorReason.ValueType  # 19
     """INVALID_ARGUMENT: a request_id was reused for a different request."""
@@ -138,12 +138,12 @@ CONNECTOR_REJECTED_OFFSETS: ErrorReason.ValueType  # 10
 support offset changes); the message carries the connector's.
 """
 NO_LEADER: ErrorReason.ValueType  # 11
-"""UNAVAILABLE: no leader is known; retry after RetryInfo's delay. Not returned yet (there is
-no leader election: every replica acts as the leader).
-"""
+"""UNAVAILABLE: no leader is known (an election is under way); retry after RetryInfo's delay."""
 NOT_LEADER: ErrorReason.ValueType  # 12
-"""UNAVAILABLE: this replica no longer takes the call. Today: an executor attaching while the
-control plane shuts down; it should attach to a running one.
+"""UNAVAILABLE: this replica does not lead and does not forward the call: a forwarded call that
+reached a replica which no longer leads, a leader that cannot be reached, a term that ended
+during the call, or an executor attaching to a follower (metadata `leader_address` names the
+leader when it is known). Retry after RetryInfo's delay.
 """
 STORAGE_UNAVAILABLE: ErrorReason.ValueType  # 13
 """UNAVAILABLE: Kafka, holding the cluster state, could not be reached in time."""
@@ -160,7 +160,7 @@ in its status instead.
 """
 STALE_GENERATION: ErrorReason.ValueType  # 18
 """FAILED_PRECONDITION: an executor message carried a generation older than its assignment.
-Not returned yet. (a stale offset commit is refused in its CommitResult instead.)
+Not returned yet. (Executors commit offsets to Kafka themselves; a stale report is dropped.)
 """
 REQUEST_ID_REUSED: ErrorReason.ValueType  # 19
 """INVALID_ARGUMENT: a request_id was reused for a different request."""
