@@ -8,23 +8,25 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import grpc
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from pyspark.sql import SparkSession
 
-from sluiceway.api.v1 import cluster_pb2, cluster_pb2_grpc, connectors_pb2, connectors_pb2_grpc
 from sluiceway_server.embedded import (
     EmbeddedBroker,
-    EmbeddedSparkConnect,
     ManagedProcess,
-    executor_argv,
-    spawn,
 )
-from tests.conftest import LOG_DIR, ControlPlaneProcess
+from tests.conftest import ControlPlaneProcess
+from tests.fault.fault_helpers import (
+    ExecutorStarter,
+    create_lake_pipeline,
+    executor_tasks,
+    server_info,
+    wait_for,
+)
 from tests.integration.api_helpers import read_topic
 from tests.integration.pipeline_helpers import parquet_counts
 
@@ -41,85 +43,11 @@ SETTINGS = {
 }
 
 
-@pytest.fixture
-def executors_for(
-    spark_connect: EmbeddedSparkConnect,
-) -> Iterator[Callable[[str, list[str]], ManagedProcess]]:
-    started: list[ManagedProcess] = []
-
-    def start(executor_id: str, servers: list[str]) -> ManagedProcess:
-        process = spawn(
-            f"executor-{executor_id}",
-            executor_argv(
-                ",".join(servers), spark_connect.remote, "--id", executor_id, "--log-level", "INFO"
-            ),
-            LOG_DIR,
-        )
-        started.append(process)
-        return process
-
-    yield start
-    for process in started:
-        if process.process.poll() is None:
-            process.stop(timeout=60)
-
-
-def _info(address: str) -> cluster_pb2.ServerInfo | None:
-    try:
-        with grpc.insecure_channel(address) as channel:
-            info: cluster_pb2.ServerInfo = cluster_pb2_grpc.ClusterServiceStub(channel).GetServerInfo(
-                cluster_pb2.GetServerInfoRequest(), timeout=5
-            )
-            return info
-    except grpc.RpcError:
-        return None
-
-
-def _assigned(address: str) -> dict[str, list[str]]:
-    info = _info(address)
-    return {} if info is None else {e.id: list(e.tasks) for e in info.executors}
-
-
-def _wait(
-    probe: Callable[[], object], timeout: float, what: str, logs: Callable[[], str] = lambda: ""
-) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if probe():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}\n{logs()}")
-
-
 def _create_pipeline(address: str, unique: str, out: Path) -> str:
     topic = f"cpfault-{unique}"
-    configs = {
-        f"gen-{unique}": {
-            "connector.class": "DataGenSource",
-            "topic": topic,
-            "tasks.max": str(TASKS),
-            "max.records": str(PER_TASK),
-            "records.per.sec": "3000",
-            "batch.max.records": str(BATCH),
-        },
-        f"sink-{unique}": {
-            "connector.class": "SparkFileSink",
-            "topics": topic,
-            "path": str(out),
-            "format": "parquet",
-            "tasks.max": str(TASKS),
-            "batch.max.records": str(BATCH),
-        },
-    }
-    with grpc.insecure_channel(address) as channel:
-        stub = connectors_pb2_grpc.ConnectorServiceStub(channel)
-        for name, config in configs.items():
-            stub.CreateConnector(
-                connectors_pb2.CreateConnectorRequest(
-                    connector_id=name, connector=connectors_pb2.Connector(config=config)
-                ),
-                timeout=60,
-            )
+    create_lake_pipeline(
+        address, unique, out, topic=topic, tasks=TASKS, per_task=PER_TASK, batch=BATCH, rate=3000
+    )
     return topic
 
 
@@ -182,7 +110,7 @@ def _check_pipeline(
     def logs() -> str:
         return "\n".join(e.tail() for e in executors)
 
-    _wait(lambda: parquet_counts(spark, out)[1] == EXPECTED, 300, "every record in the lake", logs)
+    wait_for(lambda: parquet_counts(spark, out)[1] == EXPECTED, 300, "every record in the lake", logs)
     time.sleep(3)  # anything written twice would land now
     rows, distinct = parquet_counts(spark, out)
     produced = _topic_records(broker.bootstrap_servers, topic)
@@ -198,30 +126,30 @@ def _check_pipeline(
 
 def test_only_control_plane_killed_and_restarted_pipeline_keeps_running(
     control_plane_factory: Callable[..., ControlPlaneProcess],
-    executors_for: Callable[[str, list[str]], ManagedProcess],
+    start_executor: ExecutorStarter,
     broker: EmbeddedBroker,
     spark: SparkSession,
     unique: str,
     tmp_path: Path,
 ) -> None:
     plane = control_plane_factory(**SETTINGS)
-    executors = [executors_for(f"{role}-{unique}", [plane.address]) for role in ("a", "b")]
-    _wait(lambda: len(_assigned(plane.address)) == 2, 60, "two executors attached")
+    executors = [start_executor(f"{role}-{unique}", [plane.address]) for role in ("a", "b")]
+    wait_for(lambda: len(executor_tasks(plane.address)) == 2, 60, "two executors attached")
     out = tmp_path / "lake"
     topic = _create_pipeline(plane.address, unique, out)
-    _wait(lambda: parquet_counts(spark, out)[1] >= 20_000, 180, "records in the lake")
-    before = _assigned(plane.address)
+    wait_for(lambda: parquet_counts(spark, out)[1] >= 20_000, 180, "records in the lake")
+    before = executor_tasks(plane.address)
     assert sum(len(t) for t in before.values()) == 2 * TASKS
     plane.kill()
     time.sleep(2)
     plane.start()  # same port and internal topics; the executors attach again on their own
-    _wait(lambda: _assigned(plane.address) == before, 60, "every task adopted where it ran")
+    wait_for(lambda: executor_tasks(plane.address) == before, 60, "every task adopted where it ran")
     _check_pipeline(spark, broker, plane, topic, out, unique, executors)
 
 
 def test_leader_killed_pipeline_keeps_running(
     broker: EmbeddedBroker,
-    executors_for: Callable[[str, list[str]], ManagedProcess],
+    start_executor: ExecutorStarter,
     spark: SparkSession,
     unique: str,
     tmp_path: Path,
@@ -233,23 +161,23 @@ def test_leader_killed_pipeline_keeps_running(
         for replica in replicas[1:]:
             replica.start(lead=False)
         addresses = [r.address for r in replicas]
-        executors = [executors_for(f"{role}-{unique}", addresses) for role in ("a", "b")]
-        _wait(lambda: len(_assigned(replicas[0].address)) == 2, 60, "two executors attached")
+        executors = [start_executor(f"{role}-{unique}", addresses) for role in ("a", "b")]
+        wait_for(lambda: len(executor_tasks(replicas[0].address)) == 2, 60, "two executors attached")
         out = tmp_path / "lake"
         topic = _create_pipeline(replicas[1].address, unique, out)  # through a follower
-        _wait(lambda: parquet_counts(spark, out)[1] >= 20_000, 180, "records in the lake")
-        before = _assigned(replicas[0].address)
+        wait_for(lambda: parquet_counts(spark, out)[1] >= 20_000, 180, "records in the lake")
+        before = executor_tasks(replicas[0].address)
         assert sum(len(t) for t in before.values()) == 2 * TASKS
         replicas[0].kill()
         survivors = replicas[1:]
 
         def new_leader_has_everything() -> bool:
-            info = _info(survivors[0].address)
+            info = server_info(survivors[0].address)
             if info is None or info.leader.id not in {r.address for r in survivors}:
                 return False
-            return _assigned(info.leader.id) == before
+            return executor_tasks(info.leader.id) == before
 
-        _wait(new_leader_has_everything, 90, "a new leader with every task adopted where it ran")
+        wait_for(new_leader_has_everything, 90, "a new leader with every task adopted where it ran")
         _check_pipeline(spark, broker, replicas[1], topic, out, unique, executors)
     finally:
         for replica in replicas:

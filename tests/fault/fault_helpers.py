@@ -1,0 +1,100 @@
+"""What the fault tests share: the DataGenSource → SparkFileSink pipeline they break, executors of
+their own, and reads of the control plane that tolerate it being down."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from sluiceway.api.v1 import cluster_pb2, cluster_pb2_grpc, connectors_pb2, connectors_pb2_grpc
+from sluiceway_server.embedded import EmbeddedSparkConnect, ManagedProcess, executor_argv, spawn
+from tests.conftest import LOG_DIR
+
+ExecutorStarter = Callable[[str, list[str]], ManagedProcess]
+
+
+@pytest.fixture
+def start_executor(spark_connect: EmbeddedSparkConnect) -> Iterator[ExecutorStarter]:
+    """`start(executor_id, control-plane addresses)`: an executor process, stopped at the end."""
+    started: list[ManagedProcess] = []
+
+    def start(executor_id: str, servers: list[str]) -> ManagedProcess:
+        argv = executor_argv(
+            ",".join(servers), spark_connect.remote, "--id", executor_id, "--log-level", "INFO"
+        )
+        process = spawn(f"executor-{executor_id}", argv, LOG_DIR)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        if process.process.poll() is None:
+            process.stop(timeout=60)
+
+
+def create_lake_pipeline(
+    address: str, unique: str, out: Path, *, topic: str, tasks: int, per_task: int, batch: int, rate: int
+) -> None:
+    """`gen-{unique}` (DataGenSource, `per_task` records per task at `rate` per second each) into
+    `topic`, and `sink-{unique}` (SparkFileSink, Parquet under `out`) out of it."""
+    configs = {
+        f"gen-{unique}": {
+            "connector.class": "DataGenSource",
+            "topic": topic,
+            "tasks.max": str(tasks),
+            "max.records": str(per_task),
+            "records.per.sec": str(rate),
+            "batch.max.records": str(batch),
+        },
+        f"sink-{unique}": {
+            "connector.class": "SparkFileSink",
+            "topics": topic,
+            "path": str(out),
+            "format": "parquet",
+            "tasks.max": str(tasks),
+            "batch.max.records": str(batch),
+        },
+    }
+    with grpc.insecure_channel(address) as channel:
+        stub = connectors_pb2_grpc.ConnectorServiceStub(channel)
+        for name, config in configs.items():
+            stub.CreateConnector(
+                connectors_pb2.CreateConnectorRequest(
+                    connector_id=name, connector=connectors_pb2.Connector(config=config)
+                ),
+                timeout=60,
+            )
+
+
+def server_info(address: str) -> cluster_pb2.ServerInfo | None:
+    """The replica's GetServerInfo, or None while it does not answer."""
+    try:
+        with grpc.insecure_channel(address) as channel:
+            info: cluster_pb2.ServerInfo = cluster_pb2_grpc.ClusterServiceStub(channel).GetServerInfo(
+                cluster_pb2.GetServerInfoRequest(), timeout=5
+            )
+            return info
+    except grpc.RpcError:
+        return None
+
+
+def executor_tasks(address: str) -> dict[str, list[str]]:
+    """Executor id → its tasks, as the replica reports them ({} while it does not answer)."""
+    info = server_info(address)
+    return {} if info is None else {e.id: list(e.tasks) for e in info.executors}
+
+
+def wait_for(
+    probe: Callable[[], object], timeout: float, what: str, logs: Callable[[], str] = lambda: ""
+) -> None:
+    """Poll `probe` until it is truthy; on a timeout fail with `logs()`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if probe():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}\n{logs()}")
