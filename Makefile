@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 TESTS ?= tests
 COVERAGE_DIR := var/coverage
 
-.PHONY: install run run-cluster test lint proto api-protos unit integration clean fuzz
+.PHONY: install run run-cluster test lint proto api-protos unit integration clean fuzz dev-certs
 
 # Installs Java and Node (apt), the .venv, the pinned dependencies and the pinned Node packages
 # (protos/: buf; tests/node: the Node client test) when missing or outdated.
@@ -54,6 +54,12 @@ proto: install
 # protos it needs, from the pinned googleapis-common-protos, in var/api-protos/ (git-ignored).
 api-protos: install
 	$(PY) protos/bundle.py
+
+# Development certificates in var/dev-certs/ (git-ignored): a CA, a replica certificate for
+# localhost and this host, and client certificates CN=admin, operator, viewer, executor and replica.
+# Made afresh on every run; for trying TLS and mutual TLS, not for production.
+dev-certs: install
+	$(PY) -m sluiceway_server.dev_certificates var/dev-certs
 
 unit: install
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit

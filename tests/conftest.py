@@ -5,7 +5,6 @@ its own topic, group and connector names."""
 from __future__ import annotations
 
 import os
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,6 +16,7 @@ import grpc
 import pytest
 
 from sluiceway.api.v1 import cluster_pb2, cluster_pb2_grpc
+from sluiceway.transport import TransportSecurity
 from sluiceway_server.embedded import (
     EmbeddedBroker,
     EmbeddedSparkConnect,
@@ -92,6 +92,8 @@ class ControlPlaneProcess:
     port: int = field(default_factory=free_port)
     settings: dict[str, str] = field(default_factory=dict)
     managed: ManagedProcess | None = None
+    # How this test's own calls reach it (TLS, a token) when it requires them.
+    security: TransportSecurity = field(default_factory=TransportSecurity)
 
     @property
     def address(self) -> str:
@@ -126,27 +128,26 @@ class ControlPlaneProcess:
             "plugin.callback.timeout.ms": "5000",
             # A group join waits about half of this on Tansu: a shorter one keeps start-ups quick.
             "session.timeout.ms": "6000",
+            # The test plugins (testing_connectors, deletion_connectors) load from here; executors
+            # get it in the worker config Welcome carries.
+            "plugin.path": str(TEST_PLUGINS),
             **self.settings,
         }
 
     def start(self, timeout: float = 60.0, *, lead: bool = True) -> ControlPlaneProcess:
         """Spawn it and wait until it serves; with `lead`, also until it leads (a replica restarted
         on the same topics serves as soon as it has read the last leader's announcement)."""
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(TEST_PLUGINS), os.environ.get("PYTHONPATH")])),
-        }
-        self.managed = spawn(f"control-plane-{self.suffix}", self.argv(), LOG_DIR, env=env)
+        self.managed = spawn(f"control-plane-{self.suffix}", self.argv(), LOG_DIR)
         deadline = time.monotonic() + timeout
-        wait_serving(self.address, timeout, self.managed)
+        wait_serving(self.address, timeout, self.managed, self.security)
         if lead:
             self.wait_until_leading(max(deadline - time.monotonic(), 1.0))
         return self
 
     def server_info(self, timeout: float = 5.0) -> cluster_pb2.ServerInfo:
-        with grpc.insecure_channel(self.address) as channel:
+        with self.security.channel(self.address, []) as channel:
             info: cluster_pb2.ServerInfo = cluster_pb2_grpc.ClusterServiceStub(channel).GetServerInfo(
-                cluster_pb2.GetServerInfoRequest(), timeout=timeout
+                cluster_pb2.GetServerInfoRequest(), timeout=timeout, metadata=self.security.metadata()
             )
             return info
 
@@ -187,12 +188,24 @@ def channel(control_plane: ControlPlaneProcess) -> Iterator[grpc.Channel]:
 @pytest.fixture
 def control_plane_factory(broker: EmbeddedBroker) -> Iterator[Callable[..., ControlPlaneProcess]]:
     """Dedicated control planes for tests that restart or kill them; all stopped at the end.
-    `factory(suffix=None, lead=True, **settings)`: the same suffix reuses the same internal topics
-    and group (a replica of the same cluster); `lead=False` waits only until it serves."""
+    `factory(suffix=None, lead=True, security=None, **settings)`: the same suffix reuses the same
+    internal topics and group (a replica of the same cluster); `lead=False` waits only until it
+    serves; `security` is how the test's own calls reach it."""
     started: list[ControlPlaneProcess] = []
 
-    def factory(suffix: str | None = None, *, lead: bool = True, **settings: str) -> ControlPlaneProcess:
-        plane = ControlPlaneProcess(broker, suffix or uuid.uuid4().hex[:8], settings=dict(settings))
+    def factory(
+        suffix: str | None = None,
+        *,
+        lead: bool = True,
+        security: TransportSecurity | None = None,
+        **settings: str,
+    ) -> ControlPlaneProcess:
+        plane = ControlPlaneProcess(
+            broker,
+            suffix or uuid.uuid4().hex[:8],
+            settings=dict(settings),
+            security=security or TransportSecurity(),
+        )
         plane.start(lead=lead)
         started.append(plane)
         return plane
@@ -201,8 +214,3 @@ def control_plane_factory(broker: EmbeddedBroker) -> Iterator[Callable[..., Cont
     for plane in started:
         if plane.managed is not None and plane.managed.process.poll() is None:
             plane.stop()
-
-
-# Test plugins are importable in this process too (unit tests use them with memory stores).
-if str(TEST_PLUGINS) not in sys.path:
-    sys.path.insert(0, str(TEST_PLUGINS))

@@ -154,12 +154,16 @@ class UnavailableError(SluicewayError):
 
 
 class PermissionDeniedError(SluicewayError):
-    """The caller may not do this, or the feature is disabled (e.g. topic tracking)."""
+    """The caller may not do this: its role does not allow the call (reason NOT_AUTHORIZED, with
+    metadata principal, role and method), or the feature is disabled (e.g. topic tracking)."""
 
     default_code = grpc.StatusCode.PERMISSION_DENIED
 
 
 class UnauthenticatedError(SluicewayError):
+    """The server needs credentials and the call carried none it accepts (reason UNAUTHENTICATED):
+    a bearer token (`TransportSecurity.token`, $SLUICEWAY_TOKEN) or a client certificate."""
+
     default_code = grpc.StatusCode.UNAUTHENTICATED
 
 

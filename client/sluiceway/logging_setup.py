@@ -1,5 +1,6 @@
 """Logging for the `sluiceway` processes (control plane and executor): one handler on stderr, as
-text or as one JSON object per line (`--log-format`)."""
+text or as one JSON object per line (`--log-format`), with credentials inside URLs redacted from
+every record (`RedactingFilter`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,38 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["JsonFormatter", "configure_logging"]
+from sluiceway.secrets import redact_url_credentials
+
+__all__ = ["JsonFormatter", "RedactingFilter", "configure_logging"]
 
 _RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+
+
+class RedactingFilter(logging.Filter):
+    """Rewrites each record before it is formatted: its rendered message, its exception and stack
+    text and its string `extra=` fields, with the password of every `scheme://user:password@host`
+    (and of `password=` URL parameters) hidden. Lets every record through."""
+
+    _formatter = logging.Formatter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:
+            return True  # a record whose arguments do not fit its message: the handler reports it
+        redacted = redact_url_credentials(message)
+        if redacted != message or record.args:
+            record.msg, record.args = redacted, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self._formatter.formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact_url_credentials(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact_url_credentials(record.stack_info)
+        for key, value in list(vars(record).items()):
+            if key not in _RESERVED and isinstance(value, str):
+                setattr(record, key, redact_url_credentials(value))
+        return True
 
 
 class JsonFormatter(logging.Formatter):
@@ -26,8 +56,12 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         entry.update({k: v for k, v in vars(record).items() if k not in _RESERVED})
-        if record.exc_info:
+        if record.exc_text:
+            entry["exception"] = record.exc_text
+        elif record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            entry["stack"] = record.stack_info
         return json.dumps(entry, default=str)
 
 
@@ -38,4 +72,5 @@ def configure_logging(level: str, fmt: str) -> None:
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactingFilter())
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)

@@ -30,7 +30,7 @@ import queue
 import socket
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -40,7 +40,9 @@ import sluiceway
 from sluiceway.api.v1 import executor_pb2, executor_pb2_grpc
 from sluiceway.errors import from_rpc_error
 from sluiceway.limits import EXECUTOR_MAX_RECEIVE_BYTES
+from sluiceway.transport import TransportSecurity
 from sluiceway_executor.offset_commits import CommitterFactory, KafkaCommitterFactory
+from sluiceway_executor.own_config import merge_worker_config
 from sluiceway_executor.pipelines.pipeline import PipelineFactory
 from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_executor.runner import DEFAULT_COMMIT_TIMEOUT_S, TaskRunner
@@ -74,6 +76,10 @@ class AttachSettings:
     commit_timeout: float = DEFAULT_COMMIT_TIMEOUT_S
     poll_interval: float = 0.2
     max_poll_interval: float = 1.0
+    # TLS, mutual TLS and the bearer token of the attach stream (default: plaintext, no token).
+    security: TransportSecurity = field(default_factory=TransportSecurity)
+    # The executor's own worker settings (own_config.load_own_config), laid over Welcome's.
+    worker_config: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def servers(self) -> list[str]:
@@ -277,19 +283,23 @@ class ExecutorAgent:
             spark_remote=settings.spark_remote,
             max_tasks=settings.max_tasks,
         )
+        # Above gRPC's 4 MiB default on purpose: the control plane packs assignments into smaller
+        # messages, but one task's configs may be larger, and it never sends more than this. Opened
+        # before the tasks report to this session: a TLS file that went missing fails here.
+        channel = settings.security.channel(
+            address, options=[("grpc.max_receive_message_length", EXECUTOR_MAX_RECEIVE_BYTES)]
+        )
         with self._lock:
             if self._stopping.is_set():
+                channel.close()
                 return False
             # From here on the tasks report through this stream, after the Hello.
             self.tasks.connect(session, hello)
             self._session = session
             self.sessions += 1
-        # Above gRPC's 4 MiB default on purpose: the control plane packs assignments into smaller
-        # messages, but one task's configs may be larger, and it never sends more than this.
-        channel = grpc.insecure_channel(
-            address, options=[("grpc.max_receive_message_length", EXECUTOR_MAX_RECEIVE_BYTES)]
+        call = executor_pb2_grpc.ExecutorServiceStub(channel).Attach(
+            session.requests(), metadata=settings.security.metadata() or None
         )
-        call = executor_pb2_grpc.ExecutorServiceStub(channel).Attach(session.requests())
         with self._lock:
             self._call = call
         welcome_timer = threading.Timer(settings.welcome_timeout, call.cancel)
@@ -330,7 +340,8 @@ class ExecutorAgent:
             session.ended.set()
 
     def _welcome(self, session: _Session, welcome: executor_pb2.Welcome) -> None:
-        session.worker_config = dict(welcome.worker_config)
+        # The leader keeps its secrets to itself: the executor's own settings fill them in.
+        session.worker_config = merge_worker_config(welcome.worker_config, self.settings.worker_config)
         interval = welcome.heartbeat_interval.ToMilliseconds() / 1000.0
         session.heartbeat_interval = interval if interval > 0 else DEFAULT_HEARTBEAT_INTERVAL_S
         if welcome.executor_id and welcome.executor_id != self.settings.executor_id:

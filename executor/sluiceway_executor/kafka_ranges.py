@@ -17,7 +17,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -77,11 +77,13 @@ def list_partitions(
     topics: Sequence[str] | None,
     regex: str | None,
     timeout: float,
+    internal: Callable[[str], bool] | None = None,
 ) -> list[TopicPartition]:
     """Every partition of the named `topics`, or of every topic whose whole name matches `regex`
     (Kafka's `topics.regex`: a full match, internal `__*` topics excluded as the Java consumer does
-    for pattern subscriptions), sorted by (topic, partition). Named topics that do not exist (yet)
-    contribute nothing: a sink waits for them as Kafka Connect's consumer does."""
+    for pattern subscriptions, and so are the topics `internal` says are, such as the worker's
+    own), sorted by (topic, partition). Named topics that do not exist (yet) contribute nothing: a
+    sink waits for them as Kafka Connect's consumer does."""
     names = [t for t in (topics or []) if t]
     if names and regex:
         raise ValueError("topics and topics.regex are mutually exclusive")
@@ -98,6 +100,8 @@ def list_partitions(
             continue
         if pattern is not None:
             if name.startswith("__") or pattern.fullmatch(name) is None:
+                continue
+            if internal is not None and internal(name):
                 continue
         elif name not in wanted:
             continue

@@ -4,6 +4,11 @@ SIGTERM/SIGINT.
 On the first signal every task stops between batches (a batch in flight finishes and commits its
 offsets), the executor says Goodbye to the leader, the stream closes and the process exits 0; a
 second signal exits at once.
+
+The attach stream uses TLS, mutual TLS and a bearer token from --tls, --tls-ca, --tls-cert,
+--tls-key, --token and --token-file, or their SLUICEWAY_* variables. --config names the executor's
+own worker properties (Kafka credentials and the like), laid over the worker config the leader
+sends, which leaves its secrets out.
 """
 
 from __future__ import annotations
@@ -15,11 +20,14 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, NoReturn
 
 from sluiceway.logging_setup import configure_logging
+from sluiceway.transport import TransportSecurity, add_arguments
 from sluiceway_executor.attach import AttachSettings, ExecutorAgent, default_executor_id
+from sluiceway_executor.own_config import load_own_config
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -55,9 +63,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--max-tasks", type=int, default=0, help="most tasks to run at once; 0 means no limit (default)"
     )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="this executor's worker properties (e.g. producer.sasl.password), laid over the worker "
+        "config the control plane sends; SLUICEWAY_* variables naming worker keys win over the file",
+    )
+    add_arguments(parser.add_argument_group("connection to the control plane"))
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument("--log-format", choices=("text", "json"), default="text")
     args = parser.parse_args(argv)
+    try:
+        args.security = TransportSecurity.from_arguments(args)
+        args.worker_config = load_own_config(args.config)
+    except ValueError as exc:  # OwnConfigError too
+        parser.error(str(exc))
     if args.max_tasks < 0:
         parser.error("--max-tasks must not be negative")
     if not args.spark_remote.startswith("sc://"):
@@ -133,6 +154,8 @@ def main(argv: list[str]) -> int:
         spark_remote=args.spark_remote,
         executor_id=args.id or default_executor_id(),
         max_tasks=args.max_tasks,
+        security=args.security,
+        worker_config=args.worker_config,
     )
     # One plugin registry: pipelines and offset committers find a task's connector plugin alike.
     registry = PluginRegistry.discover()
@@ -143,7 +166,10 @@ def main(argv: list[str]) -> int:
     )
     attach = threading.Thread(target=agent.run, name="attach", daemon=True)
     attach.start()
-    print(f"sluiceway executor {settings.executor_id} attaching to {settings.server}", flush=True)
+    transport = "mutual TLS" if args.security.mutual_tls else "TLS" if args.security.uses_tls else "plaintext"
+    print(
+        f"sluiceway executor {settings.executor_id} attaching to {settings.server} ({transport})", flush=True
+    )
     code = 0
     while not stop.wait(0.5):
         if not attach.is_alive():

@@ -43,6 +43,7 @@ from sluiceway.connect.kafka_clients import (
 )
 from sluiceway.kafka_errors import is_transient
 from sluiceway.offsets import OffsetPair, source_offset_key, source_offset_value
+from sluiceway_executor.pipelines.loading import worker_policy
 from sluiceway_executor.pipelines.spec import TaskSpec
 
 __all__ = [
@@ -113,7 +114,8 @@ class KafkaCommitterFactory:
     def __call__(self, spec: TaskSpec, worker_config: Mapping[str, str]) -> OffsetCommitter:
         if self._registry is None:
             self._registry = PluginRegistry.discover()
-        plugin = self._registry.resolve(spec.connector_config.get("connector.class", ""))
+        registry = self._registry.with_plugin_path(worker_policy(worker_config).plugin_path)
+        plugin = registry.resolve(spec.connector_config.get("connector.class", ""))
         return KafkaOffsetCommitter(spec, worker_config, source=plugin.type is PluginType.SOURCE)
 
 

@@ -32,6 +32,12 @@ from collections.abc import Mapping
 from typing import Final, Protocol
 
 from sluiceway.api.v1 import common_pb2
+from sluiceway.connect.config_providers import (
+    ConfigProviders,
+    ConfigProvidersError,
+    ConfigReferenceError,
+    hide_resolved,
+)
 from sluiceway.offsets import OffsetPair
 from sluiceway_executor.offset_commits import CommitOutcome, CommitStatus, CommitterFactory, OffsetCommitter
 from sluiceway_executor.pipelines.pipeline import (
@@ -108,6 +114,8 @@ class TaskRunner:
         self._reported_topics: set[str] = set()
         # Offsets this runner committed successfully, by canonical partition.
         self._committed: dict[str, OffsetPair] = {}
+        # Each value a config reference was replaced by, kept out of failure traces (hide_resolved).
+        self._substituted: dict[str, str] = {}
         self._thread = threading.Thread(target=self._run, name=f"task-{spec.name}", daemon=True)
         self.failed = False
         # A commit came back FENCED: another executor runs the task now.
@@ -168,7 +176,18 @@ class TaskRunner:
             self._stopping.wait()
             return
         try:
-            pipeline = self._factory(self.spec, self._worker_config)
+            # The pipeline and the committer get the configs with their references resolved here, against
+            # this executor's environment and files; self.spec keeps the raw assignment.
+            resolved, self._substituted = self.spec.resolved(
+                ConfigProviders.from_worker_config(self._worker_config)
+            )
+        except (ConfigReferenceError, ConfigProvidersError) as exc:
+            self._fail(
+                "resolving the task's config references failed", f"Task {self.name} not started: {exc}"
+            )
+            return
+        try:
+            pipeline = self._factory(resolved, self._worker_config)
             pipeline.start()
         except Exception:
             self._fail("starting the task failed", traceback.format_exc())
@@ -176,7 +195,7 @@ class TaskRunner:
         committer: OffsetCommitter | None = None
         try:
             try:
-                committer = self._committer_factory(self.spec, self._worker_config)
+                committer = self._committer_factory(resolved, self._worker_config)
                 committer.open(self._commit_timeout)
             except Exception:
                 self._fail("opening the task's offset committer failed", traceback.format_exc())
@@ -281,6 +300,7 @@ class TaskRunner:
             self._reported_topics.clear()
 
     def _fail(self, what: str, trace: str) -> None:
+        trace = hide_resolved(trace, self._substituted)
         self.failed = True
         log.error("task %s (generation %d): %s\n%s", self.name, self.spec.generation, what, trace)
         self._host.send_status(self.spec, common_pb2.STATE_FAILED, trace)

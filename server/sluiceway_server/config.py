@@ -9,6 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from sluiceway.connect.config_providers import check_config_providers
+from sluiceway.connect.worker_policy import WorkerPolicy, WorkerPolicyError
+from sluiceway.properties import PropertiesSyntaxError, env_overrides, load_properties
+
 # Keys a worker understands, with their defaults (Kafka Connect's names where it has one).
 DEFAULTS: dict[str, str] = {
     "bootstrap.servers": "localhost:9092",
@@ -28,8 +32,42 @@ DEFAULTS: dict[str, str] = {
     # A replica that sends the group no heartbeat for this long leaves it; if it led, another
     # replica takes over (Kafka Connect's default).
     "session.timeout.ms": "10000",
-    "listeners": "0.0.0.0:8083",
+    # Loopback by default: a listener on another interface is a deliberate choice, and without
+    # authentication the server warns loudly about it.
+    "listeners": "127.0.0.1:8083",
     "advertised.listeners": "",
+    # TLS of the gRPC listener (PEM files). A certificate and key switch the listener to TLS;
+    # tls.client.auth=required makes every caller present a certificate issued by the CA in
+    # tls.client.ca.file (mTLS). tls.ca.file is what this replica trusts when it calls another
+    # replica (empty: the system's trust store); it presents its own certificate to them.
+    "tls.certificate.file": "",
+    "tls.key.file": "",
+    "tls.client.ca.file": "",
+    "tls.client.auth": "none",
+    "tls.ca.file": "",
+    # Authentication: a tokens file (one `role token principal` per line) turns it on for every
+    # call but health checks; with mTLS, a client certificate whose subject is listed with token
+    # `-` authenticates as that principal. replica.auth.token is the token this replica sends when
+    # it calls another replica (its entry needs the role `replica`); with mTLS its certificate
+    # may serve instead.
+    "auth.tokens.file": "",
+    "replica.auth.token": "",
+    # Where the audit log (one JSON line per mutation) goes besides the logger sluiceway.audit.
+    "audit.log.file": "",
+    # Whether server reflection also lists the internal ExecutorService.
+    "reflection.internal.enable": "false",
+    # Directories of connector modules that a dotted connector.class may name, besides the
+    # plugins installed under the sluiceway.connectors entry points.
+    "plugin.path": "",
+    # Directories that file-based connectors may read and write under (empty: anywhere).
+    "connector.allowed.paths": "",
+    # Which producer.override.*, consumer.override.* and admin.override.* keys a connector may set:
+    # All, None or Allowlist (the keys in connector.client.config.override.allowlist).
+    "connector.client.config.override.policy": "All",
+    "connector.client.config.override.allowlist": "",
+    # Config providers resolving ${provider:path:key} references where a config is used: env and
+    # file (empty: none, and a reference is refused).
+    "config.providers": "",
     # KIP-558: whether the topics each connector's tasks use are recorded in the status topic and
     # readable through TopicService (false: nothing recorded, reads and resets PERMISSION_DENIED).
     "topic.tracking.enable": "true",
@@ -66,39 +104,10 @@ class WorkerConfigError(ValueError):
         self.key = key
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Java .properties subset: comments (# !), key=value or key: value, line continuations."""
-    result: dict[str, str] = {}
-    logical: list[str] = []
-    for raw in text.splitlines():
-        line = raw.strip() if not logical else raw.lstrip()
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            logical.append(line[:-1])
-            continue
-        logical.append(line)
-        entry = "".join(logical)
-        logical = []
-        sep = min((i for i in (entry.find("="), entry.find(":")) if i >= 0), default=-1)
-        if sep < 0:
-            result[entry.strip()] = ""
-        else:
-            result[entry[:sep].strip()] = entry[sep + 1 :].strip()
-    return result
-
-
 def _env_overrides(env: Mapping[str, str]) -> dict[str, str]:
     """SLUICEWAY_BOOTSTRAP_SERVERS → bootstrap.servers; SLUICEWAY_PRODUCER_LINGER_MS → producer.linger.ms.
     Only known keys and pass-through prefixes, so unrelated variables (SLUICEWAY_SERVER) are ignored."""
-    out: dict[str, str] = {}
-    for name, value in env.items():
-        if not name.startswith("SLUICEWAY_"):
-            continue
-        key = name[len("SLUICEWAY_") :].lower().replace("_", ".")
-        if key in DEFAULTS or key.startswith(PASSTHROUGH_PREFIXES):
-            out[key] = value
-    return out
+    return env_overrides(env, DEFAULTS, PASSTHROUGH_PREFIXES)
 
 
 @dataclass(frozen=True)
@@ -133,9 +142,11 @@ class WorkerConfig:
         props = dict(DEFAULTS)
         if file is not None:
             try:
-                props.update(parse_properties(file.read_text()))
+                props.update(load_properties(file))
             except OSError as exc:
                 raise WorkerConfigError("config", f"cannot read {file}: {exc}") from exc
+            except PropertiesSyntaxError as exc:
+                raise WorkerConfigError("config", f"{file}: {exc}") from exc
         props.update(_env_overrides(os.environ if env is None else env))
         props.update(overrides or {})
         config = cls(props)
@@ -185,6 +196,30 @@ class WorkerConfig:
         for key in ("topic.tracking.enable", "topic.tracking.allow.reset", "topic.creation.enable"):
             self.get_bool(key)
         self.listen_address()
+        self._validate_security()
+        check_config_providers(self.props, WorkerConfigError)  # config.providers and its parameters
+        # The worker's rules for connectors (WorkerPolicy): plugin.path, connector.allowed.paths, the
+        # client override policy, and a heartbeat topic that is not internal.
+        try:
+            WorkerPolicy.from_worker_config(self.props)
+        except WorkerPolicyError as exc:
+            raise WorkerConfigError(exc.key, exc.message) from None
+
+    def _validate_security(self) -> None:
+        client_auth = self.get("tls.client.auth").strip().lower()
+        if client_auth not in ("none", "required"):
+            raise WorkerConfigError("tls.client.auth", f"expected none or required, got {client_auth!r}")
+        has_certificate = bool(self.get("tls.certificate.file").strip())
+        if has_certificate != bool(self.get("tls.key.file").strip()):
+            raise WorkerConfigError(
+                "tls.key.file" if has_certificate else "tls.certificate.file",
+                "tls.certificate.file and tls.key.file go together",
+            )
+        if client_auth == "required" and not has_certificate:
+            raise WorkerConfigError("tls.client.auth", "client certificates need a TLS listener")
+        if client_auth == "required" and not self.get("tls.client.ca.file").strip():
+            raise WorkerConfigError("tls.client.ca.file", "tls.client.auth=required needs the client CA")
+        self.get_bool("reflection.internal.enable")
 
     def get(self, key: str) -> str:
         return self.props.get(key, DEFAULTS.get(key, ""))

@@ -249,12 +249,13 @@ def _run(args: argparse.Namespace, log_dir: Path, running: list[_Child]) -> int:
         ports = list(range(port, port + args.replicas))
         addresses = [f"127.0.0.1:{p}" for p in ports]
         replicas: list[ManagedProcess] = []
-        for number, (replica_port, address) in enumerate(zip(ports, addresses, strict=True)):
+        for number, address in enumerate(addresses):
             name = "control-plane" if args.replicas == 1 else f"control-plane-{number}"
             _say(f"sluiceway dev: starting {name}")
             plane_argv = control_plane_argv(
                 broker.bootstrap_servers,
-                f"0.0.0.0:{replica_port}",
+                # This host only: the development stack runs without authentication.
+                address,
                 None,
                 {**_SINGLE_BROKER_SETTINGS, "advertised.listeners": address},
             )
@@ -267,7 +268,7 @@ def _run(args: argparse.Namespace, log_dir: Path, running: list[_Child]) -> int:
                     raise TimeoutError(
                         f"{name} is not SERVING after {CONTROL_PLANE_TIMEOUT_S:.0f}s; see {plane.log_path}"
                     )
-            rows.append((f"{name} (gRPC)", f"{address}  (listening on 0.0.0.0:{replica_port})"))
+            rows.append((f"{name} (gRPC)", f"{address}  (this host only, no authentication)"))
 
         _say("sluiceway dev: starting an executor")
         executor = spawn(

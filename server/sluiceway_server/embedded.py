@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from sluiceway.transport import TransportSecurity
+
 if TYPE_CHECKING:
     from grpc_health.v1.health_pb2_grpc import HealthStub
 
@@ -277,13 +279,18 @@ def is_serving(stub: HealthStub) -> bool:
     return serving
 
 
-def wait_serving(address: str, timeout: float, process: ManagedProcess | None = None) -> None:
-    """Block until the control plane's gRPC health service reports SERVING."""
-    import grpc
+def wait_serving(
+    address: str,
+    timeout: float,
+    process: ManagedProcess | None = None,
+    security: TransportSecurity | None = None,
+) -> None:
+    """Block until the control plane's gRPC health service reports SERVING (over TLS when
+    `security` says so; health checks need no credentials)."""
     from grpc_health.v1 import health_pb2_grpc
 
     deadline = time.monotonic() + timeout
-    with grpc.insecure_channel(address) as channel:
+    with (security or TransportSecurity()).channel(address, []) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while time.monotonic() < deadline:
             if process is not None and process.process.poll() is not None:

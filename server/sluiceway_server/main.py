@@ -19,7 +19,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--config", type=Path, help="worker properties file")
     parser.add_argument("--bootstrap-servers", help="Kafka bootstrap servers (bootstrap.servers)")
-    parser.add_argument("--listeners", help="gRPC listen address host:port (listeners), default 0.0.0.0:8083")
+    parser.add_argument(
+        "--listeners",
+        help="gRPC listen address host:port (listeners), default 127.0.0.1:8083 (this host only)",
+    )
     parser.add_argument(
         "--advertised-address",
         "--advertised-listeners",

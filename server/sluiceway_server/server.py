@@ -30,8 +30,11 @@ from sluiceway.api.v1 import (
     topics_pb2,
     topics_pb2_grpc,
 )
+from sluiceway.connect.config_providers import ConfigProviders
 from sluiceway.connect.plugins import PluginRegistry
+from sluiceway.connect.worker_policy import WorkerPolicy
 from sluiceway.limits import SERVER_MAX_RECEIVE_BYTES
+from sluiceway_server.api.auth import AuditInterceptor, Authenticator, AuthInterceptor
 from sluiceway_server.api.cluster import ClusterServicer
 from sluiceway_server.api.connectors import ConnectorServicer
 from sluiceway_server.api.executors import ExecutorServicer
@@ -48,6 +51,9 @@ from sluiceway_server.cluster.members import executors_with_live_tasks
 from sluiceway_server.cluster.term import LeaderTerm
 from sluiceway_server.config import WorkerConfig
 from sluiceway_server.herder.herder import Herder
+from sluiceway_server.security.audit import AuditLog
+from sluiceway_server.security.setup import replica_transport, tokens_file, warn_if_exposed
+from sluiceway_server.security.tls import listener_tls
 from sluiceway_server.storage import (
     ConfigStore,
     ConnectorOffsetStorage,
@@ -65,12 +71,16 @@ from sluiceway_server.storage.task_fencing import TaskFencer
 
 log = logging.getLogger(__name__)
 
-SERVICE_NAMES = (
+PUBLIC_SERVICE_NAMES = (
     connectors_pb2.DESCRIPTOR.services_by_name["ConnectorService"].full_name,
     plugins_pb2.DESCRIPTOR.services_by_name["PluginService"].full_name,
     offsets_pb2.DESCRIPTOR.services_by_name["OffsetService"].full_name,
     topics_pb2.DESCRIPTOR.services_by_name["TopicService"].full_name,
     cluster_pb2.DESCRIPTOR.services_by_name["ClusterService"].full_name,
+)
+# Reflection lists the internal ExecutorService only when reflection.internal.enable is true.
+SERVICE_NAMES = (
+    *PUBLIC_SERVICE_NAMES,
     executor_pb2.DESCRIPTOR.services_by_name["ExecutorService"].full_name,
 )
 COMPACT = {"cleanup.policy": "compact"}
@@ -158,6 +168,7 @@ class ControlPlane:
     port: int
     advertised_address: str
     background: set[asyncio.Task[None]]
+    audit: AuditLog | None = None
 
     @property
     def coordinator(self) -> ExecutorCoordinator | None:
@@ -179,6 +190,8 @@ class ControlPlane:
         await self.offsets.stop()
         for store in self.stores:
             await asyncio.to_thread(store.stop)
+        if self.audit is not None:
+            self.audit.close()
         log.info("stopped")
 
 
@@ -228,15 +241,25 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
     stores = (config_store, status_store, offset_store, cluster_store)
     await asyncio.gather(*(asyncio.to_thread(s.start, startup_timeout) for s in stores))
 
-    channels = ChannelPool([("grpc.max_receive_message_length", SERVER_MAX_RECEIVE_BYTES)])
+    tls = listener_tls(config)
+    authenticator = Authenticator(tokens_file(config))
+    audit = AuditLog(config.get("audit.log.file").strip())
+    channels = ChannelPool(
+        [("grpc.max_receive_message_length", SERVER_MAX_RECEIVE_BYTES)], replica_transport(config, tls)
+    )
     forwarding = ForwardingInterceptor(channels)
     server = grpc.aio.server(
-        interceptors=[forwarding],
+        # Outermost first: every call is admitted before it is forwarded, audited or served.
+        interceptors=[AuthInterceptor(authenticator, audit), forwarding, AuditInterceptor(audit)],
         options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", SERVER_MAX_RECEIVE_BYTES)],
     )
-    port = server.add_insecure_port(config.listen_address())
+    if tls is None:
+        port = server.add_insecure_port(config.listen_address())
+    else:
+        port = server.add_secure_port(config.listen_address(), tls.server_credentials())
     if port == 0:
         raise RuntimeError(f"cannot listen on {config.listen_address()}")
+    warn_if_exposed(config, authenticator.enabled, tls is not None)
     advertised = config.advertised_address(port)
     offsets = ConnectorOffsetStorage(
         worker_config=config.props,
@@ -247,17 +270,19 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
     # Takes over the transactional ids tasks commit their offsets with: for the coordinator, before
     # a dead executor's tasks run elsewhere; for KIP-875, before a stopped connector's offsets change.
     fencer = TaskFencer(config.props, status_store=status_store)
+    policy = WorkerPolicy.from_worker_config(config.props)  # checked by WorkerConfig.validate
     herder = Herder(
         worker_id=advertised,
         config_store=config_store,
         status_store=status_store,
-        plugins=plugins or PluginRegistry.discover(),
+        plugins=plugins or PluginRegistry.discover(plugin_path=policy.plugin_path),
         plugin_timeout=config.seconds("plugin.callback.timeout.ms"),
         offset_storage=offsets,
         topic_tracking=config.get_bool("topic.tracking.enable"),
         topic_tracking_reset=config.get_bool("topic.tracking.allow.reset"),
-        topic_creation=config.get_bool("topic.creation.enable"),
+        policy=policy,
         fencer=fencer,
+        providers=ConfigProviders.from_worker_config(config.props),  # checked by WorkerConfig.validate
     )
     await herder.start(lead=False)
     session_timeout = config.seconds("executor.session.timeout.ms")
@@ -288,8 +313,9 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
     for name in ("", *SERVICE_NAMES):  # "" starts as SERVING in grpc's servicer
         await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflected = SERVICE_NAMES if config.get_bool("reflection.internal.enable") else PUBLIC_SERVICE_NAMES
     reflection.enable_server_reflection(
-        (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
+        (*reflected, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
         server,
     )
     await server.start()
@@ -312,6 +338,7 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
         port,
         advertised,
         background,
+        audit,
     )
 
 

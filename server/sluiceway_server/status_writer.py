@@ -6,11 +6,16 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from sluiceway.secrets import redact_url_credentials
 from sluiceway_server.model import State
 from sluiceway_server.storage import ConnectorStatusRecord, StatusStore, TaskStatusRecord
 from sluiceway_server.storage.status_store import add_recent_error
 
 log = logging.getLogger(__name__)
+
+
+def _redacted(text: str | None) -> str | None:
+    return None if text is None else redact_url_credentials(text)
 
 
 class StatusWriter:
@@ -20,7 +25,8 @@ class StatusWriter:
     bounded error history (kept across later states), a connector status carries this replica's id
     and its term as generation, and a write that would change nothing is skipped. It runs on the
     event loop; each store call runs in a worker thread and returns once the record has been read
-    back from the status topic, so a read that follows sees it.
+    back from the status topic, so a read that follows sees it. Traces and messages are written with
+    the credentials inside URLs redacted (`redact_url_credentials`), whoever reported them.
     """
 
     def __init__(self, status_store: StatusStore, worker_id: str, store_timeout: float = 30.0) -> None:
@@ -44,6 +50,7 @@ class StatusWriter:
     async def put_connector(
         self, name: str, state: State, trace: str | None = None, message: str | None = None
     ) -> None:
+        trace, message = _redacted(trace), _redacted(message)
         current = self.store.get_connector(name)
         history = current.recent_errors if current is not None else ()
         if state is State.FAILED:
@@ -56,6 +63,7 @@ class StatusWriter:
     async def put_task(
         self, connector: str, task: int, state: State, trace: str | None, worker_id: str, generation: int
     ) -> None:
+        trace = _redacted(trace)
         current = self.store.get_task(connector, task)
         history = current.recent_errors if current is not None else ()
         if state is State.FAILED:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Callable
@@ -18,7 +17,7 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 from sluiceway.client import SluicewayClient
 from sluiceway.offsets import OffsetPair, offsets_from_proto
 from sluiceway_server.embedded import EmbeddedSparkConnect, ManagedProcess, executor_argv, spawn
-from tests.conftest import LOG_DIR, TEST_PLUGINS, ControlPlaneProcess
+from tests.conftest import LOG_DIR, ControlPlaneProcess
 
 T = TypeVar("T")
 
@@ -76,22 +75,21 @@ class PipelineStack:
 
 
 def attach_executor(
-    plane: ControlPlaneProcess, spark_connect: EmbeddedSparkConnect, role: str
+    plane: ControlPlaneProcess, spark_connect: EmbeddedSparkConnect, role: str, *extra: str
 ) -> PipelineStack:
-    """Starts an executor for `plane` that can import the test plugins, and waits until it is
-    attached. `role` names it in ids and log files."""
+    """Starts an executor for `plane` and waits until it is attached (it loads the test plugins
+    from the plane's plugin.path, which Welcome carries). `role` names it in ids and log files;
+    `extra` are more executor flags (its TLS and credentials); the stack's client reaches the plane
+    as `plane.security` says."""
     executor_id = f"{role}-{uuid.uuid4().hex[:8]}"
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(TEST_PLUGINS), os.environ.get("PYTHONPATH")])),
-    }
     process = spawn(
         f"executor-{executor_id}",
-        executor_argv(plane.address, spark_connect.remote, "--id", executor_id, "--log-level", "INFO"),
+        executor_argv(
+            plane.address, spark_connect.remote, "--id", executor_id, "--log-level", "INFO", *extra
+        ),
         LOG_DIR,
-        env=env,
     )
-    stack = PipelineStack(plane, SluicewayClient(plane.address, timeout=30), process)
+    stack = PipelineStack(plane, SluicewayClient(plane.address, timeout=30, security=plane.security), process)
     try:
         stack.wait_for(
             lambda: [e.id for e in stack.client.server_info().executors] == [executor_id],

@@ -22,6 +22,8 @@ from sluiceway.client import (
     parse_key_values,
     resolve_target,
 )
+from sluiceway.transport import TransportSecurity
+from sluiceway.transport import add_arguments as add_transport_arguments
 
 
 class UsageError(Exception):
@@ -36,12 +38,14 @@ class Context:
     timeout: float | None
     json: bool
     out: TextIO = dataclasses.field(default_factory=lambda: sys.stdout)
+    # TLS and token settings from the flags and environment (None: the environment's alone).
+    security: TransportSecurity | None = None
     _client: SluicewayClient | None = None
 
     @property
     def client(self) -> SluicewayClient:
         if self._client is None:
-            self._client = SluicewayClient(self.target, timeout=self.timeout)
+            self._client = SluicewayClient(self.target, timeout=self.timeout, security=self.security)
         return self._client
 
     @property
@@ -106,6 +110,8 @@ def add_global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> No
         default=default(DEFAULT_TIMEOUT),
         help=f"deadline of each call, retries included (default: {DEFAULT_TIMEOUT:g})",
     )
+    # --tls, --tls-ca, --tls-cert, --tls-key, --token, --token-file (flags win over SLUICEWAY_*).
+    add_transport_arguments(group, suppress=suppress)
 
 
 def global_parent() -> argparse.ArgumentParser:

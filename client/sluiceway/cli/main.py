@@ -13,6 +13,7 @@ from sluiceway.cli import cluster, connectors, offsets, output, plugins, topics
 from sluiceway.cli.common import Context, Handler, UsageError, add_global_options
 from sluiceway.client import ConfigInputError
 from sluiceway.errors import SluicewayError
+from sluiceway.transport import TransportSecurity
 
 __all__ = ["build_parser", "main"]
 
@@ -33,6 +34,8 @@ executors running every pipeline on Spark.
 
 Client commands talk to the control plane at --server ($SLUICEWAY_SERVER,
 default localhost:8083) and print tables, or protobuf JSON with --output json.
+Over TLS: --tls-ca (and --tls-cert/--tls-key for mutual TLS); a bearer token:
+--token-file or --token. Each has an environment variable ($SLUICEWAY_TLS_CA...).
 """
 
 
@@ -53,9 +56,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_GLOBAL_WITH_VALUE = ("--server", "-o", "--output", "--timeout")
+_GLOBAL_WITH_VALUE = (
+    "--server",
+    "-o",
+    "--output",
+    "--timeout",
+    "--tls-ca",
+    "--tls-cert",
+    "--tls-key",
+    "--token",
+    "--token-file",
+)
+_GLOBAL_FLAGS = ("--tls",)
 # The same options with their value attached: --server=h:1, -ojson.
-_GLOBAL_ATTACHED = ("--server=", "--output=", "--timeout=", "-o")
+_GLOBAL_ATTACHED = (*(f"{option}=" for option in _GLOBAL_WITH_VALUE if option.startswith("--")), "-o")
 
 
 def _delegate_after_global_options(arguments: Sequence[str]) -> str | None:
@@ -65,7 +79,7 @@ def _delegate_after_global_options(arguments: Sequence[str]) -> str | None:
         token = arguments[index]
         if token in _GLOBAL_WITH_VALUE:
             index += 2
-        elif token.startswith(_GLOBAL_ATTACHED):
+        elif token in _GLOBAL_FLAGS or token.startswith(_GLOBAL_ATTACHED):
             index += 1
         else:
             return token if token in _DELEGATES else None
@@ -131,7 +145,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     handler: Handler = args.handler
     command_parser: argparse.ArgumentParser = args.command_parser
-    ctx = Context(target=args.server, timeout=args.timeout, json=args.output == "json")
+    try:
+        security = TransportSecurity.from_arguments(args)
+    except ValueError as exc:
+        try:
+            command_parser.error(str(exc))
+        except SystemExit as usage_exit:
+            return _exit_code(usage_exit)
+    ctx = Context(target=args.server, timeout=args.timeout, json=args.output == "json", security=security)
     try:
         return handler(ctx, args)
     except UsageError as exc:
@@ -140,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit as usage_exit:
             return _exit_code(usage_exit)
     except SluicewayError as exc:
-        sys.stderr.write(output.format_error(exc, ctx.connected_target))
+        sys.stderr.write(output.format_error(exc, ctx.connected_target, security))
         return 1
     except ConfigInputError as exc:
         sys.stderr.write(f"error: {exc}\n")

@@ -15,6 +15,7 @@ from google.protobuf.message import Message
 
 from sluiceway.api.v1 import common_pb2, plugins_pb2
 from sluiceway.errors import SluicewayError
+from sluiceway.transport import TransportSecurity
 
 
 def message_to_json(message: Message) -> dict[str, Any]:
@@ -133,17 +134,49 @@ def short_name(name: str) -> str:
 # --- errors ---------------------------------------------------------------------------------
 
 
-def format_error(error: SluicewayError, target: str | None = None) -> str:
-    """`error: <CODE> <reason>: <message>` and one indented line per field violation."""
-    lines = [f"error: {error}"]
+def format_error(
+    error: SluicewayError, target: str | None = None, security: TransportSecurity | None = None
+) -> str:
+    """`error: <CODE> <reason>: <message>` and one indented line per field violation. `security`,
+    the settings the call was made with, lets the hints for TLS and authentication failures name
+    what was missing."""
+    head = str(error)
+    if error.reason == error.code.name:
+        # UNAUTHENTICATED's reason repeats its code.
+        head = f"{error.code.name}: {error.message}" if error.message else error.code.name
+    sent_nothing = security is not None and security.token is None and not security.mutual_tls
+    if error.code == grpc.StatusCode.UNAUTHENTICATED and sent_nothing:
+        head += " (no credentials were sent: pass --token-file, --token or --tls-cert/--tls-key)"
+    lines = [f"error: {head}"]
     # Errors the client raises itself already name their one violation in the message.
     lines.extend(
         f"  {v.field}: {v.description}" for v in error.field_violations if v.description not in error.message
     )
     if error.code == grpc.StatusCode.UNAVAILABLE and error.reason is None and target:
         # No ErrorInfo: the call never reached a Sluiceway server.
-        lines.append(f"  (is a Sluiceway server listening on {target}? Set --server or $SLUICEWAY_SERVER.)")
+        lines.append(_unreachable_hint(error.message, target, security))
     return "\n".join(lines) + "\n"
+
+
+def _unreachable_hint(message: str, target: str, security: TransportSecurity | None) -> str:
+    """A guess at why no Sluiceway server answered, from gRPC's connection error text."""
+    text = message.lower()
+    uses_tls = security is not None and security.uses_tls
+    if "wrong_version_number" in text:
+        return f"  ({target} does not answer over TLS: check --server, or drop --tls and --tls-ca.)"
+    if "handshake" in text or "certificate" in text:
+        return (
+            f"  (the TLS handshake with {target} failed: does --tls-ca hold the CA that signed "
+            "the server's certificate, and does the certificate name this host?)"
+        )
+    if "socket closed" in text and not uses_tls:
+        return f"  ({target} closed the connection: if the server uses TLS, pass --tls-ca or --tls.)"
+    if "socket closed" in text and security is not None and not security.mutual_tls:
+        return (
+            f"  ({target} closed the TLS connection: if it asks for a client certificate, "
+            "pass --tls-cert and --tls-key.)"
+        )
+    return f"  (is a Sluiceway server listening on {target}? Set --server or $SLUICEWAY_SERVER.)"
 
 
 def sorted_items(mapping: Mapping[str, str]) -> list[tuple[str, str]]:

@@ -8,9 +8,11 @@
             print(connector.name, connector.status.connector.state)
 
 Methods return the generated messages of `sluiceway.api.v1` and raise `sluiceway.errors`
-exceptions. `AsyncSluicewayClient` offers the same methods for asyncio. The config readers
-(`load_config_file`, `parse_properties`...) accept what the CLI accepts: Kafka Connect JSON
-bodies and Java `.properties` files.
+exceptions. `AsyncSluicewayClient` offers the same methods for asyncio. TLS, mutual TLS and a
+bearer token come from a `TransportSecurity`, by default read from the SLUICEWAY_TLS* and
+SLUICEWAY_TOKEN* environment variables. The config readers (`load_config_file`,
+`parse_properties`...) accept what the CLI accepts: Kafka Connect JSON bodies and Java
+`.properties` files.
 """
 
 from sluiceway.client._aio import AsyncSluicewayClient
@@ -30,6 +32,7 @@ from sluiceway.client._names import connector_id, connector_name, parse_task_nam
 from sluiceway.client._requests import ConfigMapping, ConfigValue, OffsetLike
 from sluiceway.client._retry import Retrier, RetryPolicy
 from sluiceway.client._sync import SluicewayClient
+from sluiceway.transport import TransportSecurity
 
 __all__ = [
     "DEFAULT_TARGET",
@@ -44,6 +47,7 @@ __all__ = [
     "Retrier",
     "RetryPolicy",
     "SluicewayClient",
+    "TransportSecurity",
     "connector_id",
     "connector_name",
     "format_properties",

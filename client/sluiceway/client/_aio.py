@@ -29,13 +29,14 @@ from sluiceway.client._base import (
     PagedRequest,
     PagedResponse,
     TimeoutArg,
-    call_metadata,
     call_timeout,
     check_timeout,
     resolve_target,
+    transport_settings,
 )
 from sluiceway.client._requests import ConfigMapping, InitialStateLike, OffsetLike, ViewLike
 from sluiceway.client._retry import AsyncStreamCall, Retrier, RetryPolicy
+from sluiceway.transport import TransportSecurity, own_connections
 
 __all__ = ["AsyncSluicewayClient"]
 
@@ -68,21 +69,26 @@ class AsyncSluicewayClient:
         metadata: Metadata = (),
         options: ChannelOptions = (),
         retrier: Retrier | None = None,
+        security: TransportSecurity | None = None,
     ) -> None:
-        """`credentials` switches to a TLS channel (e.g. `grpc.ssl_channel_credentials()`);
-        `metadata` is sent with every call (e.g. an authorization header); `options` are gRPC
-        channel arguments. `retrier` replaces the one built from `retry`, e.g. to inject a
-        clock and sleep in tests."""
+        """`security` gives TLS, mutual TLS and a bearer token (`sluiceway.transport`); without
+        it the SLUICEWAY_TLS, SLUICEWAY_TLS_CA, SLUICEWAY_TLS_CERT, SLUICEWAY_TLS_KEY,
+        SLUICEWAY_TOKEN and SLUICEWAY_TOKEN_FILE environment variables apply. `credentials`
+        instead sets the channel's TLS credentials directly (e.g. `grpc.ssl_channel_credentials()`);
+        `metadata` is sent with every call, after the token's `authorization` entry (its own
+        `authorization` entry replaces the token's); `options` are gRPC channel arguments.
+        `retrier` replaces the one built from `retry`, e.g. to inject a clock and sleep in tests."""
         self.target = resolve_target(target)
         self.timeout = check_timeout(timeout)
         if retry is not None and retrier is not None:
             raise ValueError("pass either retry or retrier, not both")
         self._retrier = retrier if retrier is not None else Retrier(retry)
-        self._metadata = call_metadata(metadata) or None
-        channel_options = list(options)
+        self.security, channel_credentials, call_entries = transport_settings(security, credentials, metadata)
+        self._metadata = call_entries or None
+        channel_options = own_connections(options)
         self._channel = (
-            grpc.aio.secure_channel(self.target, credentials, options=channel_options)
-            if credentials is not None
+            grpc.aio.secure_channel(self.target, channel_credentials, options=channel_options)
+            if channel_credentials is not None
             else grpc.aio.insecure_channel(self.target, options=channel_options)
         )
         self._connectors = connectors_pb2_grpc.ConnectorServiceStub(self._channel)

@@ -8,6 +8,10 @@ import os
 from collections.abc import Sequence
 from typing import Any, Final, Protocol, TypeAlias
 
+import grpc
+
+from sluiceway.transport import AUTHORIZATION_KEY, TransportSecurity
+
 DEFAULT_TARGET: Final = "localhost:8083"
 TARGET_ENV: Final = "SLUICEWAY_SERVER"
 DEFAULT_TIMEOUT: Final = 30.0
@@ -52,6 +56,24 @@ def call_metadata(metadata: Metadata) -> tuple[tuple[str, str | bytes], ...]:
         if key != key.lower():
             raise ValueError(f"gRPC metadata keys must be lower case, got {key!r}")
     return result
+
+
+def transport_settings(
+    security: TransportSecurity | None,
+    credentials: grpc.ChannelCredentials | None,
+    metadata: Metadata,
+) -> tuple[TransportSecurity, grpc.ChannelCredentials | None, tuple[tuple[str, str | bytes], ...]]:
+    """The security in effect (`security`, else the SLUICEWAY_TLS* / SLUICEWAY_TOKEN* environment),
+    the channel credentials (explicit `credentials` win over the environment's) and the metadata of
+    every call: the token's authorization entry unless `metadata` carries its own, then `metadata`."""
+    if credentials is not None and security is not None and security.uses_tls:
+        raise ValueError("pass either credentials or a TLS security, not both")
+    effective = security if security is not None else TransportSecurity.from_env()
+    extra = call_metadata(metadata)
+    channel_credentials = credentials if credentials is not None else effective.channel_credentials()
+    own_authorization = any(key == AUTHORIZATION_KEY for key, _ in extra)
+    token_entries = () if own_authorization else effective.metadata()
+    return effective, channel_credentials, (*token_entries, *extra)
 
 
 class PagedRequest(Protocol):

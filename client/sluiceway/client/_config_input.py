@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from sluiceway import properties
+from sluiceway.properties import format_properties
 
 __all__ = [
     "ConfigFile",
@@ -61,135 +63,16 @@ def parse_key_values(items: Iterable[str]) -> dict[str, str]:
     return result
 
 
-# --- Java .properties (java.util.Properties.load / store) --------------------------------
-
-_WHITESPACE = " \t\f"
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-_SIMPLE_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
-    """Joins natural lines ending in an odd number of backslashes, drops comments and blank
-    lines, and strips leading whitespace of every natural line, as Properties.load does.
-    Yields each logical line with the number of its first natural line."""
-    parts: list[str] | None = None
-    start = 0
-    for number, raw in enumerate(_LINE_BREAK.split(text), start=1):
-        line = raw.lstrip(_WHITESPACE)
-        if parts is None:
-            # Only the first natural line of a logical line can be a comment or blank.
-            if not line or line[0] in "#!":
-                continue
-            parts = []
-            start = number
-        elif not line:
-            # A blank continuation line ends the logical line.
-            yield start, "".join(parts)
-            parts = None
-            continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:
-            parts.append(line[:-1])
-            continue
-        parts.append(line)
-        yield start, "".join(parts)
-        parts = None
-    if parts is not None:
-        # A continuation at the end of the input continues with nothing.
-        yield start, "".join(parts)
-
-
-def _split_key_value(line: str) -> tuple[str, str]:
-    """Splits a logical line, still escaped, at the first unescaped `=`, `:` or whitespace."""
-    index = 0
-    escaped = False
-    has_separator = False
-    while index < len(line):
-        char = line[index]
-        if not escaped and char in "=:":
-            has_separator = True
-            break
-        if not escaped and char in _WHITESPACE:
-            break
-        escaped = char == "\\" and not escaped
-        index += 1
-    key = line[:index]
-    value_start = index + 1 if index < len(line) else index
-    while value_start < len(line):
-        char = line[value_start]
-        if char not in _WHITESPACE:
-            if not has_separator and char in "=:":
-                has_separator = True
-            else:
-                break
-        value_start += 1
-    return key, line[value_start:]
-
-
-def _unescape(text: str, line_number: int) -> str:
-    out: list[str] = []
-    index = 0
-    while index < len(text):
-        char = text[index]
-        index += 1
-        if char != "\\" or index >= len(text):
-            out.append(char)
-            continue
-        char = text[index]
-        index += 1
-        if char == "u":
-            digits = text[index : index + 4]
-            if len(digits) != 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
-                raise ConfigInputError(f"line {line_number}: malformed \\uxxxx escape")
-            out.append(chr(int(digits, 16)))
-            index += 4
-        else:
-            out.append(_SIMPLE_ESCAPES.get(char, char))
-    result = "".join(out)
-    if any("\ud800" <= c <= "\udfff" for c in result):
-        # Java writes characters beyond the BMP as two \u escapes (a UTF-16 surrogate pair).
-        try:
-            result = result.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
-        except UnicodeDecodeError:
-            raise ConfigInputError(f"line {line_number}: unpaired UTF-16 surrogate in a \\u escape") from None
-    return result
+# --- Java .properties (sluiceway.properties) ----------------------------------------------
 
 
 def parse_properties(text: str) -> dict[str, str]:
     """Parses Java `.properties` text: `#`/`!` comments, `=`, `:` or whitespace separators,
     backslash line continuations and escapes (`\\t`, `\\n`, `\\uXXXX`, `\\=`...). Later keys win."""
-    result: dict[str, str] = {}
-    for number, line in _logical_lines(text):
-        key, value = _split_key_value(line)
-        result[_unescape(key, number)] = _unescape(value, number)
-    return result
-
-
-def _escape(text: str, *, is_key: bool) -> str:
-    out: list[str] = []
-    for index, char in enumerate(text):
-        if char == "\\":
-            out.append("\\\\")
-        elif char == " ":
-            # Keys end at whitespace; values only lose their leading whitespace.
-            out.append("\\ " if is_key or index == 0 else " ")
-        elif char in "\t\n\r\f":
-            out.append("\\" + {"\t": "t", "\n": "n", "\r": "r", "\f": "f"}[char])
-        elif char in "=:#!":
-            out.append("\\" + char)
-        elif ord(char) < 0x20 or ord(char) == 0x7F:
-            out.append(f"\\u{ord(char):04x}")
-        else:
-            out.append(char)
-    return "".join(out)
-
-
-def format_properties(config: Mapping[str, str]) -> str:
-    """Renders a config as `.properties` text (UTF-8; Properties.store escaping) that
-    `parse_properties` and Java read back unchanged."""
-    return "".join(
-        f"{_escape(key, is_key=True)}={_escape(value, is_key=False)}\n" for key, value in config.items()
-    )
+    try:
+        return properties.parse_properties(text)
+    except properties.PropertiesSyntaxError as exc:
+        raise ConfigInputError(str(exc)) from None
 
 
 # --- JSON ---------------------------------------------------------------------------------

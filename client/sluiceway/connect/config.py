@@ -36,6 +36,7 @@ __all__ = [
     "NonNull",
     "Nullable",
     "Password",
+    "PathKind",
     "Range",
     "Recommender",
     "RegexValidator",
@@ -74,6 +75,19 @@ class Width(enum.Enum):
     SHORT = "SHORT"
     MEDIUM = "MEDIUM"
     LONG = "LONG"
+
+
+class PathKind(enum.Enum):
+    """How a key whose value names a place on disk is read, so the worker can confine it to
+    ``connector.allowed.paths``.
+
+    ``FILE``: an operating-system path that the connector's own code opens. ``URI``: a path or URI
+    handed to Spark (Hadoop's file systems): a ``file:`` URI is local, any other scheme names a
+    remote store that no local directory can confine.
+    """
+
+    FILE = "FILE"
+    URI = "URI"
 
 
 class _NoDefault:
@@ -543,6 +557,8 @@ class ConfigKey:
     dependents: tuple[str, ...]
     recommender: Recommender | None
     internal: bool = False
+    # Set when the value names a place on disk (see PathKind); the worker confines such values.
+    path_kind: PathKind | None = None
 
     @property
     def required(self) -> bool:
@@ -605,8 +621,10 @@ class ConfigDef:
         recommender: Recommender | None = None,
         *,
         internal: bool = False,
+        path_kind: PathKind | None = None,
     ) -> ConfigDef:
-        """Adds a key; chainable. A default is parsed like user input and must pass the validator."""
+        """Adds a key; chainable. A default is parsed like user input and must pass the validator.
+        ``path_kind`` declares that the value names a local file or directory (see PathKind)."""
         parsed_default = _coerce_default(name, type, default)
         if validator is not None and parsed_default is not NO_DEFAULT:
             # As Kafka: a definition whose own default is invalid is a programming error.
@@ -626,6 +644,7 @@ class ConfigDef:
                 dependents=tuple(dependents),
                 recommender=recommender,
                 internal=internal,
+                path_kind=path_kind,
             )
         )
 

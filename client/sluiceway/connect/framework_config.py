@@ -148,8 +148,9 @@ _PREDICATES_DOC = (
 )
 _CONFIG_RELOAD_ACTION_DOC = (
     "What to do when a value that came from an external config provider changes: 'restart' restarts "
-    "the connector with the new values, 'none' leaves it running as it is. Not supported yet: Sluiceway "
-    "has no config providers, so 'none' is refused until it has."
+    "the connector with the new values, 'none' leaves it running as it is. Not supported yet: "
+    "Sluiceway's config providers (env, file) never report a change, so nothing calls for a reload "
+    "and 'none' is refused."
 )
 _ERRORS_RETRY_TIMEOUT_DOC = (
     "How long, in milliseconds, an operation that failed on a record (converting it, for example) "

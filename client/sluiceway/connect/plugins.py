@@ -5,19 +5,30 @@ Installed plugins are the classes registered under the ``sluiceway.connectors`` 
 ``connector.class`` may give a plugin's full dotted class path, its class name, or its class name
 less a trailing ``Connector``. When two plugins would share such an alias, the alias resolves to
 neither (Kafka's rule).
+
+Besides installed plugins, a dotted class path may name a class in a module or package that lives
+in one of the worker's ``plugin.path`` directories. Nothing else is ever imported to resolve a
+name: a module whose top-level name is not found in those directories is refused before any import,
+and so is one whose name an imported module elsewhere already holds (``import_class``).
 """
 
 from __future__ import annotations
 
 import builtins
+import copy
 import enum
 import importlib
+import importlib.machinery
 import importlib.metadata
+import importlib.util
 import inspect
 import logging
+import os
 import re
-from collections.abc import Iterable
+import sys
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 
 from sluiceway.connect.connector import Connector, SinkConnector, SourceConnector
 
@@ -27,8 +38,10 @@ __all__ = [
     "PluginDesc",
     "PluginNotFoundError",
     "PluginRegistry",
+    "PluginSourceError",
     "PluginType",
     "class_name_of",
+    "import_class",
 ]
 
 _log = logging.getLogger(__name__)
@@ -65,6 +78,11 @@ class PluginNotFoundError(LookupError):
     def __init__(self, name: str, message: str) -> None:
         super().__init__(message)
         self.name = name
+
+
+class PluginSourceError(ImportError):
+    """A module was asked for that neither belongs to an allowed installed package nor lives in a
+    ``plugin.path`` directory; nothing was imported."""
 
 
 def class_name_of(cls: type) -> str:
@@ -110,7 +128,9 @@ def _pruned_name(simple: str) -> str:
 class PluginRegistry:
     """The connector plugins known to this process, looked up by class path or alias; immutable."""
 
-    def __init__(self, classes: Iterable[type[Connector]]) -> None:
+    def __init__(self, classes: Iterable[type[Connector]], plugin_path: Sequence[str] = ()) -> None:
+        # Directories whose modules a dotted class path not registered here may name.
+        self._plugin_path = tuple(plugin_path)
         unique: dict[str, type[Connector]] = {}
         for cls in classes:
             unique.setdefault(class_name_of(cls), cls)
@@ -144,8 +164,9 @@ class PluginRegistry:
             )
 
     @classmethod
-    def discover(cls, group: str = DEFAULT_GROUP) -> PluginRegistry:
-        """Plugins registered as entry points of ``group``; a broken entry point is logged and skipped."""
+    def discover(cls, group: str = DEFAULT_GROUP, *, plugin_path: Sequence[str] = ()) -> PluginRegistry:
+        """Plugins registered as entry points of ``group``; a broken entry point is logged and skipped.
+        ``plugin_path``: the worker's plugin.path directories (see the module doc)."""
         classes: list[type[Connector]] = []
         for entry_point in importlib.metadata.entry_points(group=group):
             try:
@@ -163,16 +184,38 @@ class PluginRegistry:
                 _log.warning("Skipping connector plugin entry point %s: %s", entry_point.name, problem)
                 continue
             classes.append(loaded)
-        return cls(classes)
+        for directory in plugin_path:
+            if not os.path.isdir(directory):
+                _log.warning(
+                    "plugin.path directory %s does not exist: no plugin is loaded from it", directory
+                )
+        return cls(classes, plugin_path)
 
     @classmethod
-    def of(cls, *classes: type[Connector]) -> PluginRegistry:
+    def of(cls, *classes: type[Connector], plugin_path: Sequence[str] = ()) -> PluginRegistry:
         """A registry of exactly these classes (tests, plugins not installed as distributions)."""
         for candidate in classes:
             problem = _check_connector_class(candidate)
             if problem is not None:
                 raise TypeError(problem)
-        return cls(classes)
+        return cls(classes, plugin_path)
+
+    @property
+    def plugin_path(self) -> tuple[str, ...]:
+        return self._plugin_path
+
+    def with_plugin_path(self, plugin_path: Sequence[str]) -> PluginRegistry:
+        """The same plugins, with ``plugin_path`` as the plugin.path directories (no plugin code runs)."""
+        wanted = tuple(plugin_path)
+        if wanted == self._plugin_path:
+            return self
+        other = copy.copy(self)
+        other._plugin_path = wanted
+        return other
+
+    def installed_packages(self) -> frozenset[str]:
+        """The top-level packages of the registered plugins: where their task classes may come from."""
+        return frozenset(desc.cls.__module__.split(".")[0] for desc in self._by_class.values())
 
     def connectors(self) -> list[PluginDesc]:
         return [self._by_class[name] for name in sorted(self._by_class)]
@@ -207,25 +250,17 @@ class PluginRegistry:
         )
 
     def _import(self, name: str, dotted: str) -> PluginDesc:
-        """Imports a connector class that is not registered, by its dotted path."""
-        parts = dotted.split(".")
-        obj: object = None
-        for split in range(len(parts) - 1, 0, -1):
-            module_name = ".".join(parts[:split])
-            try:
-                obj = importlib.import_module(module_name)
-            except ModuleNotFoundError as e:
-                # Only "this module does not exist" means: try a shorter module path.
-                if e.name is not None and (module_name == e.name or module_name.startswith(e.name + ".")):
-                    continue
-                raise self._not_found(name, dotted, f" (importing {module_name} failed: {e})") from e
-            except Exception as e:
-                raise self._not_found(name, dotted, f" (importing {module_name} failed: {e})") from e
-            for attr in parts[split:]:
-                obj = getattr(obj, attr, None)
-                if obj is None:
-                    break
-            break
+        """A connector class that is not registered, by its dotted path in a plugin.path module."""
+        try:
+            obj = import_class(dotted, plugin_path=self._plugin_path)
+        except PluginSourceError as e:
+            raise PluginNotFoundError(
+                name,
+                f"{dotted} is neither an installed connector plugin nor in plugin.path: {e}. "
+                f"Installed connector plugins: {', '.join(sorted(self._by_class)) or 'none'}",
+            ) from e
+        except Exception as e:
+            raise self._not_found(name, dotted, f" (importing it failed: {e})") from e
         problem = _check_connector_class(obj) if obj is not None else "no such class"
         if problem is not None or not isinstance(obj, type):
             raise self._not_found(name, dotted, f" ({problem})")
@@ -237,3 +272,85 @@ class PluginRegistry:
         return PluginDesc(
             class_name=class_name_of(obj), type=plugin_type, version=_version_of(obj), aliases=(), cls=obj
         )
+
+
+def _file_inside(module: ModuleType, directories: Sequence[str]) -> bool:
+    origin = getattr(module, "__file__", None)
+    if not isinstance(origin, str):
+        return False
+    real = os.path.realpath(origin)
+    return any(real.startswith(directory.rstrip(os.sep) + os.sep) for directory in directories)
+
+
+def _same_file(a: str | None, b: str | None) -> bool:
+    return a is not None and b is not None and os.path.realpath(a) == os.path.realpath(b)
+
+
+def _admit_from_plugin_path(top: str, plugin_path: Sequence[str]) -> list[str] | None:
+    """The real plugin.path directories when the top-level module ``top`` may be imported from
+    them, having made them importable; None when ``top`` is not found in them. Raises
+    PluginSourceError when a module of that name from elsewhere would be imported instead."""
+    directories = [os.path.realpath(d) for d in plugin_path if os.path.isdir(d)]
+    if not directories:
+        return None
+    spec = importlib.machinery.PathFinder.find_spec(top, directories)
+    if spec is None:
+        return None
+    if spec.origin is None or spec.loader is None:
+        raise PluginSourceError(f"{top} in plugin.path is a namespace package; give it an __init__.py")
+    loaded = sys.modules.get(top)
+    if loaded is not None:
+        if not _file_inside(loaded, directories):
+            raise PluginSourceError(f"a module named {top} from outside plugin.path is already loaded")
+        return directories
+    for directory in directories:
+        if directory not in sys.path:
+            sys.path.append(directory)
+    # With the directories at the end of sys.path, the same name elsewhere would win: find out
+    # which file an import would run before running any.
+    chosen = importlib.util.find_spec(top)
+    if chosen is None or not _same_file(chosen.origin, spec.origin):
+        raise PluginSourceError(f"{top} is also the name of a module outside plugin.path")
+    return directories
+
+
+def import_class(dotted: str, *, plugin_path: Sequence[str] = (), packages: Collection[str] = ()) -> object:
+    """The object at the dotted path (``package.module.Class``, nested classes allowed), or None
+    when the module exists but has no such attribute.
+
+    Only two sources are imported from: a module whose top-level name is found in the
+    ``plugin_path`` directories (checked first, and it must be loaded from there), and the
+    installed top-level ``packages``. Anything else raises PluginSourceError before any import.
+    Other import failures propagate (ModuleNotFoundError when no module of the path exists)."""
+    parts = dotted.strip().split(".")
+    top = parts[0]
+    try:
+        directories = _admit_from_plugin_path(top, plugin_path)
+    except PluginSourceError:
+        if top not in packages:
+            raise
+        directories = None  # an installed package of that name: imported as usual
+    if directories is None and top not in packages:
+        if not plugin_path:
+            raise PluginSourceError("no plugin.path is set")
+        raise PluginSourceError(f"no module {top} in {', '.join(plugin_path)}")
+    for split in range(len(parts) - 1, 0, -1):
+        module_name = ".".join(parts[:split])
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as e:
+            # Only "this module does not exist" means: try a shorter module path.
+            if e.name is not None and (module_name == e.name or module_name.startswith(e.name + ".")):
+                continue
+            raise
+        if directories is not None and not (
+            _file_inside(module, directories) and _file_inside(sys.modules[top], directories)
+        ):
+            raise PluginSourceError(f"{module_name} was not loaded from plugin.path")
+        obj: object = module
+        for attr in parts[split:]:
+            obj = getattr(obj, attr, None)
+            if obj is None:
+                return None
+        return obj
+    raise ModuleNotFoundError(f"no module found for {dotted!r}", name=parts[0])

@@ -31,6 +31,8 @@ from sluiceway.connect.framework_config import (
     EXACTLY_ONCE_REQUIRED,
     EXACTLY_ONCE_SUPPORT_CONFIG,
     HEADER_CONVERTER_CLASS_CONFIG,
+    HEARTBEAT_RECORDS_TOPIC_CONFIG,
+    OFFSETS_TOPIC_CONFIG,
     PREDICATES_CONFIG,
     TOPICS_CONFIG,
     TOPICS_REGEX_CONFIG,
@@ -44,6 +46,8 @@ from sluiceway.connect.framework_config import (
     uses_topic_creation,
 )
 from sluiceway.connect.plugins import PluginDesc, PluginNotFoundError, PluginRegistry, PluginType
+from sluiceway.connect.worker_policy import WorkerPolicy, path_errors
+from sluiceway.secrets import looks_secret
 
 __all__ = [
     "NOT_SUPPORTED_YET",
@@ -60,6 +64,7 @@ _NO_RETRIES: Final = "Sluiceway does not retry a failed operation on a record"
 _NO_ERROR_LOG: Final = "Sluiceway keeps no log of failed operations on records"
 _NO_DLQ: Final = "Sluiceway has no dead letter queue"
 _NO_TRANSACTIONS: Final = "Sluiceway writes source records without transactions"
+_NO_RELOAD: Final = "Sluiceway's config providers never report a change, so nothing calls for a reload"
 
 # Keys Sluiceway accepts with Kafka Connect's names, types and defaults but whose feature it does not
 # have yet, each with what is missing. validate_connector_config refuses a value other than the key's
@@ -69,7 +74,7 @@ NOT_SUPPORTED_YET: Final[Mapping[str, str]] = MappingProxyType(
         HEADER_CONVERTER_CLASS_CONFIG: "Sluiceway applies no header converter",
         TRANSFORMS_CONFIG: "Sluiceway does not apply transforms",
         PREDICATES_CONFIG: "Sluiceway does not evaluate predicates",
-        CONFIG_RELOAD_ACTION_CONFIG: "Sluiceway has no config providers, so nothing calls for a reload",
+        CONFIG_RELOAD_ACTION_CONFIG: _NO_RELOAD,
         ERRORS_RETRY_TIMEOUT_CONFIG: _NO_RETRIES,
         ERRORS_RETRY_MAX_DELAY_CONFIG: _NO_RETRIES,
         ERRORS_TOLERANCE_CONFIG: "Sluiceway does not skip bad records",
@@ -85,27 +90,6 @@ NOT_SUPPORTED_YET: Final[Mapping[str, str]] = MappingProxyType(
 
 
 NULL_VALUE_MESSAGE: Final = "a config value may not be null"
-
-# Secret Kafka client settings (Java client and librdkafka names) that a connector config may carry
-# behind a client override prefix.
-_CLIENT_OVERRIDE_PREFIXES: Final = ("producer.override.", "consumer.override.", "admin.override.")
-_CLIENT_PASSWORD_KEYS: Final = frozenset(
-    {
-        "ssl.key.password",
-        "ssl.keystore.password",
-        "ssl.truststore.password",
-        "ssl.keystore.key",
-        "ssl.keystore.certificate.chain",
-        "ssl.truststore.certificates",
-        "ssl.key.pem",
-        "sasl.jaas.config",
-        "sasl.password",
-        "sasl.oauthbearer.client.secret",
-        "sasl.oauthbearer.client.credentials.client.secret",
-    }
-)
-# Used only when a plugin's definition cannot be obtained, so its secrets are still not shown.
-_SECRET_LOOKING: Final = re.compile(r"password|secret|jaas\.config|credential|token", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -220,6 +204,44 @@ def _validate_source(values: dict[str, ConfigValue]) -> None:
         )
 
 
+def _apply_policy(
+    policy: WorkerPolicy,
+    props: Mapping[str, str],
+    plugin_type: PluginType | None,
+    values: dict[str, ConfigValue],
+) -> None:
+    """The worker's rules (WorkerPolicy) that need no plugin: no internal topic as a sink's topic,
+    the connector's offsets topic or its heartbeat topic, no topics.regex that matches one, and
+    only the client overrides connector.client.config.override.policy allows."""
+    topic_keys = [OFFSETS_TOPIC_CONFIG, HEARTBEAT_RECORDS_TOPIC_CONFIG]
+    if plugin_type is not PluginType.SOURCE:
+        topic_keys.append(TOPICS_CONFIG)
+    for key in topic_keys:
+        raw = props.get(key)
+        for topic in (raw or "").split(",") if key == TOPICS_CONFIG else [raw or ""]:
+            problem = policy.internal_topic_problem(topic) if topic.strip() else None
+            if problem is not None:
+                _add_error(values, key, raw, problem)
+    regex_raw = props.get(TOPICS_REGEX_CONFIG)
+    if plugin_type is not PluginType.SOURCE and not _is_blank(regex_raw):
+        assert regex_raw is not None
+        try:
+            matched = policy.internal_topics_matching(re.compile(regex_raw.strip()))
+        except re.error:
+            matched = []  # the key's own validation reports the bad pattern
+        if matched:
+            _add_error(
+                values,
+                TOPICS_REGEX_CONFIG,
+                regex_raw,
+                f"the pattern matches internal topics ({', '.join(matched)}), which connectors may not read",
+            )
+    for key, raw_value in props.items():
+        problem = policy.override_problem(key)
+        if problem is not None:
+            _add_error(values, key, raw_value, problem)
+
+
 def _describe_failure(desc: PluginDesc, what: str, error: BaseException) -> str:
     detail = str(error).strip()
     return f"{desc.class_name}.{what}() failed: {type(error).__name__}" + (f": {detail}" if detail else "")
@@ -230,13 +252,16 @@ def validate_connector_config(
     config: Mapping[str, str],
     plugin: str | None = None,
     *,
-    topic_creation_enabled: bool = True,
+    policy: WorkerPolicy | None = None,
 ) -> ConfigInfos:
     """Validates ``config`` for the plugin named by ``plugin`` or else by its ``connector.class``.
 
-    ``topic_creation_enabled`` is the worker's ``topic.creation.enable``: when true and a source
-    connector sets ``topic.creation.*`` keys, those are validated too (KIP-158).
+    ``policy`` is the worker's (default: that of a worker that sets none of its keys). With its
+    ``topic_creation`` on, a source connector's ``topic.creation.*`` keys are validated too
+    (KIP-158); its rules on internal topics, client overrides and local paths (keys the plugin
+    defines with a ``path_kind``) add errors on the keys they refuse.
     """
+    policy = policy or WorkerPolicy()
     raw: Mapping[str, str | None] = config
     props = {k: v for k, v in raw.items() if v is not None}
     null_keys = [k for k, v in raw.items() if v is None]
@@ -262,12 +287,13 @@ def validate_connector_config(
         definition = common_config_def()
         values = {v.name: v for v in definition.validate(props)}
         _refuse_not_supported(definition, values)
+        _apply_policy(policy, props, None, values)
         if resolve_error is not None:
             _add_error(values, CONNECTOR_CLASS_CONFIG, target, resolve_error)
         return _result(plugin_class_name, definition, values, null_keys)
 
     definition = framework_config_def(desc.type)
-    if desc.type is PluginType.SOURCE and topic_creation_enabled and uses_topic_creation(props):
+    if desc.type is PluginType.SOURCE and policy.topic_creation and uses_topic_creation(props):
         definition = definition.merge(topic_creation_config_def(props))
     values = {v.name: v for v in definition.validate(props)}
     _refuse_not_supported(definition, values)
@@ -290,6 +316,7 @@ def validate_connector_config(
         _validate_sink(props, values)
     else:
         _validate_source(values)
+    _apply_policy(policy, props, desc.type, values)
 
     connector = None
     try:
@@ -319,6 +346,8 @@ def validate_connector_config(
                     values[value.name] = value
                 else:
                     _merge_value(existing, value)
+    for key, problem in path_errors(definition, (props,), policy).items():
+        _add_error(values, key, props.get(key), problem)
     return _result(plugin_class_name, definition, values, null_keys)
 
 
@@ -356,20 +385,12 @@ def password_keys(registry: PluginRegistry, config: Mapping[str, str], plugin: s
 
 
 def secret_keys(config: Mapping[str, str], definition: ConfigDef | None) -> set[str]:
-    """Keys of ``config`` whose values are secrets: typed PASSWORD in the plugin's combined
-    ``definition``, or a Kafka client password passed through a client override prefix. The API
-    layer masks these.
-
-    Without a definition (an unknown plugin), keys that look secret are included instead, so an
-    unknown plugin's secrets are not shown either.
-    """
-    secret: set[str] = set()
-    for key in config:
-        for prefix in _CLIENT_OVERRIDE_PREFIXES:
-            if key.startswith(prefix) and key[len(prefix) :] in _CLIENT_PASSWORD_KEYS:
-                secret.add(key)
+    """Keys whose values are secrets: those typed PASSWORD in the plugin's combined ``definition``
+    (the common keys' definition when the plugin is unknown) and every key of ``config`` that
+    ``looks_secret`` (a Kafka client password behind a client override prefix, a plugin's
+    ``*.password`` not typed PASSWORD, ...). The API layer masks these."""
+    secret = {key for key in config if looks_secret(key)}
     if definition is None:
-        secret.update(key for key in config if _SECRET_LOOKING.search(key))
         definition = common_config_def()
     secret.update(name for name, key in definition.keys().items() if key.type is ConfigType.PASSWORD)
     return secret

@@ -28,6 +28,7 @@ from sluiceway.connect import (
     ConnectException,
     Importance,
     NonEmptyString,
+    PathKind,
     Range,
     SinkConnector,
     SinkRecord,
@@ -73,8 +74,10 @@ def source_config_def() -> ConfigDef:
             importance=Importance.HIGH,
             documentation=(
                 "Path of the text file to read, as the Spark workers running the task see it. A file "
-                "that does not exist yet is waited for."
+                "that does not exist yet is waited for. When the worker sets connector.allowed.paths, an "
+                "absolute path inside one of those directories."
             ),
+            path_kind=PathKind.FILE,
         )
         .define(
             TOPIC_CONFIG,
@@ -103,8 +106,10 @@ def sink_config_def() -> ConfigDef:
         importance=Importance.HIGH,
         documentation=(
             "Path of the text file that every record value is appended to as one line, on the Spark "
-            "workers running the task; created when missing."
+            "workers running the task; created when missing. When the worker sets "
+            "connector.allowed.paths, an absolute path inside one of those directories."
         ),
+        path_kind=PathKind.FILE,
     )
 
 

@@ -21,6 +21,7 @@ from sluiceway.connect import (
     Importance,
     ListOf,
     NonEmptyString,
+    PathKind,
     SinkConnector,
     Task,
     TopicPartition,
@@ -54,12 +55,15 @@ def config_def() -> ConfigDef:
                 "Directory (any path or URI Spark can write to) the files are appended to. Each batch "
                 "is written to its own subdirectory `task=N/batch=ID` (read back as `task` and `batch` "
                 "columns): Spark jobs appending to one directory at once share its `_temporary` "
-                "staging, and a job left running by a crashed executor must not meet its successor's."
+                "staging, and a job left running by a crashed executor must not meet its successor's. "
+                "When the worker sets connector.allowed.paths, an absolute local path or file: URI "
+                "inside one of those directories."
             ),
             group=_GROUP,
             order_in_group=1,
             width=Width.LONG,
             display_name="Path",
+            path_kind=PathKind.URI,
         )
         .define(
             FORMAT_CONFIG,

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from sluiceway.connect import PluginRegistry, PluginType
-from sluiceway_executor.pipelines.loading import load_task_class
+from sluiceway_executor.pipelines.loading import load_task_class, worker_policy
 from sluiceway_executor.pipelines.pipeline import Pipeline
 from sluiceway_executor.pipelines.spec import TaskSpec
 
@@ -28,7 +28,9 @@ def register_data_sources(spark: SparkSession) -> None:
 
 
 class SparkPipelineFactory:
-    """Builds the pipeline of a task on the executor's Spark Connect session."""
+    """Builds the pipeline of a task on the executor's Spark Connect session. The plugin registry
+    holds the installed plugins; each task's worker config adds its plugin.path and the rest of
+    the worker's policy (see ``load_task_class``)."""
 
     def __init__(self, spark: SparkSession, registry: PluginRegistry | None = None) -> None:
         self._spark = spark
@@ -38,7 +40,7 @@ class SparkPipelineFactory:
         from sluiceway_executor.pipelines.sink import SinkPipeline
         from sluiceway_executor.pipelines.source import SourcePipeline
 
-        plugin_type, task_class = load_task_class(spec, self._registry)
+        plugin_type, task_class = load_task_class(spec, self._registry, worker_policy(worker_config))
         if plugin_type is PluginType.SINK:
             return SinkPipeline(self._spark, spec, worker_config, task_class)
         return SourcePipeline(self._spark, spec, worker_config, task_class)

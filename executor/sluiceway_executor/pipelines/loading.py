@@ -1,47 +1,71 @@
 """Loading a task's class: the dotted `task.class` of its config, or its connector plugin's
-`task_class()`. Used on the executor and, for record-level tasks, inside Spark."""
+`task_class()`. Used on the executor and, for record-level tasks, inside Spark.
+
+A dotted `task.class` is imported only from the top-level package of an installed connector plugin
+or from a module in the worker's `plugin.path` directories (`sluiceway.connect.plugins.import_class`);
+anything else is refused before it is imported. Before a task runs, the values of the keys its
+connector declares paths must lie inside `connector.allowed.paths` (the check validation makes).
+"""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any, Final
+from collections.abc import Collection, Mapping, Sequence
+from typing import Final
 
 from sluiceway.connect import ConnectException, PluginRegistry, PluginType, Task
+from sluiceway.connect.plugins import import_class
+from sluiceway.connect.validation import connector_config_def
+from sluiceway.connect.worker_policy import WorkerPolicy, path_errors
 from sluiceway_executor.pipelines.spec import TaskSpec
 
-__all__ = ["TASK_CLASS_CONFIG", "load_class", "load_task_class"]
+__all__ = ["TASK_CLASS_CONFIG", "load_class", "load_task_class", "worker_policy"]
 
 TASK_CLASS_CONFIG: Final = "task.class"
 
 
-def load_class(dotted: str) -> type:
-    """The class at a dotted path (``package.module.Class``, nested classes allowed)."""
-    parts = dotted.strip().split(".")
-    for split in range(len(parts) - 1, 0, -1):
-        module_name = ".".join(parts[:split])
-        try:
-            obj: Any = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name is not None and (module_name == exc.name or module_name.startswith(exc.name + ".")):
-                continue
-            raise
-        for attr in parts[split:]:
-            obj = getattr(obj, attr)
-        if not isinstance(obj, type):
-            raise ConnectException(f"{dotted} is not a class")
-        return obj
-    raise ImportError(f"no module found for {dotted!r}")
+def worker_policy(worker_config: Mapping[str, str]) -> WorkerPolicy:
+    """The policy of the worker config a task runs with; a bad value fails the task."""
+    try:
+        return WorkerPolicy.from_worker_config(worker_config)
+    except ValueError as exc:
+        raise ConnectException(f"the worker config is not usable: {exc}") from exc
 
 
-def load_task_class(spec: TaskSpec, registry: PluginRegistry | None = None) -> tuple[PluginType, type[Task]]:
+def load_class(dotted: str, *, packages: Collection[str] = (), plugin_path: Sequence[str] = ()) -> type:
+    """The class at a dotted path (``package.module.Class``, nested classes allowed), from one of
+    the installed top-level ``packages`` or a module in the ``plugin_path`` directories; a path
+    elsewhere raises ImportError (PluginSourceError) without importing anything."""
+    obj = import_class(dotted, plugin_path=plugin_path, packages=packages)
+    if obj is None:
+        raise AttributeError(f"{dotted} does not exist")
+    if not isinstance(obj, type):
+        raise ConnectException(f"{dotted} is not a class")
+    return obj
+
+
+def load_task_class(
+    spec: TaskSpec, registry: PluginRegistry | None = None, policy: WorkerPolicy | None = None
+) -> tuple[PluginType, type[Task]]:
     """The connector's type and its task class: ``task.class`` of the task config when set (the
-    control plane sets it), else the connector plugin's ``task_class()``."""
+    control plane sets it), else the connector plugin's ``task_class()``.
+
+    With a ``policy`` (the worker's), the registry looks in its plugin.path too, and the task's
+    configs must keep the connector's path keys inside connector.allowed.paths."""
+    registry = registry or PluginRegistry.discover()
+    if policy is not None:
+        registry = registry.with_plugin_path(policy.plugin_path)
     connector_class = spec.connector_config.get("connector.class", "")
-    desc = (registry or PluginRegistry.discover()).resolve(connector_class)
+    desc = registry.resolve(connector_class)
+    if policy is not None and policy.allowed_paths:
+        refused = path_errors(connector_config_def(desc), (spec.connector_config, spec.task_config), policy)
+        if refused:
+            raise ConnectException(
+                "the task is not run: " + "; ".join(f"{key}: {why}" for key, why in sorted(refused.items()))
+            )
     dotted = spec.task_config.get(TASK_CLASS_CONFIG, "").strip()
     if dotted:
         try:
-            cls = load_class(dotted)
+            cls = load_class(dotted, packages=registry.installed_packages(), plugin_path=registry.plugin_path)
         except (ImportError, AttributeError) as exc:
             raise ConnectException(f"cannot load the task class {dotted}: {exc}") from exc
     else:

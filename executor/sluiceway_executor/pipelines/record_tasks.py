@@ -53,6 +53,7 @@ from sluiceway.connect import (
     Task,
     TopicPartition,
 )
+from sluiceway.connect.worker_policy import WorkerPolicy
 from sluiceway.offsets import OffsetPair
 from sluiceway_executor.pipelines.loading import load_class
 from sluiceway_executor.pipelines.spec import TaskSpec
@@ -101,6 +102,12 @@ def class_path(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+def load_chosen_class(dotted: str, plugin_path: Sequence[str]) -> type:
+    """Inside Spark: the task class the executor chose (and checked against its installed plugins
+    and plugin.path); a module in the plugin.path directories is imported from them."""
+    return load_class(dotted, packages=(dotted.split(".", maxsplit=1)[0],), plugin_path=plugin_path)
+
+
 def converter_settings(config: Mapping[str, str]) -> dict[str, str]:
     """Only the converter keys of a config: nothing else (no secrets) travels to Spark."""
     return {k: v for k, v in config.items() if k.startswith(("key.converter", "value.converter"))}
@@ -129,6 +136,8 @@ class SourceTaskOptions:
     worker_converters: dict[str, str]
     # Where this batch's heartbeat records go; empty: no heartbeat in this batch.
     heartbeat_topic: str = ""
+    # The worker's plugin.path, where the task class's module may live.
+    plugin_path: tuple[str, ...] = ()
 
     def to_options(self) -> dict[str, str]:
         return {
@@ -140,6 +149,7 @@ class SourceTaskOptions:
             "connector.converters": json.dumps(self.connector_converters),
             "worker.converters": json.dumps(self.worker_converters),
             "heartbeat.topic": self.heartbeat_topic,
+            "plugin.path": json.dumps(list(self.plugin_path)),
         }
 
     @classmethod
@@ -161,6 +171,7 @@ class SourceTaskOptions:
             connector_converters=dict(_json_option(options, "connector.converters", {})),
             worker_converters=dict(_json_option(options, "worker.converters", {})),
             heartbeat_topic=str(options.get("heartbeat.topic") or "").strip(),
+            plugin_path=tuple(str(d) for d in _json_option(options, "plugin.path", [])),
         )
 
 
@@ -219,7 +230,7 @@ def poll_source_task(options: SourceTaskOptions) -> Iterator[tuple[Any, ...]]:
     """The rows of one batch of a record-level source task (see the module doc)."""
     from sluiceway_executor.converters.registry import converter_for
 
-    cls = load_class(options.task_class)
+    cls = load_chosen_class(options.task_class, options.plugin_path)
     if not issubclass(cls, SourceTask):
         raise ConnectException(f"{options.task_class} is not a SourceTask")
     key_converter = converter_for(options.connector_converters, "key", options.worker_converters)
@@ -307,6 +318,7 @@ def read_source_task(
         connector_converters=converter_settings(spec.connector_config),
         worker_converters=converter_settings(worker_config),
         heartbeat_topic=heartbeat_topic,
+        plugin_path=WorkerPolicy.from_worker_config(worker_config).plugin_path,
     )
     return spark.read.format(SOURCE_TASK_FORMAT).options(**options.to_options()).load()
 
@@ -352,11 +364,12 @@ class SinkTaskWriter:
     task_config: dict[str, str]
     connector_converters: dict[str, str]
     worker_converters: dict[str, str]
+    plugin_path: tuple[str, ...] = ()
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from sluiceway_executor.converters.registry import converter_for
 
-        cls = load_class(self.task_class)
+        cls = load_chosen_class(self.task_class, self.plugin_path)
         if not issubclass(cls, SinkTask):
             raise ConnectException(f"{self.task_class} is not a SinkTask")
         key_converter = converter_for(self.connector_converters, "key", self.worker_converters)
@@ -419,6 +432,7 @@ def run_sink_task(
         task_config=dict(spec.task_config),
         connector_converters=converter_settings(spec.connector_config),
         worker_converters=converter_settings(worker_config),
+        plugin_path=WorkerPolicy.from_worker_config(worker_config).plugin_path,
     )
     rows = raw.coalesce(1).mapInArrow(writer, "records long").collect()
     return sum(int(row["records"]) for row in rows)

@@ -39,6 +39,7 @@ from sluiceway_executor.kafka_ranges import (
     plan_ranges,
     task_partitions,
 )
+from sluiceway_executor.pipelines.loading import worker_policy
 from sluiceway_executor.pipelines.pipeline import BatchOutcome
 from sluiceway_executor.pipelines.spec import TaskSpec, batch_max_records
 
@@ -102,6 +103,11 @@ class SinkPipeline:
         self._committed: dict[TopicPartitionKey, int | None] = {}
         self.group = consumer_group(spec)
         self._topics, self._regex = _topics_setting(spec)
+        # Internal topics are never read: a named one fails the task, a regex skips them.
+        self._policy = worker_policy(worker_config)
+        internal = [t for t in self._topics or () if self._policy.is_internal_topic(t)]
+        if internal:
+            raise ConnectException(f"a sink connector may not read internal topics: {', '.join(internal)}")
         self._batch_records = batch_max_records(spec.connector_config)
         admin_config = kafka_client_config(worker_config, "admin", spec.connector_config)
         self._admin_config = admin_config
@@ -135,7 +141,9 @@ class SinkPipeline:
         their exact ends, about ``batch.max.records`` records in all."""
         admin = self._admin
         assert admin is not None, "start() first"
-        everything = list_partitions(admin, self._topics, self._regex, KAFKA_CALL_TIMEOUT_S)
+        everything = list_partitions(
+            admin, self._topics, self._regex, KAFKA_CALL_TIMEOUT_S, self._policy.is_internal_topic
+        )
         mine = task_partitions(everything, self.spec.task_index, self.spec.task_count)
         if not mine:
             return []

@@ -50,6 +50,7 @@ from sluiceway_executor.heartbeats import (
     heartbeat_topic_creator,
     overrides_heartbeat_hook,
 )
+from sluiceway_executor.pipelines.loading import worker_policy
 from sluiceway_executor.pipelines.pipeline import BatchOutcome, canonical, merge_offsets
 from sluiceway_executor.pipelines.spec import TaskSpec, batch_max_records
 from sluiceway_executor.topic_creation import TopicCreator
@@ -103,6 +104,7 @@ class SourcePipeline:
         self._spark = spark
         self.spec = spec
         self._worker_config = dict(worker_config)
+        self._policy = worker_policy(worker_config)
         self._task_class = task_class
         self._task: DataFrameSourceTask | None = None
         # The committed source offsets, kept current from this task's accepted commits.
@@ -278,7 +280,13 @@ class SourcePipeline:
 
     def _write(self, out: DataFrame, topics: frozenset[str] | set[str]) -> None:
         """Writes the batch to Kafka once every topic it writes to (``topics``) has been checked
-        and, when missing, created (KIP-158)."""
+        and, when missing, created (KIP-158). A batch for an internal topic fails unwritten."""
+        internal = sorted(t for t in topics if self._policy.is_internal_topic(t))
+        if internal:
+            raise ConnectException(
+                f"records of this batch go to internal topics ({', '.join(internal)}), which connectors "
+                "may not write to; nothing of the batch was written"
+            )
         self._topic_creator.ensure(topics)
         writer = (
             out.write.format(_FORMAT)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from sluiceway.api.v1 import common_pb2, executor_pb2
 from sluiceway.connect import ConnectException
+from sluiceway.connect.config_providers import ConfigProviders, ConfigReferenceError
 from sluiceway.names import parse_task_name
 from sluiceway.offsets import OffsetPair, offsets_from_proto
 
@@ -49,6 +51,20 @@ class TaskSpec:
             source_offsets=tuple(offsets_from_proto(assignment.source_offsets)),
             fingerprint=assignment.fingerprint,
         )
+
+    def resolved(self, providers: ConfigProviders) -> tuple[TaskSpec, dict[str, str]]:
+        """A copy whose connector and task configs have their ``${provider:path:key}`` references
+        resolved, for the pipeline and the committer only: the assignment itself (``same_work``,
+        the fingerprint handed back) keeps the raw configs. With it, each value a reference was
+        replaced by and the reference (for ``hide_resolved``). ConfigReferenceError names what did
+        not resolve, never a value."""
+        connector = providers.try_resolve(self.connector_config)
+        task = providers.try_resolve(self.task_config)
+        problems = {**{f"task config {k}": v for k, v in task.problems.items()}, **connector.problems}
+        if problems:
+            raise ConfigReferenceError(problems)
+        resolved = dataclasses.replace(self, connector_config=connector.config, task_config=task.config)
+        return resolved, {**task.substituted, **connector.substituted}
 
     def same_work(self, other: TaskSpec) -> bool:
         """Whether ``other`` asks for exactly what this assignment runs (a repeated message)."""

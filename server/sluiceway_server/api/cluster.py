@@ -114,7 +114,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
             answer: cluster_pb2.ServerInfo = await stub.GetServerInfo(
                 cluster_pb2.GetServerInfoRequest(),
                 timeout=_LEADER_QUERY_SECONDS,
-                metadata=((FORWARDED_BY, self.leadership.member_id),),
+                metadata=(*self._channels.credentials, (FORWARDED_BY, self.leadership.member_id)),
             )
         except grpc.aio.AioRpcError as exc:
             log.info("the leader at %s did not list its executors: %s", address, exc.code().name)

@@ -10,9 +10,9 @@ from sluiceway.api.v1 import common_pb2, connectors_pb2, plugins_pb2
 from sluiceway.connect.config import ConfigKey, ConfigValue, Password
 from sluiceway.connect.plugins import PluginDesc, PluginType
 from sluiceway.connect.validation import ConfigInfos
+from sluiceway.secrets import HIDDEN, redact_url_credentials
 from sluiceway_server.api.names import format_connector, format_task
 from sluiceway_server.herder.deleted_callbacks import DeletedCallbackResult
-from sluiceway_server.herder.masking import HIDDEN
 from sluiceway_server.herder.views import (
     ConnectorInfo,
     ConnectorStatusView,
@@ -55,8 +55,12 @@ def timestamp(ms: int) -> timestamp_pb2.Timestamp:
 
 
 def error_event(entry: ErrorEntry) -> common_pb2.ErrorEvent:
+    # Status writes redact credentials in URLs already; records written before that are redacted here.
     return common_pb2.ErrorEvent(
-        time=timestamp(entry.time_ms), message=entry.message, trace=entry.trace, worker_id=entry.worker_id
+        time=timestamp(entry.time_ms),
+        message=redact_url_credentials(entry.message),
+        trace=redact_url_credentials(entry.trace),
+        worker_id=entry.worker_id,
     )
 
 
@@ -64,7 +68,7 @@ def instance_status(view: InstanceStatusView) -> connectors_pb2.InstanceStatus:
     message = connectors_pb2.InstanceStatus(
         state=STATES[view.state],
         worker_id=view.worker_id,
-        trace=view.trace or "",
+        trace=redact_url_credentials(view.trace or ""),
         generation=view.generation,
         recent_errors=[error_event(e) for e in view.recent_errors],
     )
@@ -158,12 +162,12 @@ def config_value(value: ConfigValue, secret: bool) -> plugins_pb2.ConfigValue:
     message = plugins_pb2.ConfigValue(
         name=value.name,
         recommended_values=[v for v in (render_value(r) for r in value.recommended_values) if v is not None],
-        errors=list(value.errors),
+        errors=[redact_url_credentials(error) for error in value.errors],
         visible=value.visible,
     )
     rendered = render_value(value.value)
     if rendered is not None:
-        message.value = HIDDEN if secret else rendered
+        message.value = HIDDEN if secret else redact_url_credentials(rendered)
     return message
 
 
@@ -181,4 +185,4 @@ def validation(infos: ConfigInfos, secret_keys: set[str]) -> plugins_pb2.Validat
 
 def deleted_callback(result: DeletedCallbackResult) -> connectors_pb2.DeletedCallback:
     outcome = connectors_pb2.DeletedCallback.Outcome.Value(f"OUTCOME_{result.outcome.value}")
-    return connectors_pb2.DeletedCallback(outcome=outcome, error=result.error)
+    return connectors_pb2.DeletedCallback(outcome=outcome, error=redact_url_credentials(result.error))

@@ -27,6 +27,7 @@ from sluiceway_server.herder.errors import (
     PermissionDeniedError,
     PluginTimeoutError,
     RequestTimeoutError,
+    UnauthenticatedError,
     UnavailableError,
 )
 from sluiceway_server.storage.kafka_log import NotLeaderError
@@ -42,6 +43,7 @@ _CODES: Sequence[tuple[type[HerderError], grpc.StatusCode]] = (
     (AbortedError, grpc.StatusCode.ABORTED),
     (UnavailableError, grpc.StatusCode.UNAVAILABLE),
     (PermissionDeniedError, grpc.StatusCode.PERMISSION_DENIED),
+    (UnauthenticatedError, grpc.StatusCode.UNAUTHENTICATED),
     (RequestTimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),
     (PluginTimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),
 )

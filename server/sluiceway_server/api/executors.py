@@ -16,6 +16,7 @@ from sluiceway_server.api.errors import abort, invalid_request
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
 from sluiceway_server.herder.errors import HerderError, LimitExceededError, UnavailableError
 from sluiceway_server.herder.fields import has_hidden_characters
+from sluiceway_server.security.principals import current_principal
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +34,17 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
     time, in the order they arrive.
 
     Guarantees: the first message must be a Hello with an executor id, or the stream ends with
-    INVALID_ARGUMENT; on a replica that does not lead it ends UNAVAILABLE, with reason NOT_LEADER and
-    the leader's address in the ErrorInfo metadata `leader_address` when a leader is known (else
-    NO_LEADER); an attach the coordinator refuses (for example while the control plane shuts
-    down) ends it with the coordinator's error. However the stream ends (the executor closes it, the
-    connection breaks, the coordinator closes the outbox, or handling a message raises, which is
-    logged), the reader task is cancelled and the coordinator is told the member disconnected: it
-    keeps the member's tasks until the executor attaches again or its session times out (a member
-    the coordinator already released or replaced is left as it is).
+    INVALID_ARGUMENT. The executor runs as the principal the authentication interceptor admitted
+    (api/auth.py: only the `executor` role may attach), and an executor id held by one principal
+    is refused to another (PERMISSION_DENIED). On a replica that does not lead the stream ends
+    UNAVAILABLE, with reason NOT_LEADER and the leader's address in the ErrorInfo metadata
+    `leader_address` when a leader is known (else NO_LEADER); an attach the coordinator refuses
+    (for example while the control plane shuts down) ends it with the coordinator's error. However
+    the stream ends (the executor closes it, the connection breaks, the coordinator closes the
+    outbox, or handling a message raises, which is logged), the reader task is cancelled and the
+    coordinator is told the member disconnected: it keeps the member's tasks until the executor
+    attaches again or its session times out (a member the coordinator already released or replaced
+    is left as it is).
     """
 
     def __init__(
@@ -108,7 +112,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         if coordinator is None:
             await abort(context, self._not_leading())
         try:
-            member = await coordinator.attach(first.hello)
+            member = await coordinator.attach(first.hello, principal=current_principal.get().name)
         except HerderError as exc:
             await abort(context, exc)
 

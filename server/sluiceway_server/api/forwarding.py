@@ -19,13 +19,18 @@ from google.protobuf import message_factory
 from google.protobuf.message import Message
 
 from sluiceway.api.v1 import cluster_pb2, connectors_pb2, offsets_pb2, plugins_pb2, topics_pb2
+from sluiceway.transport import TransportSecurity
 from sluiceway_server.api.errors import status_for
 from sluiceway_server.herder.errors import UnavailableError
+from sluiceway_server.security.principals import Principal, current_principal
 
 log = logging.getLogger(__name__)
 
 # Metadata that marks a forwarded call; its value is the forwarding replica's id.
 FORWARDED_BY: Final = "sluiceway-forwarded-by"
+# The principal and role of the caller a forwarded call came from (believed only from a replica).
+FORWARDED_PRINCIPAL: Final = "sluiceway-principal"
+FORWARDED_ROLE: Final = "sluiceway-role"
 # Seconds a client is asked to wait before retrying while no leader is known.
 NO_LEADER_RETRY_SECONDS: Final = 0.5
 
@@ -57,18 +62,24 @@ MUTATIONS: Final = frozenset(
 )
 
 
-def _response_types() -> dict[str, type[Message]]:
+def _mutation_types(output: bool) -> dict[str, type[Message]]:
     types: dict[str, type[Message]] = {}
     for module in (connectors_pb2, offsets_pb2, topics_pb2):
         for service in module.DESCRIPTOR.services_by_name.values():
             for method in service.methods:
-                if f"/{service.full_name}/{method.name}" in MUTATIONS:
-                    types[method.name] = message_factory.GetMessageClass(method.output_type)
+                path = f"/{service.full_name}/{method.name}"
+                if path in MUTATIONS:
+                    if output:
+                        types[method.name] = message_factory.GetMessageClass(method.output_type)
+                    else:
+                        types[path] = message_factory.GetMessageClass(method.input_type)
     return types
 
 
 # Each mutation's response class by method name, to read a recorded answer back (idempotency.py).
-MUTATION_RESPONSES: Final = _response_types()
+MUTATION_RESPONSES: Final = _mutation_types(output=True)
+# Each mutation's request class by method path: a forwarded call is bytes, the audit log reads it.
+MUTATION_REQUESTS: Final = _mutation_types(output=False)
 
 # Answered by whichever replica receives them. Together with MUTATIONS: every RPC of the public API
 # (a unit test holds the two lists to the protos).
@@ -95,8 +106,19 @@ READS: Final = frozenset(
     }
 )
 
-# Metadata gRPC sets itself; passing it on would confuse the next hop.
-_TRANSPORT_KEYS: Final = frozenset({"user-agent", "grpc-accept-encoding", "grpc-encoding", "grpc-timeout"})
+# Metadata gRPC sets itself, which would confuse the next hop, and the caller's credentials and
+# claimed identity: the forwarding replica authenticates as itself and states whom it authenticated.
+_NOT_PASSED_ON: Final = frozenset(
+    {
+        "user-agent",
+        "grpc-accept-encoding",
+        "grpc-encoding",
+        "grpc-timeout",
+        "authorization",
+        FORWARDED_PRINCIPAL,
+        FORWARDED_ROLE,
+    }
+)
 
 
 class LeaderDirectory(Protocol):
@@ -112,6 +134,16 @@ class LeaderDirectory(Protocol):
 
 class LeaderChannels(Protocol):
     def channel(self, address: str) -> grpc.aio.Channel: ...
+
+    @property
+    def credentials(self) -> tuple[tuple[str, str], ...]:
+        """Metadata that authenticates this replica to another (empty without a token)."""
+        ...
+
+
+def forwarded_identity(principal: Principal) -> tuple[tuple[str, str], ...]:
+    """What a forwarding replica adds to the call it passes on."""
+    return ((FORWARDED_PRINCIPAL, principal.name), (FORWARDED_ROLE, principal.role.value))
 
 
 def not_leader(message: str) -> UnavailableError:
@@ -164,8 +196,8 @@ class ForwardingInterceptor(grpc.aio.ServerInterceptor):
         address = None if directory is None else directory.leader_address()
         if directory is None or address is None:
             return _failing(no_leader())
-        kept = [(k, v) for k, v in metadata if k not in _TRANSPORT_KEYS and not k.startswith(":")]
-        passed_on = (*kept, (FORWARDED_BY, directory.member_id))
+        kept = [(k, v) for k, v in metadata if k not in _NOT_PASSED_ON and not k.startswith(":")]
+        passed_on = (*kept, *self._channels.credentials, (FORWARDED_BY, directory.member_id))
         return grpc.unary_unary_rpc_method_handler(self._forwarder(method, address, passed_on))
 
     def _forwarder(self, method: str, address: str, passed_on: tuple[tuple[str, Any], ...]) -> Handler:
@@ -174,8 +206,12 @@ class ForwardingInterceptor(grpc.aio.ServerInterceptor):
             call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = self._channels.channel(
                 address
             ).unary_unary(method)
+            # The authentication interceptor admitted the caller before this runs.
+            identity = forwarded_identity(current_principal.get())
             try:
-                response: bytes = await call(request, timeout=context.time_remaining(), metadata=passed_on)
+                response: bytes = await call(
+                    request, timeout=context.time_remaining(), metadata=(*passed_on, *identity)
+                )
             except grpc.aio.AioRpcError as exc:
                 if exc.code() == grpc.StatusCode.UNAVAILABLE and not exc.trailing_metadata():
                     # The leader did not answer at all: it may be going away.
@@ -199,16 +235,24 @@ def _failing(error: UnavailableError) -> MethodHandler:
 
 class ChannelPool:
     """One channel per leader address, kept open: leaders are few, and a call in flight to an
-    earlier leader must not lose its channel when the leader changes."""
+    earlier leader must not lose its channel when the leader changes. `security` is how this
+    replica reaches the others (TLS, its certificate, its token)."""
 
-    def __init__(self, options: list[tuple[str, Any]] | None = None) -> None:
+    def __init__(
+        self, options: list[tuple[str, Any]] | None = None, security: TransportSecurity | None = None
+    ) -> None:
         self._options = options or []
+        self._security = security or TransportSecurity()
         self._channels: dict[str, grpc.aio.Channel] = {}
+
+    @property
+    def credentials(self) -> tuple[tuple[str, str], ...]:
+        return self._security.metadata()
 
     def channel(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
         if channel is None:
-            channel = grpc.aio.insecure_channel(address, options=self._options)
+            channel = self._security.aio_channel(address, self._options)
             self._channels[address] = channel
         return channel
 

@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from sluiceway.secrets import looks_secret
+
 from sluiceway.api.v1 import common_pb2, executor_pb2
 from sluiceway.limits import ASSIGNMENT_MESSAGE_BYTES, EXECUTOR_MAX_RECEIVE_BYTES
 from sluiceway.offsets import map_to_proto
@@ -35,7 +37,7 @@ from sluiceway_server.cluster.members import (
 )
 from sluiceway_server.cluster.releases import BackgroundWrites, Releases
 from sluiceway_server.herder.active_topics import ActiveTopicTracker
-from sluiceway_server.herder.errors import UnavailableError
+from sluiceway_server.herder.errors import PermissionDeniedError, UnavailableError
 from sluiceway_server.model import ConnectorType, State, TargetState
 from sluiceway_server.status_writer import StatusWriter
 from sluiceway_server.storage.connector_offsets import ConnectorOffsetStorage
@@ -96,7 +98,9 @@ class ExecutorCoordinator:
         self.status = status
         self.offsets = offsets
         offsets.on_opened = self.request_rebalance
-        self.worker_config = dict(worker_config)
+        # What Welcome sends: the worker's settings less every secret (executors take their own
+        # credentials from their own config; see executor --config).
+        self.worker_config = {k: v for k, v in worker_config.items() if not looks_secret(k)}
         self.heartbeat_interval = heartbeat_interval
         self.session_timeout = session_timeout
         self.topics = topics
@@ -209,14 +213,21 @@ class ExecutorCoordinator:
 
     # ------------------------------------------------------------------ membership
 
-    async def attach(self, hello: executor_pb2.Hello) -> Member:
+    async def attach(self, hello: executor_pb2.Hello, principal: str = "anonymous") -> Member:
         """A new session of an executor: it keeps the tasks it reports that it may keep (Welcome
         names them); the reported status of each is written when the status topic says otherwise.
-        An earlier session of the same executor ends, its tasks passing to this one the same way."""
+        An earlier session of the same executor ends, its tasks passing to this one the same way,
+        but only when both come from the same principal: an executor id is not another's to take."""
         if self._stopping:
             raise UnavailableError(
                 "This control plane is shutting down; attach again to a running one",
                 reason="NOT_LEADER",
+            )
+        held = self.members.get(hello.executor_id)
+        if held is not None and held.principal != principal:
+            raise PermissionDeniedError(
+                f"Executor id {hello.executor_id} belongs to another principal",
+                metadata={"executor_id": hello.executor_id},
             )
         previous = self.members.pop(hello.executor_id, None)
         if previous is not None:
@@ -230,6 +241,7 @@ class ExecutorCoordinator:
             attach_time=time.time(),
             last_heartbeat=time.monotonic(),
             outbox=asyncio.Queue(),
+            principal=principal,
         )
         adopted = self._adopt(member, hello.running_tasks, previous)
         self.members[member.id] = member

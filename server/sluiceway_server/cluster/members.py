@@ -66,6 +66,8 @@ class Member:
     restarts: set[TaskId] = field(default_factory=set)
     # The status writes of the tasks it adopted on attach; its status reports wait for them.
     status_writes: asyncio.Task[None] | None = None
+    # Who attached it (api/auth.py); "anonymous" while authentication is off.
+    principal: str = "anonymous"
 
     @property
     def last_seen(self) -> float:

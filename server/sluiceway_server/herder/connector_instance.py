@@ -13,6 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from sluiceway.connect import Connector
+from sluiceway.connect.config_providers import (
+    ConfigProviders,
+    ConfigReferenceError,
+    hide_resolved,
+    reverse_transform,
+)
 from sluiceway.connect.plugins import PluginDesc
 
 log = logging.getLogger(__name__)
@@ -23,9 +29,17 @@ class PluginCallbackError(Exception):
     """A plugin callback raised or timed out; `trace` is what goes to the status topic."""
 
     def __init__(
-        self, callback: str, connector: str, cause: BaseException | None, timeout: float | None = None
+        self,
+        callback: str,
+        connector: str,
+        cause: BaseException | None,
+        timeout: float | None = None,
+        *,
+        message: str | None = None,
     ):
-        if cause is None:
+        if message is not None:
+            trace = message
+        elif cause is None:
             message = f"Connector {connector}: {callback}() did not return within {timeout:.1f}s"
             trace = message
         else:
@@ -35,6 +49,20 @@ class PluginCallbackError(Exception):
         self.callback = callback
         self.timed_out = cause is None
         self.trace = trace
+
+    @classmethod
+    def unresolved(cls, connector: str, error: ConfigReferenceError) -> PluginCallbackError:
+        """The connector's config references did not resolve, so start() was not called. The
+        message (also the trace) names keys, providers and files, never a value."""
+        return cls("start", connector, error, message=f"Connector {connector}: not started: {error}")
+
+
+class _UnresolvedError(Exception):
+    """Carries a ConfigReferenceError out of `start`'s thread without its traceback."""
+
+    def __init__(self, error: ConfigReferenceError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class InstanceState(enum.Enum):
@@ -62,9 +90,10 @@ class ConnectorInstance:
     """One connector's `Connector` plugin object on the control plane, from `start` to `stop`.
 
     Owns the plugin object (made in `start`, dropped in `stop`), a copy of the config it was started
-    with, its state (INIT, STARTED, STOPPED or FAILED, with the `failure` that made it FAILED), and one
-    thread of its own (`connector-NAME`) on which the plugin's `start`, `task_configs`, `task_class`
-    and `stop` run.
+    with as stored (`config`, with its `${provider:path:key}` references) and as the plugin got it
+    (`resolved`, resolved by `providers` at `start`), its state (INIT, STARTED, STOPPED or FAILED,
+    with the `failure` that made it FAILED), and one thread of its own (`connector-NAME`) on which
+    the plugin's `start`, `task_configs`, `task_class` and `stop` run.
 
     Threading: the reconciler calls the methods on the control plane's event loop. The coroutines hand
     the plugin code to the instance's thread and await it, so the loop never runs it. The
@@ -92,10 +121,16 @@ class ConnectorInstance:
         timeout: float,
         on_reconfigure: Callable[[], None],
         on_error: Callable[[BaseException], None],
+        providers: ConfigProviders | None = None,
     ) -> None:
         self.name = name
         self.plugin = plugin
         self.config = dict(config)
+        self.providers = providers or ConfigProviders()
+        # The config the plugin gets: `config` with its references resolved (set by `start`), and
+        # each value a reference was replaced by, kept out of failure messages and traces.
+        self.resolved = dict(config)
+        self._substituted: dict[str, str] = {}
         self.timeout = timeout
         self.state = InstanceState.INIT
         self.failure: PluginCallbackError | None = None
@@ -115,26 +150,41 @@ class ConnectorInstance:
             # The thread cannot be interrupted; abandon it with this instance.
             raise PluginCallbackError(callback, self.name, None, self.timeout) from None
         except Exception as exc:
-            raise PluginCallbackError(callback, self.name, exc) from exc
+            raise self.callback_error(callback, exc) from exc
+
+    def callback_error(self, callback: str, cause: BaseException) -> PluginCallbackError:
+        """The failure of a callback that raised `cause`, with what the plugin may have echoed of
+        the resolved config turned back into its references."""
+        error = PluginCallbackError(callback, self.name, cause)
+        error.args = (hide_resolved(str(error), self._substituted),)
+        error.trace = hide_resolved(error.trace, self._substituted)
+        return error
 
     async def start(self) -> None:
         def run() -> None:
+            resolution = self.providers.try_resolve(self.config)
+            if resolution.problems:
+                raise _UnresolvedError(ConfigReferenceError(resolution.problems))
+            self.resolved, self._substituted = resolution.config, resolution.substituted
             connector = self.plugin.new_instance()
             connector.initialize(self._context)
-            connector.start(dict(self.config))
+            connector.start(dict(self.resolved))
             self._connector = connector
 
         try:
             await self._call("start", run)
         except PluginCallbackError as exc:
+            if isinstance(exc.__cause__, _UnresolvedError):
+                exc = PluginCallbackError.unresolved(self.name, exc.__cause__.error)
             self._fail(exc)
-            raise
+            raise exc from None
         self.state = InstanceState.STARTED
 
     async def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
         connector = self._require_connector()
         configs = await self._call("task_configs", lambda: connector.task_configs(max_tasks))
-        return [{str(k): str(v) for k, v in c.items()} for c in configs]
+        # As stored: a key copied from a config value that holds references gets the references back.
+        return reverse_transform(self.config, [{str(k): str(v) for k, v in c.items()} for c in configs])
 
     async def task_class_name(self) -> str:
         connector = self._require_connector()

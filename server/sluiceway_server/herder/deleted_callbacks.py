@@ -18,6 +18,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from sluiceway.connect.config_providers import ConfigProviders
 from sluiceway.connect.plugins import PluginNotFoundError, PluginRegistry
 from sluiceway_server.herder.connector_instance import ConnectorInstance, PluginCallbackError
 from sluiceway_server.storage import ClusterConfigState, ConfigStore
@@ -57,9 +58,12 @@ class DeletedCallbacks:
         plugins: PluginRegistry,
         plugin_timeout: float,
         store_timeout: float = 30.0,
+        providers: ConfigProviders | None = None,
     ) -> None:
         self.config_store = config_store
         self.plugins = plugins
+        # A new instance resolves the recorded config's references before start() (ConnectorInstance).
+        self.providers = providers or ConfigProviders()
         self.plugin_timeout = plugin_timeout
         self.store_timeout = store_timeout
         self._running: dict[str, asyncio.Task[DeletedCallbackResult]] = {}
@@ -147,7 +151,9 @@ class DeletedCallbacks:
         """A new instance of the connector's plugin, started with its last config and stopped, so
         deleted() finds it as it would after a deletion on the replica that ran it."""
         plugin = self.plugins.resolve(config.get("connector.class", ""))
-        instance = ConnectorInstance(name, plugin, config, self.plugin_timeout, lambda: None, lambda e: None)
+        instance = ConnectorInstance(
+            name, plugin, config, self.plugin_timeout, lambda: None, lambda e: None, providers=self.providers
+        )
         try:
             await instance.start()
         except PluginCallbackError as exc:

@@ -79,6 +79,12 @@ class PermissionDeniedError(HerderError):
     reason = "NOT_AUTHORIZED"
 
 
+class UnauthenticatedError(HerderError):
+    """The caller presented no credentials, or none this server accepts."""
+
+    reason = "UNAUTHENTICATED"
+
+
 class RequestTimeoutError(HerderError):
     """The caller's deadline passed; `stage` says what the request was doing (Kafka's TickThreadStage)."""
 

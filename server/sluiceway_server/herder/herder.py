@@ -18,11 +18,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from sluiceway.connect.config import ConfigDef
+from sluiceway.connect.config_providers import ConfigProviders, with_raw_values
 from sluiceway.connect.plugins import PluginDesc, PluginNotFoundError, PluginRegistry, PluginType
 from sluiceway.connect.validation import (
     ConfigInfos,
     validate_connector_config,
 )
+from sluiceway.connect.worker_policy import WorkerPolicy
 from sluiceway.limits import echo
 from sluiceway_server.herder.active_topics import ActiveTopicTracker
 from sluiceway_server.herder.config_checks import (
@@ -99,8 +101,9 @@ class Herder:
         store_timeout: float = 30.0,
         topic_tracking: bool = True,
         topic_tracking_reset: bool = True,
-        topic_creation: bool = True,
+        policy: WorkerPolicy | None = None,
         fencer: TaskFencer | None = None,
+        providers: ConfigProviders | None = None,
     ) -> None:
         self.worker_id = worker_id
         self.config_store = config_store
@@ -111,8 +114,10 @@ class Herder:
         self.plugin_calls = PluginCalls(plugin_timeout)
         self.definitions = PluginDefinitions(self.plugin_calls)
         self.status = StatusWriter(status_store, worker_id, store_timeout)
-        # The worker's topic.creation.enable: whether validation checks a source's topic.creation.*.
-        self.topic_creation = topic_creation
+        # The worker's rules for connectors (topic.creation.enable, internal topics, paths, overrides).
+        self.policy = policy or WorkerPolicy()
+        # Resolve ${provider:path:key} references wherever plugin code gets a config (none: refused).
+        self.providers = providers or ConfigProviders()
         self.topics = ActiveTopicTracker(
             status_store=status_store,
             snapshot=self.snapshot,
@@ -131,6 +136,7 @@ class Herder:
             locks=self.locks,
             scheduler=lambda: self.scheduler,
             fencer=fencer,
+            providers=self.providers,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self.watchers = StatusWatchers()
@@ -149,6 +155,7 @@ class Herder:
             post=self._post,
             locks=self.locks,
             store_timeout=self.store_timeout,
+            providers=self.providers,
         )
 
     async def start(self, *, lead: bool = True) -> None:
@@ -335,14 +342,16 @@ class Herder:
         return TaskStatusView(name, task, InstanceStatusView.of(record))
 
     async def validate(self, config: Mapping[str, str], plugin: str | None = None) -> ConfigInfos:
-        """Validation calls the plugin's config() and validate(): off the loop, time-limited."""
+        """Validation calls the plugin's config() and validate(): off the loop, time-limited. It sees
+        the config with its references resolved; the answer shows the raw values (with_raw_values)."""
         target = plugin or config.get("connector.class") or "the connector"
-        return await self.plugin_calls.run(
-            f"validation by {target}",
-            lambda: validate_connector_config(
-                self.plugins, config, plugin, topic_creation_enabled=self.topic_creation
-            ),
-        )
+
+        def run() -> ConfigInfos:
+            resolution = self.providers.try_resolve(config)
+            infos = validate_connector_config(self.plugins, resolution.config, plugin, policy=self.policy)
+            return with_raw_values(infos, config, resolution)
+
+        return await self.plugin_calls.run(f"validation by {target}", run)
 
     async def plugin_definition(self, desc: PluginDesc) -> ConfigDef:
         """The plugin's combined config definition (cached; its config() runs once, off the loop)."""

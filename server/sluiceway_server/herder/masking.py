@@ -1,4 +1,4 @@
-"""Secret config values hidden in every read the API answers."""
+"""Secret config values hidden in every read the API answers (the rules: sluiceway.secrets)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from collections.abc import Mapping
 from sluiceway.connect.config import ConfigDef
 from sluiceway.connect.plugins import PluginDesc, PluginNotFoundError, PluginRegistry
 from sluiceway.connect.validation import framework_config_def, secret_keys
+from sluiceway.secrets import HIDDEN, masked_config, redact_url_credentials
 from sluiceway_server.herder.errors import HerderError
 from sluiceway_server.herder.plugin_calls import PluginDefinitions
 
-# Kafka masks password values with this literal.
-HIDDEN = "[hidden]"
+__all__ = ["HIDDEN", "masked"]
 
 
 async def masked(
@@ -20,7 +20,8 @@ async def masked(
     values: Mapping[str, str],
     connector_config: Mapping[str, str],
 ) -> dict[str, str]:
-    """`values` with the password-typed keys of the connector's plugin replaced by "[hidden]".
+    """`values` with the secret keys (`secret_keys`: typed PASSWORD by the connector's plugin, or
+    looking secret) replaced by "[hidden]", and credentials inside URLs in the other values too.
 
     The plugin's definition comes from the cache (its config() never runs on the loop). An
     uninstalled plugin has none: keys that look secret are hidden. An installed plugin whose
@@ -36,6 +37,5 @@ async def masked(
             definition = await definitions.get(desc)
         except HerderError:
             framework = framework_config_def(desc.type).keys()
-            return {k: (v if k in framework else HIDDEN) for k, v in values.items()}
-    secret = secret_keys(connector_config, definition)
-    return {k: (HIDDEN if k in secret else v) for k, v in values.items()}
+            return {k: (redact_url_credentials(v) if k in framework else HIDDEN) for k, v in values.items()}
+    return masked_config(values, secret_keys(connector_config, definition))

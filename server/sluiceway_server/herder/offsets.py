@@ -13,6 +13,7 @@ through ConnectorOffsetStorage and read back before the call returns.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import math
@@ -23,6 +24,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from sluiceway.connect import SinkConnector, SourceConnector, TopicPartition
+from sluiceway.connect.config_providers import ConfigProviders, ConfigReferenceError
 from sluiceway.connect.kafka_clients import topic_name_problem
 from sluiceway.connect.plugins import PluginDesc, PluginNotFoundError, PluginRegistry
 from sluiceway.offsets import OffsetPair
@@ -80,8 +82,11 @@ class OffsetManager:
         locks: KeyedLocks,
         scheduler: Callable[[], TaskScheduler | None],
         fencer: TaskFencer | None = None,
+        providers: ConfigProviders | None = None,
     ) -> None:
         self._snapshot = snapshot
+        # The connector's Kafka clients and its alter_offsets get its config with references resolved.
+        self._providers = providers or ConfigProviders()
         self._plugins = plugins
         self._plugin_calls = plugin_calls
         self.storage = storage
@@ -93,7 +98,7 @@ class OffsetManager:
     # ------------------------------------------------------------------ reads
 
     async def get(self, name: str) -> list[OffsetPair]:
-        config = self._config(name)
+        config = await self._config(name)
         if self._is_sink(name, config):
             with _in_kafka(
                 f"reading the offsets of consumer group {self.storage.consumer_group(name, config)}"
@@ -112,7 +117,7 @@ class OffsetManager:
 
     async def alter(self, name: str, offsets: Sequence[OffsetPair]) -> OffsetChange:
         async with self._locks[name]:
-            config = self._config(name)
+            config = await self._config(name)
             self._check_stopped(name)
             sink = self._is_sink(name, config)
             if sink:
@@ -136,7 +141,7 @@ class OffsetManager:
 
     async def reset_locked(self, name: str) -> OffsetChange:
         """`reset` for a caller that already holds the connector's lock."""
-        config = self._config(name)
+        config = await self._config(name)
         self._check_stopped(name)
         # First the tasks must be gone: one still running could commit a partition after the read.
         await tasks_gone(self._scheduler(), name)
@@ -170,11 +175,19 @@ class OffsetManager:
 
     # ------------------------------------------------------------------ checks
 
-    def _config(self, name: str) -> dict[str, str]:
+    async def _config(self, name: str) -> dict[str, str]:
+        """The connector's config with its references resolved (a file may be read: off the loop)."""
         config = self._snapshot().connector_config(name)
         if config is None:
             raise connector_not_found(name)
-        return dict(config)
+        try:
+            return await asyncio.to_thread(self._providers.resolve, config)
+        except ConfigReferenceError as exc:
+            raise FailedPreconditionError(
+                f"Connector {name}'s offsets cannot be handled: {exc}",
+                reason="INVALID_CONFIG",
+                metadata={"connector": name, "config_keys": ",".join(sorted(exc.problems))},
+            ) from None
 
     def _check_stopped(self, name: str) -> None:
         snap = self._snapshot()

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol
 
+from sluiceway.connect.config_providers import ConfigProviders
 from sluiceway.connect.plugins import PluginNotFoundError, PluginRegistry
 from sluiceway.limits import MAX_TASK_CONFIG_RECORD_BYTES, MAX_TASK_CONFIGS_BYTES, MAX_TASKS, echo
 from sluiceway_server.herder.active_topics import ActiveTopicTracker
@@ -97,6 +98,7 @@ class ConnectorReconciler:
         post: Callable[[Callable[[], object]], None],
         locks: KeyedLocks | None = None,
         store_timeout: float = 30.0,
+        providers: ConfigProviders | None = None,
     ) -> None:
         self.config_store = config_store
         self.status = status
@@ -106,11 +108,14 @@ class ConnectorReconciler:
         self.store_timeout = store_timeout
         self._post = post
         self.locks = locks if locks is not None else KeyedLocks()
+        # Instances resolve their config's references with these before the plugin sees it.
+        self.providers = providers or ConfigProviders()
         self.deleted_callbacks = DeletedCallbacks(
             config_store=config_store,
             plugins=plugins,
             plugin_timeout=plugin_timeout,
             store_timeout=store_timeout,
+            providers=self.providers,
         )
         self.scheduler: TaskScheduler | None = None
         self._instances: dict[str, ConnectorInstance] = {}
@@ -266,6 +271,7 @@ class ConnectorReconciler:
             self.plugin_timeout,
             on_reconfigure=lambda: self._post(lambda: self.request_reconfigure(name)),
             on_error=lambda error: self._post(lambda: self._connector_raised(name, error)),
+            providers=self.providers,
         )
         self._instances[name] = instance
         try:
@@ -299,7 +305,7 @@ class ConnectorReconciler:
         instance = self._instances.get(name)
         if instance is None:
             return
-        failure = PluginCallbackError("context.raise_error", name, error)
+        failure = instance.callback_error("context.raise_error", error)
         instance.mark_failed(failure)
         self._schedule_status(name, State.FAILED, failure.trace, str(failure))
 
@@ -316,7 +322,7 @@ class ConnectorReconciler:
         self, name: str, instance: ConnectorInstance, config: Mapping[str, str], snap: ClusterConfigState
     ) -> None:
         try:
-            max_tasks = int(config.get("tasks.max", "1"))
+            max_tasks = int(instance.resolved.get("tasks.max", "1"))
         except ValueError:
             max_tasks = 0
         try:

@@ -37,6 +37,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
+from sluiceway.connect.config_providers import ConfigProviders, ConfigProvidersError
 from sluiceway.connect.kafka_clients import (
     connection_settings,
     kafka_client_config,
@@ -108,6 +109,12 @@ class ConnectorOffsetStorage:
         retry_delay: float = 1.0,
     ) -> None:
         self.worker_config = dict(worker_config)
+        try:
+            # Connector settings that reach Kafka (client overrides, offsets.storage.topic) may be
+            # ${provider:path:key} references: resolved at each use, as the worker's providers allow.
+            self._providers = ConfigProviders.from_worker_config(worker_config)
+        except ConfigProvidersError:
+            self._providers = ConfigProviders()  # WorkerConfig.validate reports the key
         self.offset_store = offset_store
         self._offset_store_factory = offset_store_factory
         self._admin_factory = admin_factory
@@ -120,7 +127,13 @@ class ConnectorOffsetStorage:
 
     # ------------------------------------------------------------------ where offsets live
 
+    def _resolved(self, config: Mapping[str, str]) -> Mapping[str, str]:
+        """The config with the references that resolve replaced (one that does not stays as it is,
+        and the Kafka client it reaches reports the failure)."""
+        return self._providers.try_resolve(config).config
+
     def own_topic(self, config: Mapping[str, str]) -> OwnOffsetsTopic | None:
+        config = self._resolved(config)
         topic = own_offsets_topic(self.worker_config, config)
         if topic is None:
             return None
@@ -131,7 +144,7 @@ class ConnectorOffsetStorage:
         return sink_consumer_group(connector, config)
 
     def _admin(self, config: Mapping[str, str]) -> AdminClient:
-        settings = kafka_client_config(self.worker_config, "admin", config)
+        settings = kafka_client_config(self.worker_config, "admin", self._resolved(config))
         key = frozenset(settings.items())
         admin = self._admins.get(key)
         if admin is None:

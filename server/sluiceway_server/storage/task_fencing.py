@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from confluent_kafka import KafkaException, Producer
 
+from sluiceway.connect.config_providers import ConfigProviders, ConfigProvidersError
 from sluiceway.connect.kafka_clients import offset_commit_config, task_transactional_id
 from sluiceway.kafka_errors import is_transient
 from sluiceway_server.config import DEFAULTS
@@ -52,6 +53,11 @@ class TaskFencer:
     ) -> None:
         self.worker_config = dict(worker_config)
         self.group_id = self.worker_config.get("group.id") or DEFAULTS["group.id"]
+        try:
+            # The connector's client overrides may be ${provider:path:key} references.
+            self._providers = ConfigProviders.from_worker_config(worker_config)
+        except ConfigProvidersError:
+            self._providers = ConfigProviders()  # WorkerConfig.validate reports the key
         self._status_store = status_store
         self.timeout = timeout
         self._producer_factory = producer_factory
@@ -63,8 +69,7 @@ class TaskFencer:
         numbers = sorted(set(tasks))
         if not numbers:
             return
-        settings = offset_commit_config(self.worker_config, connector_config, source=source)
-        await asyncio.to_thread(self._fence_all, connector, settings, numbers)
+        await asyncio.to_thread(self._fence_all, connector, connector_config, numbers, source)
 
     async def fence_connector(
         self, connector: str, connector_config: Mapping[str, str], *, task_count: int, source: bool
@@ -74,14 +79,18 @@ class TaskFencer:
         with a status record plus one. (A stopped connector has no task configs and no task
         statuses left, so `tasks.max` is what still bounds the tasks it ran, unless it was lowered
         since.)"""
-        count = max(task_count, _tasks_max(connector_config))
+        count = max(task_count, _tasks_max(self._providers.try_resolve(connector_config).config))
         if self._status_store is not None:
             count = max(count, *(record.task + 1 for record in self._status_store.tasks(connector)), 0)
         numbers = list(range(count))
         await self.fence(connector, connector_config, numbers, source=source)
         return numbers
 
-    def _fence_all(self, connector: str, settings: Mapping[str, str], numbers: list[int]) -> None:
+    def _fence_all(
+        self, connector: str, connector_config: Mapping[str, str], numbers: list[int], source: bool
+    ) -> None:
+        resolved = self._providers.try_resolve(connector_config).config
+        settings = offset_commit_config(self.worker_config, resolved, source=source)
         started = time.monotonic()
         for number in numbers:
             self._fence_one(task_transactional_id(self.group_id, connector, number), settings)

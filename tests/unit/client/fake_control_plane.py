@@ -665,7 +665,8 @@ class Served:
     server: grpc.Server
 
 
-def serve() -> Served:
+def serve(credentials: grpc.ServerCredentials | None = None) -> Served:
+    """Starts the fake on a loopback port, over TLS when given server `credentials`."""
     fake = FakeControlPlane()
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     connectors_pb2_grpc.add_ConnectorServiceServicer_to_server(ConnectorServicer(fake), server)
@@ -673,7 +674,11 @@ def serve() -> Served:
     offsets_pb2_grpc.add_OffsetServiceServicer_to_server(OffsetServicer(fake), server)
     topics_pb2_grpc.add_TopicServiceServicer_to_server(TopicServicer(fake), server)
     cluster_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(fake), server)
-    port = server.add_insecure_port("127.0.0.1:0")
+    port = (
+        server.add_secure_port("127.0.0.1:0", credentials)
+        if credentials is not None
+        else server.add_insecure_port("127.0.0.1:0")
+    )
     server.start()
     return Served(fake=fake, target=f"127.0.0.1:{port}", server=server)
 

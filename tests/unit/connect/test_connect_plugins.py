@@ -159,13 +159,22 @@ def test_unknown_name_lists_available_plugins() -> None:
         registry.resolve("  ")
 
 
-def test_unregistered_importable_dotted_path_resolves() -> None:
-    desc = PluginRegistry.of().resolve("sluiceway_executor.connectors.datagen.DataGenSourceConnector")
-    assert desc.cls is DataGenSourceConnector
-    assert desc.type is PluginType.SOURCE
-    assert desc.aliases == ()
-    nested = PluginRegistry.of().resolve(f"{__name__}.First.MirrorConnector")
-    assert nested.cls is First.MirrorConnector
+def test_unregistered_dotted_path_outside_plugin_path_is_refused() -> None:
+    # Installed and importable, but neither registered nor in plugin.path: refused, and the
+    # registered plugins are listed.
+    registry = PluginRegistry.of(OrdersConnector)
+    for dotted in (
+        "sluiceway_executor.connectors.datagen.DataGenSourceConnector",
+        f"{__name__}.First.MirrorConnector",
+    ):
+        with pytest.raises(
+            PluginNotFoundError, match=r"neither an installed connector plugin nor in plugin\.path"
+        ):
+            registry.resolve(dotted)
+    with pytest.raises(PluginNotFoundError, match=f"Installed connector plugins: {__name__}.OrdersConnector"):
+        registry.resolve("sluiceway_executor.connectors.datagen.DataGenSourceConnector")
+    # The registered class is found by its full name without importing anything.
+    assert registry.resolve(f"{__name__}.OrdersConnector").cls is OrdersConnector
 
 
 @pytest.mark.parametrize(
@@ -178,7 +187,9 @@ def test_unregistered_importable_dotted_path_resolves() -> None:
     ],
 )
 def test_dotted_paths_that_are_not_plugins(dotted: str) -> None:
-    with pytest.raises(PluginNotFoundError, match="No connector plugin is named"):
+    with pytest.raises(
+        PluginNotFoundError, match=r"neither an installed connector plugin nor in plugin\.path"
+    ):
         PluginRegistry.of().resolve(dotted)
 
 

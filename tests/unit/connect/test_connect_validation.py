@@ -24,6 +24,7 @@ from sluiceway.connect.framework_config import (
     source_config_def,
 )
 from sluiceway.connect.validation import NOT_SUPPORTED_YET, ConfigInfos
+from sluiceway.connect.worker_policy import WorkerPolicy
 from sluiceway_executor.connectors.datagen import DataGenSourceTask
 
 
@@ -265,7 +266,9 @@ def test_topic_creation_keys_when_used(registry: PluginRegistry) -> None:
     assert set(infos.errors()) == {"topic.creation.compacted.include", "topic.creation.compacted.partitions"}
     assert value_of(infos, "topic.creation.compacted.replication.factor").value == -1
     # Ignored when the worker has topic creation disabled.
-    assert validate_connector_config(registry, good, topic_creation_enabled=False).error_count == 0
+    assert (
+        validate_connector_config(registry, good, policy=WorkerPolicy(topic_creation=False)).error_count == 0
+    )
 
 
 TOPIC_CREATION_BASE = {

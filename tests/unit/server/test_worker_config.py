@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sluiceway_server.config import DEFAULTS, WorkerConfig, WorkerConfigError, parse_properties
+from sluiceway.properties import parse_properties
+from sluiceway_server.config import DEFAULTS, WorkerConfig, WorkerConfigError
 
 
 def test_defaults_are_kafka_connects() -> None:
@@ -16,7 +17,7 @@ def test_defaults_are_kafka_connects() -> None:
     assert config.get_int("offset.storage.partitions") == 25
     assert config.get("status.storage.topic") == "connect-status"
     assert config.get_int("status.storage.partitions") == 5
-    assert config.listen_address() == "0.0.0.0:8083"
+    assert config.listen_address() == "127.0.0.1:8083"
     assert config.get_bool("topic.tracking.enable") and config.get_bool("topic.tracking.allow.reset")
     assert config.get_int("heartbeat.interval.ms") == 0
 

@@ -120,7 +120,10 @@ class Connector(_message.Message):
     """
     @_builtins.property
     def config(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
-        """The connector configuration. Values of password-typed fields are masked on output."""
+        """The connector configuration as stored (config provider references such as ${env:NAME} are
+        not resolved). On output, values of password-typed and secret-looking keys read "[hidden]"
+        and passwords inside URLs are hidden.
+        """
 
     @_builtins.property
     def tasks(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -653,7 +656,9 @@ class Task(_message.Message):
     """`connectors/{connector}/tasks/{task}`; `{task}` is the task number."""
     @_builtins.property
     def config(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
-        """Password-typed values are masked."""
+        """Values of password-typed and secret-looking keys read "[hidden]"; passwords inside URLs
+        are hidden.
+        """
 
     def __init__(
         self,

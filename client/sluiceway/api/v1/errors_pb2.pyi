@@ -82,9 +82,14 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     REQUEST_ID_REUSED: _ErrorReason.ValueType  # 19
     """INVALID_ARGUMENT: a request_id was reused for a different request."""
     UNAUTHENTICATED: _ErrorReason.ValueType  # 20
-    """UNAUTHENTICATED: the caller presented no valid credentials. Not returned yet."""
+    """UNAUTHENTICATED: the server requires credentials (a bearer token or a client certificate)
+    and the call carried none it accepts.
+    """
     NOT_AUTHORIZED: _ErrorReason.ValueType  # 21
-    """PERMISSION_DENIED: the caller may not perform this call. Not returned yet."""
+    """PERMISSION_DENIED: the caller's role may not make this call (metadata: principal, role,
+    method), or the call is refused to everyone in this setup (an executor on another host
+    without authentication, an executor id held by another principal).
+    """
     CONNECTOR_ERROR: _ErrorReason.ValueType  # 22
     """FAILED_PRECONDITION: the connector plugin itself failed while serving the request (its
     config() raised while its config definition was being built).
@@ -165,9 +170,14 @@ Not returned yet. (Executors commit offsets to Kafka themselves; a stale report 
 REQUEST_ID_REUSED: ErrorReason.ValueType  # 19
 """INVALID_ARGUMENT: a request_id was reused for a different request."""
 UNAUTHENTICATED: ErrorReason.ValueType  # 20
-"""UNAUTHENTICATED: the caller presented no valid credentials. Not returned yet."""
+"""UNAUTHENTICATED: the server requires credentials (a bearer token or a client certificate)
+and the call carried none it accepts.
+"""
 NOT_AUTHORIZED: ErrorReason.ValueType  # 21
-"""PERMISSION_DENIED: the caller may not perform this call. Not returned yet."""
+"""PERMISSION_DENIED: the caller's role may not make this call (metadata: principal, role,
+method), or the call is refused to everyone in this setup (an executor on another host
+without authentication, an executor id held by another principal).
+"""
 CONNECTOR_ERROR: ErrorReason.ValueType  # 22
 """FAILED_PRECONDITION: the connector plugin itself failed while serving the request (its
 config() raised while its config definition was being built).

@@ -332,7 +332,9 @@ class Welcome(_message.Message):
 
     @_builtins.property
     def worker_config(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
-        """Worker settings the data plane needs (bootstrap.servers, producer.*, consumer.*, …)."""
+        """The worker's settings (bootstrap.servers, producer.*, consumer.*, …) less every key that
+        holds a secret: the executor takes its own credentials from its own config, which wins.
+        """
 
     @_builtins.property
     def adopted_tasks(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:

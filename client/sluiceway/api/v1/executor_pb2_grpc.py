@@ -26,7 +26,8 @@ if _version_not_supported:
 
 
 class ExecutorServiceStub:
-    """Internal: how executors attach to the leader. Not for clients.
+    """Internal: how executors attach to the leader. Not for clients. With authentication on, only
+    principals with the `executor` role may attach.
 
     The executor opens the stream with Hello, listing the tasks it already runs, then sends a
     Heartbeat at least every `heartbeat_interval`; the leader answers with Welcome, naming the tasks
@@ -52,7 +53,8 @@ class ExecutorServiceStub:
 
 
 class ExecutorServiceServicer:
-    """Internal: how executors attach to the leader. Not for clients.
+    """Internal: how executors attach to the leader. Not for clients. With authentication on, only
+    principals with the `executor` role may attach.
 
     The executor opens the stream with Hello, listing the tasks it already runs, then sends a
     Heartbeat at least every `heartbeat_interval`; the leader answers with Welcome, naming the tasks
@@ -87,7 +89,8 @@ def add_ExecutorServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class ExecutorService:
-    """Internal: how executors attach to the leader. Not for clients.
+    """Internal: how executors attach to the leader. Not for clients. With authentication on, only
+    principals with the `executor` role may attach.
 
     The executor opens the stream with Hello, listing the tasks it already runs, then sends a
     Heartbeat at least every `heartbeat_interval`; the leader answers with Welcome, naming the tasks

@@ -27,7 +27,8 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class ExecutorServiceStub:
-    """Internal: how executors attach to the leader. Not for clients.
+    """Internal: how executors attach to the leader. Not for clients. With authentication on, only
+    principals with the `executor` role may attach.
 
     The executor opens the stream with Hello, listing the tasks it already runs, then sends a
     Heartbeat at least every `heartbeat_interval`; the leader answers with Welcome, naming the tasks
@@ -47,7 +48,8 @@ class ExecutorServiceStub:
 
 @_typing.type_check_only
 class ExecutorServiceAsyncStub(ExecutorServiceStub):
-    """Internal: how executors attach to the leader. Not for clients.
+    """Internal: how executors attach to the leader. Not for clients. With authentication on, only
+    principals with the `executor` role may attach.
 
     The executor opens the stream with Hello, listing the tasks it already runs, then sends a
     Heartbeat at least every `heartbeat_interval`; the leader answers with Welcome, naming the tasks
@@ -63,7 +65,8 @@ class ExecutorServiceAsyncStub(ExecutorServiceStub):
     Attach: _aio.StreamStreamMultiCallable[_executor_pb2.ExecutorMessage, _executor_pb2.ControllerMessage]  # type: ignore[assignment]
 
 class ExecutorServiceServicer(metaclass=_abc_1.ABCMeta):
-    """Internal: how executors attach to the leader. Not for clients.
+    """Internal: how executors attach to the leader. Not for clients. With authentication on, only
+    principals with the `executor` role may attach.
 
     The executor opens the stream with Hello, listing the tasks it already runs, then sends a
     Heartbeat at least every `heartbeat_interval`; the leader answers with Welcome, naming the tasks

@@ -345,7 +345,7 @@ class ConfigValue(_message.Message):
     VISIBLE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     value: _builtins.str
-    """Unset when the key has no value; password values are masked."""
+    """Unset when the key has no value; values of password-typed and secret-looking keys are masked."""
     visible: _builtins.bool
     @_builtins.property
     def recommended_values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...

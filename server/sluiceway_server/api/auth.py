@@ -1,0 +1,289 @@
+"""Authentication and authorization of every call, and the audit log of mutations: two server
+interceptors. `AuthInterceptor` is the outermost: before any handler runs (forwarding included) it
+finds the caller's principal and checks its role for the method. `AuditInterceptor` is the
+innermost: it wraps only the servicers this replica runs itself, so a mutation is audited once, by
+the replica that carries it out (the leader), with the principal the call came from.
+
+A replica that forwards a call passes on the caller's principal and role in metadata
+(`sluiceway-principal`, `sluiceway-role`) and authenticates as itself; those keys are believed only
+from a caller with the `replica` role, and refused from anyone else."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from sluiceway_server.api.errors import status_for
+from sluiceway_server.api.forwarding import (
+    FORWARDED_BY,
+    FORWARDED_PRINCIPAL,
+    FORWARDED_ROLE,
+    MUTATION_REQUESTS,
+    MUTATIONS,
+)
+from sluiceway_server.herder.errors import HerderError, PermissionDeniedError, UnauthenticatedError
+from sluiceway_server.security.access import ATTACH, OPEN, allowed
+from sluiceway_server.security.audit import AuditLog
+from sluiceway_server.security.principals import (
+    ANONYMOUS,
+    Principal,
+    Role,
+    TokensFile,
+    current_principal,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "AuditInterceptor",
+    "AuthInterceptor",
+    "Authenticator",
+]
+
+_BEARER: Final = "bearer "
+
+if TYPE_CHECKING:  # generic only in the stubs
+    MethodHandler: TypeAlias = grpc.RpcMethodHandler[Any, Any]
+Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
+Metadata: TypeAlias = Sequence[tuple[str, str | bytes]]
+
+
+def _is_loopback(peer: str) -> bool:
+    """Whether a gRPC peer string (`ipv4:127.0.0.1:5000`, `ipv6:[::1]:5000`, `unix:…`) is local."""
+    kind, _, rest = peer.partition(":")
+    if kind == "unix":
+        return True
+    host = rest.rsplit(":", 1)[0].strip("[]")
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Authenticator:
+    """Finds and checks the principal of a call. Without a tokens file authentication is off:
+    every caller is `anonymous` with every right, except that an executor may attach only from
+    this host (an executor elsewhere must authenticate, as it receives connector configs)."""
+
+    def __init__(self, tokens: TokensFile | None) -> None:
+        self._tokens = tokens
+
+    @property
+    def enabled(self) -> bool:
+        return self._tokens is not None
+
+    def identify(self, method: str, metadata: Metadata, context: Context) -> Principal:
+        """Who the call comes from; raises UnauthenticatedError (or PermissionDeniedError for an
+        unauthenticated executor on another host, or a caller passing on an identity it may not)."""
+        if self._tokens is None:
+            if method == ATTACH and not _is_loopback(context.peer()):
+                raise PermissionDeniedError(
+                    "Executors on other hosts must authenticate: set auth.tokens.file on the control "
+                    "plane and give the executor a token with the executor role",
+                    metadata={"method": method},
+                )
+            return ANONYMOUS
+        return self._forwarded(self._authenticate(self._tokens, metadata, context), metadata)
+
+    def authorize(self, principal: Principal, method: str) -> None:
+        """Raises PermissionDeniedError unless the principal's role may call `method`."""
+        if self._tokens is not None and not allowed(principal.role, method):
+            raise PermissionDeniedError(
+                f"{principal.name} (role {principal.role.value}) may not call {method.rsplit('/', 1)[-1]}",
+                metadata={"principal": principal.name, "role": principal.role.value, "method": method},
+            )
+
+    @staticmethod
+    def _authenticate(tokens: TokensFile, metadata: Metadata, context: Context) -> Principal:
+        authorization = [str(v) for k, v in metadata if k == "authorization"]
+        if authorization:
+            value = authorization[0]
+            if len(authorization) > 1 or not value.lower().startswith(_BEARER):
+                raise UnauthenticatedError("Send one `authorization: Bearer <token>` header")
+            found = tokens.by_token(value[len(_BEARER) :].strip())
+            if found is None:
+                raise UnauthenticatedError("The bearer token is not valid")
+            return found
+        subjects = list(context.auth_context().get("x509_subject") or [])
+        if subjects:
+            subject = subjects[0].decode("utf-8", errors="replace")
+            found = tokens.by_certificate(subject)
+            if found is None:
+                raise UnauthenticatedError(
+                    f"The client certificate's subject {subject} is not in the tokens file",
+                    metadata={"subject": subject},
+                )
+            return found
+        raise UnauthenticatedError("This server needs credentials: a bearer token or a client certificate")
+
+    @staticmethod
+    def _forwarded(caller: Principal, metadata: Metadata) -> Principal:
+        name = next((str(v) for k, v in metadata if k == FORWARDED_PRINCIPAL), None)
+        role = next((str(v) for k, v in metadata if k == FORWARDED_ROLE), None)
+        if name is None and role is None:
+            return caller
+        if caller.role is not Role.REPLICA or not any(k == FORWARDED_BY for k, _ in metadata):
+            raise PermissionDeniedError(
+                f"Only a replica may pass on another caller's identity; {caller.name} is not one",
+                metadata={"principal": caller.name},
+            )
+        try:
+            forwarded_role = Role(role or "")
+        except ValueError:
+            raise PermissionDeniedError(f"A forwarded call names an unknown role {role!r}") from None
+        return Principal(name or "", forwarded_role, "forwarded")
+
+
+def _wrap(
+    handler: MethodHandler, before: Callable[[Any, Context], Awaitable[None]], after: Callable[..., None]
+) -> MethodHandler:
+    """`handler` with `before(request, context)` awaited first and `after(request, context, error)`
+    called when it ends. Streaming requests pass None as the request."""
+    if handler.unary_unary is not None:
+        inner_uu: Any = handler.unary_unary
+
+        async def unary_unary(request: Any, context: Context) -> Any:
+            await before(request, context)
+            try:
+                response = await inner_uu(request, context)
+            except BaseException as exc:
+                after(request, context, exc)
+                raise
+            after(request, context, None)
+            return response
+
+        return grpc.unary_unary_rpc_method_handler(
+            unary_unary, handler.request_deserializer, handler.response_serializer
+        )
+    if handler.unary_stream is not None:
+        inner_us: Any = handler.unary_stream
+
+        async def unary_stream(request: Any, context: Context) -> AsyncIterator[Any]:
+            await before(request, context)
+            async for item in inner_us(request, context):
+                yield item
+
+        return grpc.unary_stream_rpc_method_handler(
+            unary_stream, handler.request_deserializer, handler.response_serializer
+        )
+    if handler.stream_stream is not None:
+        inner_ss: Any = handler.stream_stream
+
+        async def stream_stream(requests: Any, context: Context) -> AsyncIterator[Any]:
+            await before(None, context)
+            async for item in inner_ss(requests, context):
+                yield item
+
+        return grpc.stream_stream_rpc_method_handler(
+            stream_stream, handler.request_deserializer, handler.response_serializer
+        )
+    inner_su: Any = handler.stream_unary
+    assert inner_su is not None
+
+    async def stream_unary(requests: Any, context: Context) -> Any:
+        await before(None, context)
+        return await inner_su(requests, context)
+
+    return grpc.stream_unary_rpc_method_handler(
+        stream_unary, handler.request_deserializer, handler.response_serializer
+    )
+
+
+def _ignore(*_: object) -> None:
+    return None
+
+
+class AuthInterceptor(grpc.aio.ServerInterceptor):
+    """Admits each call (module docstring); the principal is in `current_principal` for the
+    handler, the forwarding and the audit log. A refused mutation is audited here, as it never
+    reaches the audit interceptor."""
+
+    def __init__(self, authenticator: Authenticator, audit: AuditLog) -> None:
+        self._authenticator = authenticator
+        self._audit = audit
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[MethodHandler | None]],
+        details: grpc.HandlerCallDetails,
+    ) -> MethodHandler | None:
+        handler = await continuation(details)
+        method: str = details.method
+        if handler is None or method in OPEN:
+            return handler
+        metadata = tuple(details.invocation_metadata or ())
+        authenticator = self._authenticator
+        audit = self._audit
+
+        async def admit(request: Any, context: Context) -> None:
+            principal: Principal | None = None
+            try:
+                principal = authenticator.identify(method, metadata, context)
+                authenticator.authorize(principal, method)
+            except HerderError as exc:
+                log.info("refused %s from %s: %s", method, context.peer(), exc.message)
+                status = status_for(exc)
+                if method in MUTATIONS:
+                    audit.record(
+                        principal, method, _connector_of(request, method), status.code.name, context.peer()
+                    )
+                await context.abort_with_status(status)
+                raise AssertionError("abort_with_status returned") from None  # pragma: no cover
+            current_principal.set(principal)
+
+        return _wrap(handler, admit, _ignore)
+
+
+def _connector_of(request: Any, method: str = "") -> str:
+    """The connector a mutation's request names (`connectors/{c}`, `connectors/{c}/tasks/{t}` or a
+    create's connector_id); empty when it names none. A call this replica forwards is still bytes."""
+    if isinstance(request, bytes) and method in MUTATION_REQUESTS:
+        try:
+            request = MUTATION_REQUESTS[method].FromString(request)
+        except DecodeError:
+            return ""
+    for field in ("name", "parent"):
+        value = getattr(request, field, "")
+        if isinstance(value, str) and value.startswith("connectors/"):
+            return value.split("/")[1]
+    connector_id = getattr(request, "connector_id", "")
+    return connector_id if isinstance(connector_id, str) else ""
+
+
+class AuditInterceptor(grpc.aio.ServerInterceptor):
+    """Writes one audit line for each mutation this replica carries out itself."""
+
+    def __init__(self, audit: AuditLog) -> None:
+        self._audit = audit
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[MethodHandler | None]],
+        details: grpc.HandlerCallDetails,
+    ) -> MethodHandler | None:
+        handler = await continuation(details)
+        method: str = details.method
+        if handler is None or method not in MUTATIONS:
+            return handler
+        audit = self._audit
+
+        async def nothing(request: Any, context: Context) -> None:
+            return None
+
+        def record(request: Any, context: Context, error: BaseException | None) -> None:
+            code = context.code()
+            if isinstance(code, grpc.StatusCode):
+                outcome = code.name
+            elif error is None:
+                outcome = "OK"
+            else:
+                outcome = "CANCELLED" if isinstance(error, asyncio.CancelledError) else "UNKNOWN"
+            audit.record(current_principal.get(), method, _connector_of(request), outcome, context.peer())
+
+        return _wrap(handler, nothing, record)

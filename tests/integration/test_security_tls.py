@@ -1,0 +1,187 @@
+"""TLS and mutual TLS over the real socket: the client library, the CLI and an executor running a
+pipeline, each authenticated by its client certificate (or a token over TLS)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sluiceway.client import SluicewayClient
+from sluiceway.errors import SluicewayError, UnauthenticatedError
+from sluiceway.transport import TransportSecurity
+from sluiceway_server.dev_certificates import DevCertificates, make_dev_certificates
+from sluiceway_server.embedded import EmbeddedBroker, EmbeddedSparkConnect
+from tests.conftest import ControlPlaneProcess
+from tests.integration.api_helpers import read_topic
+from tests.integration.pipeline_helpers import attach_executor, committed_offsets
+
+VIEWER = "viewer-token-over-tls-00001"
+
+
+@pytest.fixture(scope="module")
+def certificates(tmp_path_factory: pytest.TempPathFactory) -> DevCertificates:
+    return make_dev_certificates(tmp_path_factory.mktemp("certs"), clients=("admin", "executor", "intruder"))
+
+
+def mtls(certificates: DevCertificates, client: str | None, token: str | None = None) -> TransportSecurity:
+    pair = certificates.client(client) if client else None
+    return TransportSecurity(
+        tls=True,
+        ca_file=str(certificates.ca_file),
+        cert_file=str(pair.certificate) if pair else None,
+        key_file=str(pair.key) if pair else None,
+        token=token,
+    )
+
+
+@pytest.fixture(scope="module")
+def tls_plane(
+    broker: EmbeddedBroker, certificates: DevCertificates, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControlPlaneProcess]:
+    tokens = tmp_path_factory.mktemp("tls-auth") / "tokens.txt"
+    # Certificate-only principals for the admin, the executor and the replicas; a token for a viewer.
+    tokens.write_text(
+        f"admin - admin\nexecutor - executor\nreplica - sluiceway-replica\nviewer {VIEWER} victor\n"
+    )
+    plane = ControlPlaneProcess(
+        broker,
+        uuid.uuid4().hex[:8],
+        settings={
+            "tls.certificate.file": str(certificates.server.certificate),
+            "tls.key.file": str(certificates.server.key),
+            "tls.client.ca.file": str(certificates.ca_file),
+            "tls.client.auth": "required",
+            "tls.ca.file": str(certificates.ca_file),
+            "auth.tokens.file": str(tokens),
+        },
+        security=mtls(certificates, "admin"),
+    ).start()
+    yield plane
+    plane.stop()
+
+
+def test_client_library_over_mutual_tls(
+    tls_plane: ControlPlaneProcess, certificates: DevCertificates, unique: str
+) -> None:
+    name = f"tls-{unique}"
+    with SluicewayClient(tls_plane.address, timeout=20, security=mtls(certificates, "admin")) as admin:
+        admin.create_connector(
+            name, {"connector.class": "DataGenSource", "topic": name}, initial_state="STOPPED"
+        )
+        assert admin.get_connector(name).name == f"connectors/{name}"
+    # A token decides who the caller is when it sends one; its certificate still opens the channel.
+    with SluicewayClient(
+        tls_plane.address, timeout=20, security=mtls(certificates, "intruder", VIEWER)
+    ) as viewer:
+        assert viewer.get_connector(name).name == f"connectors/{name}"
+    # A certificate from our CA whose subject is in no entry authenticates no one.
+    with (
+        SluicewayClient(tls_plane.address, timeout=20, security=mtls(certificates, "intruder")) as intruder,
+        pytest.raises(UnauthenticatedError),
+    ):
+        list(intruder.list_connectors())
+    # Without a client certificate the handshake itself fails; without TLS, too.
+    for security in (mtls(certificates, None, VIEWER), TransportSecurity(token=VIEWER)):
+        with SluicewayClient(tls_plane.address, timeout=3, security=security) as refused:
+            with pytest.raises(SluicewayError) as raised:
+                list(refused.list_connectors())
+            assert raised.value.code.name in ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+
+
+def sluiceway_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "sluiceway"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "SLUICEWAY_SERVER": "", **(env or {})},
+        check=False,
+    )
+
+
+def test_cli_over_mutual_tls_by_flags_and_by_environment(
+    tls_plane: ControlPlaneProcess, certificates: DevCertificates, unique: str
+) -> None:
+    admin = certificates.client("admin")
+    name = f"cli-tls-{unique}"
+    flags = ("--server", tls_plane.address, "--tls-ca", str(certificates.ca_file))
+    created = sluiceway_cli(
+        *flags,
+        "--tls-cert",
+        str(admin.certificate),
+        "--tls-key",
+        str(admin.key),
+        "connectors",
+        "create",
+        name,
+        "connector.class=DataGenSource",
+        f"topic={name}",
+    )
+    assert created.returncode == 0, created.stderr
+    environment = {
+        "SLUICEWAY_TLS_CA": str(certificates.ca_file),
+        "SLUICEWAY_TLS_CERT": str(admin.certificate),
+        "SLUICEWAY_TLS_KEY": str(admin.key),
+    }
+    listed = sluiceway_cli(
+        "--server", tls_plane.address, "-o", "json", "connectors", "get", name, env=environment
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)["name"] == f"connectors/{name}"
+    # A token over TLS with a certificate that authenticates no one: the token's role decides.
+    intruder = certificates.client("intruder")
+    denied = sluiceway_cli(
+        *flags,
+        "--tls-cert",
+        str(intruder.certificate),
+        "--tls-key",
+        str(intruder.key),
+        "--token",
+        VIEWER,
+        "connectors",
+        "delete",
+        name,
+    )
+    assert denied.returncode != 0
+    assert "PERMISSION_DENIED" in denied.stderr and "\n" not in denied.stderr.strip()
+
+
+def test_an_executor_attaches_over_mutual_tls_and_runs_a_pipeline(
+    tls_plane: ControlPlaneProcess,
+    certificates: DevCertificates,
+    spark_connect: EmbeddedSparkConnect,
+    broker: EmbeddedBroker,
+    unique: str,
+) -> None:
+    executor = certificates.client("executor")
+    stack = attach_executor(
+        tls_plane,
+        spark_connect,
+        "tls",
+        "--tls-ca",
+        str(certificates.ca_file),
+        "--tls-cert",
+        str(executor.certificate),
+        "--tls-key",
+        str(executor.key),
+    )
+    name = f"tls-gen-{unique}"
+    try:
+        stack.client.create_connector(
+            name, {"connector.class": "DataGenSource", "topic": name, "tasks.max": "1", "max.records": "50"}
+        )
+        stack.wait_for(
+            lambda: committed_offsets(stack.client, name) == [({"task": 0}, {"seq": 49})],
+            "50 records over mTLS",
+        )
+        assert len(read_topic(broker.bootstrap_servers, name)) == 50
+    finally:
+        stack.client.delete_connector(name)
+        stack.close()
