@@ -40,9 +40,11 @@ test: install lint
 		done; } || echo "line coverage: no data"; \
 	exit $$status
 
+# Ruff without its cache: the cache keeps a file's import sorting from when a module it imports did
+# not exist yet, and a fresh clone (CI) would then disagree.
 lint: install
-	$(VENV)/bin/ruff check client server executor tests protos deploy bench
-	$(VENV)/bin/ruff format --check client server executor tests protos deploy bench
+	$(VENV)/bin/ruff check --no-cache client server executor tests protos deploy bench
+	$(VENV)/bin/ruff format --no-cache --check client server executor tests protos deploy bench
 	$(VENV)/bin/mypy client server executor tests protos bench
 	@$(PY) protos/bundle.py
 	cd var/api-protos && $(CURDIR)/protos/node_modules/.bin/buf lint --config $(CURDIR)/protos/buf.yaml --path sluiceway

@@ -13,6 +13,7 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf import message_factory
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from sluiceway.api.v1 import (
     cluster_pb2,
@@ -350,3 +351,17 @@ def test_a_caller_cannot_claim_another_identity(secured: ControlPlaneProcess, un
             )
             refused = failure(functools.partial(stub.DeleteConnector, request, metadata=metadata, timeout=10))
             assert (refused.code, refused.reason) == (grpc.StatusCode.PERMISSION_DENIED, "NOT_AUTHORIZED")
+
+
+def test_reflection_lists_the_public_services_only(secured: ControlPlaneProcess) -> None:
+    with grpc.insecure_channel(secured.address) as channel:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        request = reflection_pb2.ServerReflectionRequest(list_services="")
+        metadata = (("authorization", f"Bearer {VIEWER}"),)
+        answers = list(stub.ServerReflectionInfo(iter([request]), metadata=metadata, timeout=10))
+        services = {s.name for s in answers[0].list_services_response.service}
+        assert "sluiceway.api.v1.ConnectorService" in services
+        assert "sluiceway.api.v1.ExecutorService" not in services
+        # Reflection, like every call but health checks, needs credentials.
+        refused = failure(lambda: list(stub.ServerReflectionInfo(iter([request]), timeout=10)))
+        assert refused.code == grpc.StatusCode.UNAUTHENTICATED

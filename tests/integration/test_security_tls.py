@@ -185,3 +185,25 @@ def test_an_executor_attaches_over_mutual_tls_and_runs_a_pipeline(
     finally:
         stack.client.delete_connector(name)
         stack.close()
+
+
+def test_a_follower_forwards_over_mutual_tls_as_a_replica(
+    tls_plane: ControlPlaneProcess, certificates: DevCertificates, unique: str
+) -> None:
+    """The follower reaches the leader with its own certificate (CN=sluiceway-replica, role
+    replica) and passes on the admin's identity."""
+    follower = ControlPlaneProcess(
+        tls_plane.broker, tls_plane.suffix, settings=dict(tls_plane.settings), security=tls_plane.security
+    ).start(lead=False)
+    name = f"tls-forwarded-{unique}"
+    try:
+        with SluicewayClient(follower.address, timeout=30, security=mtls(certificates, "admin")) as admin:
+            admin.create_connector(
+                name, {"connector.class": "DataGenSource", "topic": name}, initial_state="STOPPED"
+            )
+            assert follower.server_info().leader.id == tls_plane.server_info().this_replica.id
+        with SluicewayClient(tls_plane.address, timeout=20, security=mtls(certificates, "admin")) as leader:
+            assert leader.get_connector(name).name == f"connectors/{name}"
+            leader.delete_connector(name)
+    finally:
+        follower.stop()

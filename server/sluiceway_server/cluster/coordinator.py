@@ -11,11 +11,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from sluiceway.secrets import looks_secret
-
 from sluiceway.api.v1 import common_pb2, executor_pb2
 from sluiceway.limits import ASSIGNMENT_MESSAGE_BYTES, EXECUTOR_MAX_RECEIVE_BYTES
 from sluiceway.offsets import map_to_proto
+from sluiceway.secrets import looks_secret
 from sluiceway_server.cluster.assignment_size import (
     ENVELOPE_BYTES,
     FRAMING_MARGIN_BYTES,
