@@ -11,7 +11,6 @@ from a caller with the `replica` role, and refused from anyone else."""
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
@@ -37,6 +36,7 @@ from sluiceway_server.security.principals import (
     TokensFile,
     current_principal,
 )
+from sluiceway_server.security.setup import is_loopback_host
 
 log = logging.getLogger(__name__)
 
@@ -57,13 +57,7 @@ Metadata: TypeAlias = Sequence[tuple[str, str | bytes]]
 def _is_loopback(peer: str) -> bool:
     """Whether a gRPC peer string (`ipv4:127.0.0.1:5000`, `ipv6:[::1]:5000`, `unix:…`) is local."""
     kind, _, rest = peer.partition(":")
-    if kind == "unix":
-        return True
-    host = rest.rsplit(":", 1)[0].strip("[]")
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return kind == "unix" or is_loopback_host(rest.rsplit(":", 1)[0])
 
 
 class Authenticator:

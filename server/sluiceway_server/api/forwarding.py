@@ -35,14 +35,15 @@ FORWARDED_ROLE: Final = "sluiceway-role"
 NO_LEADER_RETRY_SECONDS: Final = 0.5
 
 
-def _method(descriptor: Any, service: str, name: str) -> str:
+def method_path(descriptor: Any, service: str, name: str) -> str:
+    """`/package.Service/Method`, the path gRPC dispatches a call by."""
     return f"/{descriptor.services_by_name[service].full_name}/{name}"
 
 
 MUTATIONS: Final = frozenset(
     {
         *(
-            _method(connectors_pb2.DESCRIPTOR, "ConnectorService", name)
+            method_path(connectors_pb2.DESCRIPTOR, "ConnectorService", name)
             for name in (
                 "CreateConnector",
                 "ReplaceConnectorConfig",
@@ -55,9 +56,9 @@ MUTATIONS: Final = frozenset(
                 "RestartTask",
             )
         ),
-        _method(offsets_pb2.DESCRIPTOR, "OffsetService", "AlterConnectorOffsets"),
-        _method(offsets_pb2.DESCRIPTOR, "OffsetService", "ResetConnectorOffsets"),
-        _method(topics_pb2.DESCRIPTOR, "TopicService", "ResetActiveTopics"),
+        method_path(offsets_pb2.DESCRIPTOR, "OffsetService", "AlterConnectorOffsets"),
+        method_path(offsets_pb2.DESCRIPTOR, "OffsetService", "ResetConnectorOffsets"),
+        method_path(topics_pb2.DESCRIPTOR, "TopicService", "ResetActiveTopics"),
     }
 )
 
@@ -86,7 +87,7 @@ MUTATION_REQUESTS: Final = _mutation_types(output=False)
 READS: Final = frozenset(
     {
         *(
-            _method(connectors_pb2.DESCRIPTOR, "ConnectorService", name)
+            method_path(connectors_pb2.DESCRIPTOR, "ConnectorService", name)
             for name in (
                 "GetConnector",
                 "ListConnectors",
@@ -96,13 +97,13 @@ READS: Final = frozenset(
                 "WatchStatus",
             )
         ),
-        _method(offsets_pb2.DESCRIPTOR, "OffsetService", "GetConnectorOffsets"),
-        _method(topics_pb2.DESCRIPTOR, "TopicService", "GetActiveTopics"),
+        method_path(offsets_pb2.DESCRIPTOR, "OffsetService", "GetConnectorOffsets"),
+        method_path(topics_pb2.DESCRIPTOR, "TopicService", "GetActiveTopics"),
         *(
-            _method(plugins_pb2.DESCRIPTOR, "PluginService", name)
+            method_path(plugins_pb2.DESCRIPTOR, "PluginService", name)
             for name in ("ListPlugins", "GetPluginConfigDefinition", "ValidateConnectorConfig")
         ),
-        _method(cluster_pb2.DESCRIPTOR, "ClusterService", "GetServerInfo"),
+        method_path(cluster_pb2.DESCRIPTOR, "ClusterService", "GetServerInfo"),
     }
 )
 

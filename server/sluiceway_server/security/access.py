@@ -8,15 +8,10 @@ from types import MappingProxyType
 from typing import Final
 
 from sluiceway.api.v1 import connectors_pb2, executor_pb2, offsets_pb2, topics_pb2
-from sluiceway_server.api.forwarding import MUTATIONS, READS
+from sluiceway_server.api.forwarding import MUTATIONS, READS, method_path
 from sluiceway_server.security.principals import Role
 
 __all__ = ["ADMIN_CALLS", "ATTACH", "OPEN", "OPERATOR_CALLS", "REFLECTION", "allowed"]
-
-
-def _method(module: object, service: str, name: str) -> str:
-    descriptor = module.DESCRIPTOR  # type: ignore[attr-defined]
-    return f"/{descriptor.services_by_name[service].full_name}/{name}"
 
 
 # Answered to anyone, authenticated or not: load balancers and orchestrators probe them.
@@ -27,13 +22,13 @@ REFLECTION: Final = frozenset(
         "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
     }
 )
-ATTACH: Final = _method(executor_pb2, "ExecutorService", "Attach")
+ATTACH: Final = method_path(executor_pb2.DESCRIPTOR, "ExecutorService", "Attach")
 
 # Running connectors: what an operator may do besides reading.
 OPERATOR_CALLS: Final = frozenset(
     {
         *(
-            _method(connectors_pb2, "ConnectorService", name)
+            method_path(connectors_pb2.DESCRIPTOR, "ConnectorService", name)
             for name in (
                 "PauseConnector",
                 "ResumeConnector",
@@ -42,9 +37,9 @@ OPERATOR_CALLS: Final = frozenset(
                 "RestartTask",
             )
         ),
-        _method(offsets_pb2, "OffsetService", "AlterConnectorOffsets"),
-        _method(offsets_pb2, "OffsetService", "ResetConnectorOffsets"),
-        _method(topics_pb2, "TopicService", "ResetActiveTopics"),
+        method_path(offsets_pb2.DESCRIPTOR, "OffsetService", "AlterConnectorOffsets"),
+        method_path(offsets_pb2.DESCRIPTOR, "OffsetService", "ResetConnectorOffsets"),
+        method_path(topics_pb2.DESCRIPTOR, "TopicService", "ResetActiveTopics"),
     }
 )
 # Defining connectors: creating, changing configs, deleting.

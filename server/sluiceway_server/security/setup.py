@@ -12,7 +12,7 @@ from sluiceway_server.config import WorkerConfig, WorkerConfigError
 from sluiceway_server.security.principals import TokensFile, TokensFileError
 from sluiceway_server.security.tls import ListenerTls
 
-__all__ = ["replica_transport", "tokens_file", "warn_if_exposed"]
+__all__ = ["is_loopback_host", "replica_transport", "tokens_file", "warn_if_exposed"]
 
 log = logging.getLogger("sluiceway_server.security")
 
@@ -44,7 +44,8 @@ def replica_transport(config: WorkerConfig, tls: ListenerTls | None) -> Transpor
     )
 
 
-def _loopback(host: str) -> bool:
+def is_loopback_host(host: str) -> bool:
+    """Whether a listener or peer host (`localhost`, `127.0.0.1`, `[::1]`) is this machine only."""
     if host == "localhost":
         return True
     try:
@@ -57,7 +58,7 @@ def warn_if_exposed(config: WorkerConfig, authenticated: bool, encrypted: bool) 
     """Logs a warning for every way the listener is open to others: no authentication on an
     address other hosts reach, or tokens sent in clear over such an address."""
     host = config.listen_address().rpartition(":")[0]
-    if _loopback(host):
+    if is_loopback_host(host):
         return
     if not authenticated:
         log.warning(
