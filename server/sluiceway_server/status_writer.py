@@ -61,14 +61,24 @@ class StatusWriter:
         await asyncio.to_thread(self.store.put_connector, record, self.store_timeout)
 
     async def put_task(
-        self, connector: str, task: int, state: State, trace: str | None, worker_id: str, generation: int
+        self,
+        connector: str,
+        task: int,
+        state: State,
+        trace: str | None,
+        worker_id: str,
+        generation: int,
+        worker_principal: str = "",
     ) -> None:
+        """`worker_principal` is who the executor `worker_id` attached as, for a status it reported."""
         trace = _redacted(trace)
         current = self.store.get_task(connector, task)
         history = current.recent_errors if current is not None else ()
         if state is State.FAILED:
             history = add_recent_error(history, trace, worker_id, message="task failed")
-        record = TaskStatusRecord(connector, task, state, trace, worker_id, generation, history)
+        record = TaskStatusRecord(
+            connector, task, state, trace, worker_id, generation, history, worker_principal=worker_principal
+        )
         await asyncio.to_thread(self.store.put_task, record, self.store_timeout)
 
     async def remove_task_statuses(self, connector: str, keep: int) -> None:

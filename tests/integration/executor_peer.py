@@ -25,6 +25,7 @@ class ExecutorPeer:
         auto_ack: bool = True,
         heartbeat: float | None = 0.3,
         running: list[executor_pb2.RunningTask] | None = None,
+        token: str | None = None,
     ) -> None:
         self.id = executor_id
         self.auto_ack = auto_ack
@@ -44,7 +45,10 @@ class ExecutorPeer:
                 )
             )
         )
-        self._call = executor_pb2_grpc.ExecutorServiceStub(self._channel).Attach(self._requests())
+        metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._call = executor_pb2_grpc.ExecutorServiceStub(self._channel).Attach(
+            self._requests(), metadata=metadata
+        )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         self._heartbeat_stop = threading.Event()

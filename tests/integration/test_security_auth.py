@@ -17,6 +17,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from sluiceway.api.v1 import (
     cluster_pb2,
+    common_pb2,
     connectors_pb2,
     connectors_pb2_grpc,
     executor_pb2,
@@ -30,7 +31,8 @@ from sluiceway.errors import NotFoundError, PermissionDeniedError
 from sluiceway.transport import TransportSecurity
 from sluiceway_server.embedded import EmbeddedBroker
 from tests.conftest import ControlPlaneProcess
-from tests.integration.api_helpers import failure, wait_until
+from tests.integration.api_helpers import failure, read_topic, wait_until
+from tests.integration.executor_peer import ExecutorPeer, wait_for
 
 ADMIN = "admin-token-for-tests-0001"
 OPERATOR = "operator-token-for-tests-0001"
@@ -285,6 +287,71 @@ def test_only_executors_attach_an_id_stays_with_its_principal_and_welcome_holds_
             assert executor_id in [e.id for e in info.server_info().executors]
         finally:
             info.close()
+
+
+def test_after_the_leader_is_killed_an_executor_id_stays_with_its_principal(
+    broker: EmbeddedBroker, tmp_path: Path, unique: str
+) -> None:
+    """The binding of an executor id to its principal outlives the leader that saw it attach: the
+    next leader reads it from the task statuses and, while it waits for that executor to come back,
+    refuses the id to any other principal."""
+    # A long executor session: the new leader's wait for returning executors lasts that long, and
+    # the impostor must arrive within it.
+    settings = {**auth_settings(tmp_path), "executor.session.timeout.ms": "60000"}
+    security = TransportSecurity(token=ADMIN)
+    leader = ControlPlaneProcess(broker, f"id{unique}", settings=settings, security=security).start()
+    follower = ControlPlaneProcess(broker, f"id{unique}", settings=settings, security=security)
+    follower.start(lead=False)
+    executor_id = f"exec-{unique}"
+    name = f"bound-{unique}"
+    admin = client_as(follower, ADMIN)
+    peer = ExecutorPeer(leader.address, executor_id, token=EXECUTOR_A)
+    try:
+        admin.create_connector(
+            name, {"connector.class": "DataGenSource", "topic": name, "tasks.max": "2", "max.records": "1"}
+        )
+        tasks = {f"connectors/{name}/tasks/{n}" for n in range(2)}
+        wait_for(lambda: peer.tasks() == tasks, what="both tasks assigned to the executor")
+        for task in tasks:
+            peer.report(task, common_pb2.STATE_RUNNING)
+        wait_until(
+            lambda: (
+                [t.status.state for t in admin.connector_status(name).tasks] == [common_pb2.STATE_RUNNING] * 2
+            ),
+            what="both tasks recorded RUNNING",
+        )
+        statuses = [
+            value
+            for key, value in read_topic(broker.bootstrap_servers, leader.topics["status"])
+            if key in {f"status-task-{name}-0", f"status-task-{name}-1"} and value is not None
+        ]
+        assert statuses and all(
+            v["worker_principal"] == "exec-a" for v in statuses if v["state"] == "RUNNING"
+        )
+
+        leader.kill()
+        follower.wait_until_leading(90)
+
+        def refused() -> Any:
+            channel, stream = attach(follower, EXECUTOR_B, executor_id)
+            with channel:
+                answer = failure(lambda: next(stream))
+            return answer if answer.code != grpc.StatusCode.UNAVAILABLE else None
+
+        impostor = wait_until(refused, timeout=30, what="the new leader answering an attach")
+        assert (impostor.code, impostor.reason) == (grpc.StatusCode.PERMISSION_DENIED, "NOT_AUTHORIZED")
+        assert impostor.metadata["executor_id"] == executor_id
+        # The executor itself comes back and keeps its tasks.
+        returning = ExecutorPeer(follower.address, executor_id, token=EXECUTOR_A, running=peer.running())
+        try:
+            welcome = wait_for(lambda: returning.welcome, what="the returning executor's welcome")
+            assert set(welcome.adopted_tasks) == tasks
+        finally:
+            returning.close()
+    finally:
+        peer.close()
+        admin.close()
+        follower.stop()
 
 
 def _exists(client: SluicewayClient, name: str) -> bool:

@@ -16,7 +16,7 @@ from sluiceway_server.api.errors import abort, invalid_request
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
 from sluiceway_server.herder.errors import HerderError, LimitExceededError, UnavailableError
 from sluiceway_server.herder.fields import has_hidden_characters
-from sluiceway_server.security.principals import current_principal
+from sluiceway_server.security.principals import ANONYMOUS, current_principal
 
 log = logging.getLogger(__name__)
 
@@ -111,8 +111,9 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         coordinator = self._coordinator()
         if coordinator is None:
             await abort(context, self._not_leading())
+        caller = current_principal.get()
         try:
-            member = await coordinator.attach(first.hello, principal=current_principal.get().name)
+            member = await coordinator.attach(first.hello, "" if caller is ANONYMOUS else caller.name)
         except HerderError as exc:
             await abort(context, exc)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from sluiceway.api.v1 import common_pb2, executor_pb2
@@ -89,7 +89,7 @@ class ExecutorCoordinator:
         session_timeout: float,
         topics: ActiveTopicTracker,
         fencer: TaskFencer | None = None,
-        expected_executors: Iterable[str] = (),
+        expected_executors: Mapping[str, str] | None = None,
         grace: float = 0.0,
     ) -> None:
         self._snapshot = snapshot
@@ -134,10 +134,10 @@ class ExecutorCoordinator:
         self._oversize: dict[TaskId, str] = {}
         # Set (and replaced) whenever an executor gives up tasks; see wait_until_released.
         self._tasks_released = asyncio.Event()
-        # The term-start grace: executors that ran tasks and have not attached yet, and until when
-        # they are waited for (set again by start()).
+        # The term-start grace: executors that ran tasks and have not attached yet (each with the
+        # principal its id is kept for), and until when they are waited for (set again by start()).
         self.grace = grace
-        self._awaiting = set(expected_executors) if grace > 0 else set()
+        self._awaiting = dict(expected_executors or {}) if grace > 0 else {}
         self._grace_until = time.monotonic() + grace
         self._grace_timer: asyncio.TimerHandle | None = None
 
@@ -212,18 +212,20 @@ class ExecutorCoordinator:
 
     # ------------------------------------------------------------------ membership
 
-    async def attach(self, hello: executor_pb2.Hello, principal: str = "anonymous") -> Member:
+    async def attach(self, hello: executor_pb2.Hello, principal: str = "") -> Member:
         """A new session of an executor: it keeps the tasks it reports that it may keep (Welcome
         names them); the reported status of each is written when the status topic says otherwise.
         An earlier session of the same executor ends, its tasks passing to this one the same way,
-        but only when both come from the same principal: an executor id is not another's to take."""
+        but only when both come from the same principal: an executor id is not another's to take,
+        neither while a session holds it nor, during the grace, when the status topic records it."""
         if self._stopping:
             raise UnavailableError(
                 "This control plane is shutting down; attach again to a running one",
                 reason="NOT_LEADER",
             )
         held = self.members.get(hello.executor_id)
-        if held is not None and held.principal != principal:
+        owner = held.principal if held is not None else self._awaiting.get(hello.executor_id, principal)
+        if owner and owner != principal and (held is not None or self._in_grace()):
             raise PermissionDeniedError(
                 f"Executor id {hello.executor_id} belongs to another principal",
                 metadata={"executor_id": hello.executor_id},
@@ -245,7 +247,7 @@ class ExecutorCoordinator:
         adopted = self._adopt(member, hello.running_tasks, previous)
         self.members[member.id] = member
         if member.id in self._awaiting:
-            self._awaiting.discard(member.id)
+            del self._awaiting[member.id]
             if not self._awaiting:
                 log.info("every executor that ran tasks has attached again")
         member.send(
@@ -297,22 +299,22 @@ class ExecutorCoordinator:
             previous.restarts.clear()
         store = self.status.store
         updates = [
-            a for a in adopted if status_differs(store.get_task(a.task.connector, a.task.task), a, member.id)
+            a for a in adopted if status_differs(store.get_task(a.task.connector, a.task.task), a, member)
         ]
         if updates:
             member.status_writes = self._writes.start(
-                self._write_adopted(member.id, updates),
+                self._write_adopted(member, updates),
                 f"adopt-{member.id}",
                 f"recording the statuses of the tasks executor {member.id} kept",
             )
         return adopted
 
-    async def _write_adopted(self, executor_id: str, updates: Sequence[Adopted]) -> None:
-        for item in updates:
-            if item.task in self.desired():  # not if its connector was stopped or deleted since
-                task = item.task
+    async def _write_adopted(self, member: Member, updates: Sequence[Adopted]) -> None:
+        for a in updates:
+            if a.task in self.desired():  # not if its connector was stopped or deleted since
+                task = a.task
                 await self.status.put_task(
-                    task.connector, task.task, item.state, item.trace, executor_id, item.generation
+                    task.connector, task.task, a.state, a.trace, member.id, a.generation, member.principal
                 )
 
     def disconnect(self, member: Member, reason: str) -> None:
@@ -565,6 +567,7 @@ class ExecutorCoordinator:
                     report.trace or None,
                     member.id,
                     report.generation,
+                    member.principal,
                 )
         elif kind == "active_topics":
             topics_report = message.active_topics

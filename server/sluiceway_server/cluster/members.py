@@ -66,8 +66,8 @@ class Member:
     restarts: set[TaskId] = field(default_factory=set)
     # The status writes of the tasks it adopted on attach; its status reports wait for them.
     status_writes: asyncio.Task[None] | None = None
-    # Who attached it (api/auth.py); "anonymous" while authentication is off.
-    principal: str = "anonymous"
+    # Who attached it (api/auth.py); "" while authentication is off.
+    principal: str = ""
 
     @property
     def last_seen(self) -> float:
@@ -215,21 +215,23 @@ def choose_adopted(
     return list(kept.values())
 
 
-def status_differs(record: TaskStatusRecord | None, adopted: Adopted, executor_id: str) -> bool:
+def status_differs(record: TaskStatusRecord | None, adopted: Adopted, member: Member) -> bool:
     """Whether the status topic says something other than the executor about an adopted task."""
-    return record is None or (record.state, record.generation, record.worker_id) != (
-        adopted.state,
-        adopted.generation,
-        executor_id,
-    )
+    return record is None or (
+        record.state,
+        record.generation,
+        record.worker_id,
+        record.worker_principal,
+    ) != (adopted.state, adopted.generation, member.id, member.principal)
 
 
-def executors_with_live_tasks(store: StatusStore) -> set[str]:
-    """The executors the status topic shows running a task (RUNNING or PAUSED): at the start of a
-    term, those a new coordinator waits for before it places tasks."""
-    return {
-        record.worker_id
-        for connector in store.connectors()
-        for record in store.tasks(connector)
-        if record.state in LIVE_STATES and record.worker_id
-    }
+def executors_with_live_tasks(store: StatusStore) -> dict[str, str]:
+    """The executors the status topic shows running a task (RUNNING or PAUSED), each with the
+    principal it attached as ("" when its records name none): at the start of a term, those a new
+    coordinator waits for before it places tasks, keeping each one's id for its principal."""
+    holders: dict[str, str] = {}
+    for connector in store.connectors():
+        for record in store.tasks(connector):
+            if record.state in LIVE_STATES and record.worker_id:
+                holders[record.worker_id] = holders.get(record.worker_id) or record.worker_principal
+    return holders

@@ -2,7 +2,8 @@
 KafkaStatusBackingStore, KIP-558).
 
 - `status-connector-{c}`, `status-task-{c}-{n}`:
-  `{"state", "trace", "worker_id", "generation"}`, plus our own optional `"recent_errors"`
+  `{"state", "trace", "worker_id", "generation"}`, plus our own optional `"recent_errors"` and, in a
+  task status an authenticated executor reported, `"worker_principal"`
 - `status-topic-{topic}:connector-{c}`: `{"topic": {"name", "connector", "task", "discoverTimestamp"}}`
 
 A tombstone removes the entry. Records are routed by key hash, so each key's history is ordered but
@@ -103,6 +104,9 @@ class TaskStatusRecord:
     generation: int
     recent_errors: tuple[ErrorEntry, ...] = ()
     update_time_ms: int = field(default=0, compare=False)  # as in ConnectorStatusRecord
+    # The principal the executor `worker_id` attached as, when authenticated ("" otherwise): a new
+    # leader keeps that executor's id for it while it waits for it to attach again.
+    worker_principal: str = ""
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,8 @@ def encode_status(status: ConnectorStatusRecord | TaskStatusRecord) -> bytes:
             {"time_ms": e.time_ms, "message": e.message, "trace": e.trace, "worker_id": e.worker_id}
             for e in status.recent_errors
         ]
+    if isinstance(status, TaskStatusRecord) and status.worker_principal:
+        value["worker_principal"] = status.worker_principal
     return serde.dumps(value)
 
 
@@ -159,6 +165,7 @@ class _StatusFields:
     worker_id: str
     generation: int
     recent_errors: tuple[ErrorEntry, ...]
+    worker_principal: str
 
 
 def _parse_status(key: str, data: bytes) -> _StatusFields | None:
@@ -185,8 +192,13 @@ def _parse_status(key: str, data: bytes) -> _StatusFields | None:
     if not isinstance(generation, int) or isinstance(generation, bool):
         log.warning("status topic: skipping %r: generation %r is not an integer", key, generation)
         return None
+    principal = value.get("worker_principal", "")
+    if not isinstance(principal, str):
+        # An extra of ours, like recent_errors: malformed, it is dropped, not the status.
+        log.warning("status topic: ignoring the malformed worker_principal of %r", key)
+        principal = ""
     return _StatusFields(
-        state, trace, worker_id or "", generation, _parse_errors(key, value.get("recent_errors"))
+        state, trace, worker_id or "", generation, _parse_errors(key, value.get("recent_errors")), principal
     )
 
 
@@ -425,6 +437,7 @@ class StatusStore:
             fields.generation,
             fields.recent_errors,
             _update_time(self._tasks.get(connector, {}).get(task), fields, record.timestamp_ms),
+            fields.worker_principal,
         )
         self._tasks.setdefault(connector, {})[task] = status
         return StatusChange(connector, task, status)

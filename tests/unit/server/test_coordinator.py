@@ -24,7 +24,7 @@ from sluiceway_server.cluster.assignor import TaskId
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator, Member
 from sluiceway_server.cluster.members import desired_tasks, executors_with_live_tasks
 from sluiceway_server.herder.active_topics import ActiveTopicTracker
-from sluiceway_server.herder.errors import UnavailableError
+from sluiceway_server.herder.errors import PermissionDeniedError, UnavailableError
 from sluiceway_server.model import ConnectorType, State, TargetState
 from sluiceway_server.status_writer import StatusWriter
 from sluiceway_server.storage import (
@@ -118,7 +118,7 @@ def make_coordinator(
     offset_store_factory: Callable[[OwnOffsetsTopic], OffsetStore] | None = None,
     *,
     fencer: TaskFencer | None = None,
-    expected: Iterable[str] = (),
+    expected: Mapping[str, str] | None = None,
     grace: float = 0.0,
     session_timeout: float = 10.0,
 ) -> ExecutorCoordinator:
@@ -356,15 +356,78 @@ def test_expected_executors_are_those_the_status_topic_shows_running_or_paused_t
     store.put_task(TaskStatusRecord("c", 1, State.PAUSED, None, "e2", 7), 5)
     store.put_task(TaskStatusRecord("d", 0, State.FAILED, "boom", "e3", 7), 5)
     store.put_task(TaskStatusRecord("d", 1, State.UNASSIGNED, None, "e4", 7), 5)
-    assert executors_with_live_tasks(store) == {"e1", "e2"}
+    assert executors_with_live_tasks(store) == {"e1": "", "e2": ""}
     store.stop()
+
+
+def test_expected_executors_keep_the_principal_their_task_statuses_record() -> None:
+    store = status_store()
+    _put_running(store, 0, "e1", 7)  # written before the executor's principal was recorded
+    store.put_task(TaskStatusRecord("c", 1, State.RUNNING, None, "e1", 7, worker_principal="CN=exec-a"), 5)
+    store.put_task(TaskStatusRecord("d", 0, State.PAUSED, None, "e2", 7, worker_principal="exec-b"), 5)
+    assert executors_with_live_tasks(store) == {"e1": "CN=exec-a", "e2": "exec-b"}
+    store.stop()
+
+
+def test_during_the_grace_an_expected_executor_id_is_kept_for_its_principal() -> None:
+    async def scenario() -> None:
+        store = status_store()
+        coordinator = make_coordinator(store, expected={"e1": "exec-a", "e2": ""}, grace=0.5)
+        coordinator.start()
+        with pytest.raises(PermissionDeniedError, match="belongs to another principal"):
+            await coordinator.attach(executor_pb2.Hello(executor_id="e1"), "exec-b")
+        assert "e1" not in coordinator.members
+        # No principal recorded (authentication was off): the id is anyone's.
+        await coordinator.attach(executor_pb2.Hello(executor_id="e2"), "exec-b")
+        # Once the id is held, the session's principal is what counts.
+        member = await coordinator.attach(executor_pb2.Hello(executor_id="e1"), "exec-a")
+        with pytest.raises(PermissionDeniedError):
+            await coordinator.attach(executor_pb2.Hello(executor_id="e1"), "exec-b")
+        assert coordinator.members["e1"] is member
+        await coordinator.stop()
+        store.stop()
+
+    asyncio.run(scenario())
+
+
+def test_after_the_grace_a_recorded_principal_no_longer_holds_the_id() -> None:
+    async def scenario() -> None:
+        store = status_store()
+        coordinator = make_coordinator(store, expected={"e1": "exec-a"}, grace=0.2)
+        coordinator.start()
+        await asyncio.sleep(0.3)
+        member = await coordinator.attach(executor_pb2.Hello(executor_id="e1"), "exec-c")
+        assert member.principal == "exec-c"
+        await coordinator.stop()
+        store.stop()
+
+    asyncio.run(scenario())
+
+
+def test_task_statuses_an_executor_reports_record_its_principal() -> None:
+    async def scenario() -> None:
+        store = status_store()
+        coordinator = make_coordinator(store)
+        coordinator.start()
+        member = await coordinator.attach(executor_pb2.Hello(executor_id="e1"), "exec-a")
+        await until(lambda: len(member.owned) == TASKS, "tasks assigned")
+        await report_running(coordinator, member)
+        records = store.tasks("c")
+        assert [(r.state, r.worker_id, r.worker_principal) for r in records] == [
+            (State.RUNNING, "e1", "exec-a")
+        ] * TASKS
+        assert executors_with_live_tasks(store) == {"e1": "exec-a"}
+        await coordinator.stop()
+        store.stop()
+
+    asyncio.run(scenario())
 
 
 def test_nothing_is_placed_until_every_expected_executor_attached() -> None:
     async def scenario() -> None:
         store = status_store()
         snapshot = Snapshot()
-        coordinator = make_coordinator(store, snapshot, expected={"e1", "e2"}, grace=10.0)
+        coordinator = make_coordinator(store, snapshot, expected={"e1": "", "e2": ""}, grace=10.0)
         coordinator.start()
         newcomer = await coordinator.attach(executor_pb2.Hello(executor_id="e2"))
         await asyncio.sleep(0.3)
@@ -397,7 +460,7 @@ def test_during_the_grace_a_changed_task_is_restarted_in_place_and_nothing_else_
         store = status_store()
         snapshot = Snapshot()
         snapshot.task_counts["c"] = 1
-        coordinator = make_coordinator(store, snapshot, expected={"e1", "absent"}, grace=10.0)
+        coordinator = make_coordinator(store, snapshot, expected={"e1": "", "absent": ""}, grace=10.0)
         coordinator.start()
         hello = executor_pb2.Hello(
             executor_id="e1",
@@ -432,7 +495,7 @@ def test_after_the_grace_tasks_of_executors_that_did_not_return_are_fenced_then_
         store = status_store()
         _put_running(store, 0, "gone", (TERM - 1 << 32) + 3)
         fencer = FakeFencer()
-        coordinator = make_coordinator(store, fencer=fencer, expected={"gone"}, grace=0.3)
+        coordinator = make_coordinator(store, fencer=fencer, expected={"gone": ""}, grace=0.3)
         coordinator.start()
         member = await coordinator.attach(executor_pb2.Hello(executor_id="e1"))
         fencer.gate.clear()

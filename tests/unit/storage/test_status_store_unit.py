@@ -237,6 +237,33 @@ def test_malformed_error_history_keeps_the_status(env: Env, store: StatusStore) 
     assert store.get_task("c", 0) == TaskStatusRecord("c", 0, State.FAILED, "t", "w", 2)
 
 
+def test_task_status_records_the_executor_principal_only_when_there_is_one(
+    env: Env, store: StatusStore
+) -> None:
+    bound = TaskStatusRecord("c", 0, State.RUNNING, None, "e1", 4, worker_principal="CN=exec-a")
+    store.put_task(bound)
+    store.put_task(TaskStatusRecord("c", 1, State.RUNNING, None, "e2", 4))
+    assert store.get_task("c", 0) == bound
+    assert env.latest("status-task-c-0") == {
+        "state": "RUNNING",
+        "trace": None,
+        "worker_id": "e1",
+        "generation": 4,
+        "worker_principal": "CN=exec-a",
+    }
+    unbound = env.latest("status-task-c-1")
+    assert isinstance(unbound, dict) and "worker_principal" not in unbound
+
+
+def test_malformed_worker_principal_keeps_the_status(env: Env, store: StatusStore) -> None:
+    env.raw(
+        "status-task-c-0",
+        {"state": "RUNNING", "trace": None, "worker_id": "w", "generation": 2, "worker_principal": 7},
+    )
+    store.read_to_end(TIMEOUT)
+    assert store.get_task("c", 0) == TaskStatusRecord("c", 0, State.RUNNING, None, "w", 2)
+
+
 def test_topic_records(env: Env, store: StatusStore) -> None:
     store.put_topics([TopicStatusRecord("orders", "c", 1, 1700000000000)])
     store.put_topics([TopicStatusRecord("audit", "c", 0, 1700000000001)])
@@ -313,6 +340,7 @@ task_statuses = st.builds(
     texts,
     st.integers(-(2**31), 2**31 - 1),
     errors,
+    worker_principal=texts,
 )
 
 
