@@ -22,22 +22,18 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 from sluiceway.logging_setup import configure_logging
 from sluiceway.transport import TransportSecurity, add_arguments
 from sluiceway_executor.attach import AttachSettings, ExecutorAgent, default_executor_id
 from sluiceway_executor.own_config import load_own_config
+from sluiceway_executor.spark_sessions import SparkSessions
 
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-__all__ = ["connect_spark", "main", "parse_args"]
+__all__ = ["main", "parse_args"]
 
 log = logging.getLogger("sluiceway_executor")
 
-# How long start-up keeps retrying the first contact with Spark Connect before each warning.
-_SPARK_RETRY_MAX_S = 5.0
 _SPARK_WAIT_WARNING_S = 30.0
 _SPARK_CLOSE_TIMEOUT_S = 5.0
 
@@ -88,26 +84,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def connect_spark(remote: str, stop: threading.Event) -> SparkSession | None:
-    """One Spark Connect session with the data sources registered; retried until it works or
-    ``stop`` is set (then None)."""
-    from pyspark.sql import SparkSession
-
-    from sluiceway_executor.pipelines.factory import register_data_sources
-
-    delay = 0.5
-    while not stop.is_set():
-        try:
-            spark = SparkSession.builder.remote(remote).getOrCreate()
-            register_data_sources(spark)
-            return spark
-        except Exception as exc:
-            log.warning("Spark Connect at %s is not usable yet (%s); retrying in %.1fs", remote, exc, delay)
-            stop.wait(delay)
-            delay = min(delay * 2, _SPARK_RETRY_MAX_S)
-    return None
-
-
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     configure_logging(args.log_level, args.log_format)
@@ -127,23 +103,19 @@ def main(argv: list[str]) -> int:
         signal.signal(sig, on_signal)
 
     started = time.monotonic()
-    # On its own thread: the Spark Connect client retries a down server for minutes by itself,
-    # and a signal must still end the process meanwhile.
-    sessions: list[SparkSession | None] = []
-    connecting = threading.Thread(
-        target=lambda: sessions.append(connect_spark(args.spark_remote, stop)), name="spark", daemon=True
-    )
+    # On its own thread: a call to a Spark Connect server that is not up yet may take a while to
+    # give up, and a signal must still end the process meanwhile.
+    sessions = SparkSessions(args.spark_remote, stop)
+    connecting = threading.Thread(target=sessions.start, name="spark", daemon=True)
     connecting.start()
     warned_at = started
     while not stop.wait(0.2) and connecting.is_alive():
         if time.monotonic() - warned_at > _SPARK_WAIT_WARNING_S:
             warned_at = time.monotonic()
             log.warning("still waiting for Spark Connect at %s", args.spark_remote)
-    spark = sessions[0] if sessions else None
-    if spark is None or stop.is_set():
+    if sessions.generation == 0 or stop.is_set():
         # The client's exit hook would retry the unreachable server for minutes: leave now.
         _exit_now(0)
-    log.info("Spark Connect session to %s ready in %.1fs", args.spark_remote, time.monotonic() - started)
 
     from sluiceway.connect import PluginRegistry
     from sluiceway_executor.offset_commits import KafkaCommitterFactory
@@ -161,7 +133,7 @@ def main(argv: list[str]) -> int:
     registry = PluginRegistry.discover()
     agent = ExecutorAgent(
         settings,
-        SparkPipelineFactory(spark, registry),
+        SparkPipelineFactory(sessions, registry),
         committer_factory=KafkaCommitterFactory(registry),
     )
     attach = threading.Thread(target=agent.run, name="attach", daemon=True)
@@ -178,7 +150,7 @@ def main(argv: list[str]) -> int:
             break
     agent.shutdown()
     attach.join(timeout=30)
-    closed = threading.Thread(target=_close_spark, args=(spark,), name="spark-close", daemon=True)
+    closed = threading.Thread(target=sessions.close, name="spark-close", daemon=True)
     closed.start()
     closed.join(_SPARK_CLOSE_TIMEOUT_S)
     log.info("executor %s stopped", settings.executor_id)
@@ -186,13 +158,6 @@ def main(argv: list[str]) -> int:
         # Spark Connect is unreachable and its client would retry on exit: do not hang on it.
         _exit_now(code)
     return code
-
-
-def _close_spark(spark: SparkSession) -> None:
-    try:
-        spark.stop()
-    except Exception:
-        log.debug("closing the Spark Connect session failed", exc_info=True)
 
 
 def _exit_now(code: int) -> NoReturn:
