@@ -69,7 +69,7 @@ def spark_with_sources(spark_connect: EmbeddedSparkConnect) -> Iterator[SparkSes
     """A Spark Connect session with every data source of ours registered, as an executor's is."""
     from pyspark.sql import SparkSession
 
-    from sluiceway_executor.pipelines.factory import register_data_sources
+    from sluiceway_executor.spark_sessions import register_data_sources
 
     session = SparkSession.builder.remote(spark_connect.remote).getOrCreate()
     register_data_sources(session)

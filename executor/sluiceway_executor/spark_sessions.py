@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["SparkSessions", "connect"]
+__all__ = ["SparkSessions", "connect", "register_data_sources"]
 
 log = logging.getLogger(__name__)
 
@@ -38,12 +38,20 @@ _WARN_EVERY_S: Final = 30.0
 _STOP_TIMEOUT_S: Final = 5.0
 
 
+def register_data_sources(spark: SparkSession) -> None:
+    """Registers the data sources the pipelines read and write through on ``spark``:
+    ``sluiceway-kafka``, ``sluiceway-datagen`` and ``sluiceway-source-task``."""
+    from sluiceway_executor.datasources.registry import register
+    from sluiceway_executor.pipelines.record_tasks import SourceTaskDataSource
+
+    register(spark)
+    spark.dataSource.register(SourceTaskDataSource)
+
+
 def connect(remote: str) -> SparkSession:
     """A new session on ``remote`` with the short retry policy and our data sources registered."""
     from pyspark.sql import SparkSession
     from pyspark.sql.connect.client.retries import DefaultPolicy
-
-    from sluiceway_executor.pipelines.factory import register_data_sources
 
     spark = SparkSession.builder.remote(remote).create()
     policy = DefaultPolicy(max_retries=CLIENT_MAX_RETRIES, max_backoff=CLIENT_MAX_BACKOFF_MS)

@@ -8,7 +8,7 @@ themselves only read, convert and write through Spark (their Kafka client settin
 - ``spec.py``: ``TaskSpec`` (one assignment as plain values) and the batch size;
 - ``pipeline.py``: the runner's interface: ``Pipeline``, ``PipelineFactory``, ``BatchOutcome``;
 - ``loading.py``: loading a task's class;
-- ``factory.py``: ``SparkPipelineFactory`` and the registration of the data sources;
+- ``factory.py``: ``SparkPipelineFactory``;
 - ``source.py``, ``sink.py``, ``record_tasks.py``: the batches themselves.
 """
 

@@ -1,5 +1,4 @@
-"""Building a task's pipeline on the executor's Spark Connect session, and registering the data
-sources the pipelines read and write through on a session."""
+"""Building a task's pipeline on the executor's Spark Connect session."""
 
 from __future__ import annotations
 
@@ -15,17 +14,7 @@ from sluiceway_executor.spark_sessions import SparkSessions
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["SparkPipelineFactory", "register_data_sources"]
-
-
-def register_data_sources(spark: SparkSession) -> None:
-    """Registers the data sources the pipelines read and write through on ``spark``:
-    ``sluiceway-kafka``, ``sluiceway-datagen`` and ``sluiceway-source-task``."""
-    from sluiceway_executor.datasources.registry import register
-    from sluiceway_executor.pipelines.record_tasks import SourceTaskDataSource
-
-    register(spark)
-    spark.dataSource.register(SourceTaskDataSource)
+__all__ = ["SparkPipelineFactory"]
 
 
 class SparkPipelineFactory:
