@@ -45,7 +45,7 @@ from sluiceway_executor.offset_commits import CommitterFactory, KafkaCommitterFa
 from sluiceway_executor.own_config import merge_worker_config
 from sluiceway_executor.pipelines.pipeline import PipelineFactory
 from sluiceway_executor.pipelines.spec import TaskSpec
-from sluiceway_executor.runner import DEFAULT_COMMIT_TIMEOUT_S, TaskRunner
+from sluiceway_executor.runner import DEFAULT_COMMIT_TIMEOUT_S, SessionKeeper, TaskRunner
 from sluiceway_executor.task_table import TaskTable
 
 __all__ = ["AttachSettings", "ExecutorAgent", "default_executor_id", "leader_redirect"]
@@ -182,7 +182,8 @@ class ExecutorAgent:
     """Attaches to the leader and runs the tasks it assigns, until :meth:`shutdown`.
 
     ``factory`` builds each task's pipeline; ``committer_factory`` its offset committer (by default
-    a :class:`~sluiceway_executor.offset_commits.KafkaCommitterFactory`).
+    a :class:`~sluiceway_executor.offset_commits.KafkaCommitterFactory`); ``sessions`` replaces the
+    Spark Connect session the pipelines run on when it is lost.
     """
 
     def __init__(
@@ -191,6 +192,7 @@ class ExecutorAgent:
         factory: PipelineFactory,
         *,
         committer_factory: CommitterFactory | None = None,
+        sessions: SessionKeeper | None = None,
     ) -> None:
         self.settings = settings
         self.tasks = TaskTable(
@@ -199,6 +201,7 @@ class ExecutorAgent:
             poll_interval=settings.poll_interval,
             max_poll_interval=settings.max_poll_interval,
             commit_timeout=settings.commit_timeout,
+            sessions=sessions,
         )
         self._stopping = threading.Event()
         self._lock = threading.Lock()

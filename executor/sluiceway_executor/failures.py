@@ -90,13 +90,22 @@ def is_kafka_unreachable(exc: BaseException) -> bool:
     return False
 
 
+# Modules whose exceptions come from a call to Spark Connect (its client or the gRPC under it).
+_SPARK_CLIENT_MODULES: Final = ("pyspark", "grpc", "py4j")
+
+
+def _raised_by_spark(exc: BaseException) -> bool:
+    return any(type(item).__module__.startswith(_SPARK_CLIENT_MODULES) for item in _chain(exc))
+
+
 def classify(exc: BaseException, session_healthy: Callable[[], bool]) -> FailureKind:
     """What kind of failure ``exc`` is. ``session_healthy`` probes the Spark Connect session; it is
-    called only when the exception itself does not tell."""
+    called only for an error Spark's client raised that does not say by itself (an error raised by
+    the connector's own code is the task's without a probe)."""
     if is_spark_session_lost(exc):
         return FailureKind.SPARK_SESSION
     if is_kafka_unreachable(exc):
         return FailureKind.INFRASTRUCTURE
-    if not session_healthy():
+    if _raised_by_spark(exc) and not session_healthy():
         return FailureKind.SPARK_SESSION
     return FailureKind.TASK

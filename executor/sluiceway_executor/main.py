@@ -135,6 +135,7 @@ def main(argv: list[str]) -> int:
         settings,
         SparkPipelineFactory(sessions, registry),
         committer_factory=KafkaCommitterFactory(registry),
+        sessions=sessions,
     )
     attach = threading.Thread(target=agent.run, name="attach", daemon=True)
     attach.start()

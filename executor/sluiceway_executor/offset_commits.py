@@ -87,6 +87,9 @@ class CommitStatus(enum.Enum):
 class CommitOutcome:
     status: CommitStatus
     error: str = ""
+    # A REJECTED commit that failed for want of Kafka (time ran out, a broker was unreachable):
+    # the task is not at fault and waits for Kafka instead of failing.
+    transient: bool = False
 
 
 class OffsetCommitter(Protocol):
@@ -261,12 +264,18 @@ class KafkaOffsetCommitter:
                 return self._fence(exc)
             except _OutOfTimeError as exc:
                 return CommitOutcome(
-                    CommitStatus.REJECTED, f"the offset commit did not finish within {timeout:.0f}s: {exc}"
+                    CommitStatus.REJECTED,
+                    f"the offset commit did not finish within {timeout:.0f}s: {exc}",
+                    transient=True,
                 )
             except KafkaException as exc:
                 error = _error_of(exc)
                 if error is None or not error.txn_requires_abort():
-                    return CommitOutcome(CommitStatus.REJECTED, _describe(exc))
+                    return CommitOutcome(
+                        CommitStatus.REJECTED,
+                        _describe(exc),
+                        transient=error is not None and is_transient(error),
+                    )
                 problem = _describe(exc)
             # The transaction failed and must be aborted; then the whole commit is tried again.
             try:
@@ -276,10 +285,14 @@ class KafkaOffsetCommitter:
                 return self._fence(exc)
             except (_OutOfTimeError, KafkaException) as exc:
                 return CommitOutcome(
-                    CommitStatus.REJECTED, f"{problem}; aborting the transaction failed: {exc}"
+                    CommitStatus.REJECTED,
+                    f"{problem}; aborting the transaction failed: {exc}",
+                    transient=True,
                 )
             if time.monotonic() + _RETRY_PAUSE_S >= deadline:
-                return CommitOutcome(CommitStatus.REJECTED, f"{problem} (no time left to try again)")
+                return CommitOutcome(
+                    CommitStatus.REJECTED, f"{problem} (no time left to try again)", transient=True
+                )
             log.info("task %s: offset commit aborted (%s); trying again", self.spec.name, problem)
             time.sleep(_RETRY_PAUSE_S)
 

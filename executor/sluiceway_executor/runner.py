@@ -10,8 +10,14 @@ least once, with at most one duplicate batch per interruption.
 
 The runner needs the control plane only to report its status and the topics it uses (``TaskHost``):
 it goes on when the stream to the control plane is down. When a commit is FENCED, another executor
-has taken the task over: the runner ends quietly, committing nothing more. A REJECTED commit fails
-the task (unless it was stopping anyway).
+has taken the task over: the runner ends quietly, committing nothing more.
+
+A run that fails is followed by another (``restarts.py`` decides when): after a lost Spark Connect
+session, on a new session at once; after Kafka was unreachable (a transient error, a commit that ran
+out of time), after a pause that grows up to 30 s; after the task's own error, as its automatic
+restart policy says, or never, and then the task is FAILED. Meanwhile the task reports RESTARTING
+with the failure's trace. Each new run starts from the offsets committed so far, so the batch that
+failed is redone.
 
 Stopping happens between batches: a batch in flight finishes its Spark job; whether its offsets
 may still be committed depends on why the task stops (``stop(commit=...)``).
@@ -29,16 +35,19 @@ import threading
 import time
 import traceback
 from collections.abc import Mapping
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from sluiceway.api.v1 import common_pb2
+from sluiceway.connect.config import ConfigException
 from sluiceway.connect.config_providers import (
     ConfigProviders,
     ConfigProvidersError,
     ConfigReferenceError,
     hide_resolved,
 )
+from sluiceway.connect.restart_config import RestartPolicy
 from sluiceway.offsets import OffsetPair
+from sluiceway_executor.failures import FailureKind, classify
 from sluiceway_executor.offset_commits import CommitOutcome, CommitStatus, CommitterFactory, OffsetCommitter
 from sluiceway_executor.pipelines.pipeline import (
     BatchOutcome,
@@ -48,11 +57,14 @@ from sluiceway_executor.pipelines.pipeline import (
     canonical,
 )
 from sluiceway_executor.pipelines.spec import TaskSpec
+from sluiceway_executor.restarts import Failure, Next, RestartSchedule, Step
 
 __all__ = [
     "DEFAULT_COMMIT_TIMEOUT_S",
     "CommitOutcome",
+    "CommitRejected",
     "CommitStatus",
+    "SessionKeeper",
     "TaskHost",
     "TaskRunner",
 ]
@@ -68,9 +80,36 @@ class TaskHost(Protocol):
     """Where the runner reports to the control plane (the executor's agent, whichever attach stream
     is open). Neither call waits for the control plane or fails when it is unreachable."""
 
-    def send_status(self, spec: TaskSpec, state: common_pb2.State.ValueType, trace: str = "") -> None: ...
+    def send_status(
+        self,
+        spec: TaskSpec,
+        state: common_pb2.State.ValueType,
+        trace: str = "",
+        *,
+        restart_attempt: int = 0,
+        next_restart_ms: int = 0,
+    ) -> None: ...
 
     def send_active_topics(self, spec: TaskSpec, topics: list[str]) -> None: ...
+
+
+class SessionKeeper(Protocol):
+    """The executor's Spark Connect session as the runner sees it (``spark_sessions.SparkSessions``):
+    the session a new pipeline gets, a probe of it, and its replacement once it is lost."""
+
+    def current(self) -> Any: ...
+
+    def healthy(self, session: Any, timeout: float = ...) -> bool: ...
+
+    def renew(self, broken: Any, cancel: threading.Event | None = None) -> Any | None: ...
+
+
+class CommitRejected(Exception):  # noqa: N818 - names what happened, like CommitStatus.REJECTED
+    """Kafka refused a batch's offset commit; ``transient`` when only Kafka's absence was at fault."""
+
+    def __init__(self, error: str, *, transient: bool) -> None:
+        super().__init__(error)
+        self.transient = transient
 
 
 class TaskRunner:
@@ -82,6 +121,8 @@ class TaskRunner:
     are at least as recent as those the control plane put in this assignment.
 
     ``committer_factory`` builds the task's :class:`~sluiceway_executor.offset_commits.OffsetCommitter`.
+    ``sessions`` lets a run that lost its Spark Connect session go on with a new one; without it such
+    a run is tried again after a pause.
     """
 
     def __init__(
@@ -96,8 +137,10 @@ class TaskRunner:
         poll_interval: float = DEFAULT_POLL_INTERVAL_S,
         max_poll_interval: float = DEFAULT_MAX_POLL_INTERVAL_S,
         commit_timeout: float = DEFAULT_COMMIT_TIMEOUT_S,
+        sessions: SessionKeeper | None = None,
     ) -> None:
         self.spec = spec
+        self._sessions = sessions
         self._host = host
         self._factory = factory
         self._committer_factory = committer_factory
@@ -117,6 +160,9 @@ class TaskRunner:
         # Each value a config reference was replaced by, kept out of failure traces (hide_resolved).
         self._substituted: dict[str, str] = {}
         self._thread = threading.Thread(target=self._run, name=f"task-{spec.name}", daemon=True)
+        # When the current run reported RUNNING (None: it has not), and whether it completed a batch.
+        self._running_since: float | None = None
+        self._worked = False
         self.failed = False
         # A commit came back FENCED: another executor runs the task now.
         self.fenced = False
@@ -176,35 +222,100 @@ class TaskRunner:
             self._stopping.wait()
             return
         try:
+            policy = RestartPolicy.from_configs(self._worker_config, self.spec.connector_config)
+        except ConfigException as exc:
+            self._fail("its restart settings are malformed", f"Task {self.name} not started: {exc}")
+            return
+        schedule = RestartSchedule(policy, can_renew_session=self._sessions is not None)
+        while not self._stopping.is_set():
+            session = self._sessions.current() if self._sessions is not None else None
+            failure = self._run_once(session)
+            if failure is None:
+                return
+            if self._stopping.is_set():
+                log.info("task %s failed while stopping (%s)\n%s", self.name, failure.what, failure.trace)
+                return
+            step = schedule.after(failure)
+            if step.action is Next.GIVE_UP:
+                self._fail(failure.what, failure.trace)
+                return
+            self._report_restarting(failure, step)
+            if step.action is Next.RENEW_SESSION:
+                assert self._sessions is not None
+                if self._sessions.renew(session, cancel=self._stopping) is None:
+                    return
+            elif self._stopping.wait(step.delay):
+                return
+            # Run again from the offsets committed so far (a source's are this runner's; a sink's
+            # are read back from Kafka by its new pipeline).
+            self._carry_over(self.committed_offsets())
+
+    def _report_restarting(self, failure: Failure, step: Step) -> None:
+        trace = hide_resolved(failure.trace, self._substituted)
+        if step.action is Next.RENEW_SESSION:
+            plan = "running it again on a new Spark Connect session"
+        elif step.attempt:
+            plan = f"automatic restart {step.attempt} in {step.delay:.1f}s"
+        else:
+            plan = f"running it again in {step.delay:.1f}s, once its infrastructure answers"
+        log.warning(
+            "task %s (generation %d): %s (%s failure); %s\n%s",
+            self.name,
+            self.spec.generation,
+            failure.what,
+            failure.kind.value,
+            plan,
+            trace,
+        )
+        next_ms = int((time.time() + step.delay) * 1000) if step.attempt else 0
+        self._host.send_status(
+            self.spec,
+            common_pb2.STATE_RESTARTING,
+            trace,
+            restart_attempt=step.attempt,
+            next_restart_ms=next_ms,
+        )
+
+    def _run_once(self, session: object | None) -> Failure | None:
+        """One run of the task, from a new pipeline and committer to the end of its batch loop: None
+        when it ended without failing (stopped, or taken over by another executor)."""
+        self._running_since = None
+        self._worked = False
+        try:
             # The pipeline and the committer get the configs with their references resolved here, against
             # this executor's environment and files; self.spec keeps the raw assignment.
             resolved, self._substituted = self.spec.resolved(
                 ConfigProviders.from_worker_config(self._worker_config)
             )
         except (ConfigReferenceError, ConfigProvidersError) as exc:
-            self._fail(
+            return self._failure(
                 "resolving the task's config references failed", f"Task {self.name} not started: {exc}"
             )
-            return
         try:
             pipeline = self._factory(resolved, self._worker_config)
             pipeline.start()
-        except Exception:
-            self._fail("starting the task failed", traceback.format_exc())
-            return
+        except Exception as exc:
+            return self._failure("starting the task failed", traceback.format_exc(), exc, session)
         committer: OffsetCommitter | None = None
         try:
             try:
                 committer = self._committer_factory(resolved, self._worker_config)
                 committer.open(self._commit_timeout)
-            except Exception:
-                self._fail("opening the task's offset committer failed", traceback.format_exc())
-                return
+            except Exception as exc:
+                # The committer gives up with TimeoutError when Kafka kept answering "try again".
+                kind = FailureKind.INFRASTRUCTURE if isinstance(exc, TimeoutError) else None
+                what = "opening the task's offset committer failed"
+                return self._failure(what, traceback.format_exc(), exc, session, kind=kind)
             log.info("task %s started (generation %d)", self.name, self.spec.generation)
             self._host.send_status(self.spec, common_pb2.STATE_RUNNING)
+            self._running_since = time.monotonic()
             self._loop(pipeline, committer)
-        except Exception:
-            self._fail("a batch failed", traceback.format_exc())
+            return None
+        except CommitRejected as exc:
+            kind = FailureKind.INFRASTRUCTURE if exc.transient else FailureKind.TASK
+            return self._failure("the offset commit failed", f"Offset commit failed: {exc}", kind=kind)
+        except Exception as exc:
+            return self._failure("a batch failed", traceback.format_exc(), exc, session)
         finally:
             if committer is not None:
                 try:
@@ -216,6 +327,28 @@ class TaskRunner:
             except Exception:
                 log.warning("stopping task %s failed", self.name, exc_info=True)
             log.info("task %s stopped after %d batch(es)", self.name, self.batches)
+
+    def _failure(
+        self,
+        what: str,
+        trace: str,
+        exc: BaseException | None = None,
+        session: object | None = None,
+        *,
+        kind: FailureKind | None = None,
+    ) -> Failure:
+        """The failure of this run; its kind, unless given, from ``exc`` (see failures.classify)."""
+        if kind is None:
+            sessions = self._sessions
+            if exc is None:
+                kind = FailureKind.TASK
+            elif sessions is None or session is None:
+                kind = classify(exc, lambda: True)
+            else:
+                kind = classify(exc, lambda: sessions.healthy(session))
+        since = self._running_since
+        ran_for = 0.0 if since is None else time.monotonic() - since
+        return Failure(kind, what, trace, ran_for, self._worked)
 
     def _carry_over(self, carried: list[OffsetPair]) -> None:
         merged = {canonical(partition): (partition, offset) for partition, offset in self.spec.source_offsets}
@@ -259,7 +392,8 @@ class TaskRunner:
         return idle
 
     def _finish_batch(self, pipeline: Pipeline, committer: OffsetCommitter, outcome: BatchOutcome) -> bool:
-        """Commits the batch's offsets and reports its new topics; False when the task must end."""
+        """Commits the batch's offsets and reports its new topics; False when the task must end.
+        Raises CommitRejected when Kafka refused the commit."""
         if outcome.offsets:
             with self._lock:
                 allowed = self._commit_allowed
@@ -280,12 +414,12 @@ class TaskRunner:
             if result.status is CommitStatus.REJECTED:
                 if self._stopping.is_set():
                     log.info("task %s: last commit refused while stopping: %s", self.name, result.error)
-                else:
-                    self._fail("the offset commit failed", f"Offset commit failed: {result.error}")
-                return False
+                    return False
+                raise CommitRejected(result.error, transient=result.transient)
             with self._lock:
                 self._committed.update({canonical(p): (p, o) for p, o in outcome.offsets})
             pipeline.committed(outcome)
+        self._worked = True
         if self._track_topics:
             with self._lock:
                 new_topics = sorted(set(outcome.topics) - self._reported_topics)

@@ -27,6 +27,7 @@ from sluiceway_executor.runner import (
     DEFAULT_COMMIT_TIMEOUT_S,
     DEFAULT_MAX_POLL_INTERVAL_S,
     DEFAULT_POLL_INTERVAL_S,
+    SessionKeeper,
     TaskRunner,
 )
 
@@ -59,8 +60,10 @@ class TaskTable:
         poll_interval: float = DEFAULT_POLL_INTERVAL_S,
         max_poll_interval: float = DEFAULT_MAX_POLL_INTERVAL_S,
         commit_timeout: float = DEFAULT_COMMIT_TIMEOUT_S,
+        sessions: SessionKeeper | None = None,
     ) -> None:
         self._pipeline_factory = pipeline_factory
+        self._sessions = sessions
         self._committer_factory = committer_factory
         self._poll_interval = poll_interval
         self._max_poll_interval = max_poll_interval
@@ -119,12 +122,25 @@ class TaskTable:
 
     # ------------------------------------------------------------------ TaskHost
 
-    def send_status(self, spec: TaskSpec, state: common_pb2.State.ValueType, trace: str = "") -> None:
-        message = executor_pb2.ExecutorMessage(
-            task_status=executor_pb2.TaskStatusReport(
-                task=spec.name, generation=spec.generation, state=state, trace=trace
-            )
+    def send_status(
+        self,
+        spec: TaskSpec,
+        state: common_pb2.State.ValueType,
+        trace: str = "",
+        *,
+        restart_attempt: int = 0,
+        next_restart_ms: int = 0,
+    ) -> None:
+        report = executor_pb2.TaskStatusReport(
+            task=spec.name,
+            generation=spec.generation,
+            state=state,
+            trace=trace,
+            restart_attempt=restart_attempt,
         )
+        if next_restart_ms > 0:
+            report.next_restart_time.FromMilliseconds(next_restart_ms)
+        message = executor_pb2.ExecutorMessage(task_status=report)
         with self._lock:
             current = self._runners.get(spec.name)
             if current is not None and current.spec.generation == spec.generation:
@@ -177,6 +193,7 @@ class TaskTable:
                     poll_interval=self._poll_interval,
                     max_poll_interval=self._max_poll_interval,
                     commit_timeout=self._commit_timeout,
+                    sessions=self._sessions,
                 )
                 self._runners[spec.name] = runner
                 self._reported.pop(spec.name, None)

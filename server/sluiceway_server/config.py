@@ -9,7 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from sluiceway.connect.config import ConfigException
 from sluiceway.connect.config_providers import check_config_providers
+from sluiceway.connect.restart_config import WORKER_RESTART_DEFAULTS, check_worker_restart_config
 from sluiceway.connect.worker_policy import WorkerPolicy, WorkerPolicyError
 from sluiceway.properties import PropertiesSyntaxError, env_overrides, load_properties
 
@@ -80,6 +82,9 @@ DEFAULTS: dict[str, str] = {
     # they go to; a connector's own heartbeat.* keys win. Executors read them from Welcome.
     "heartbeat.interval.ms": "0",
     "heartbeat.records.topic": "connect-heartbeats",
+    # Automatic restarts of tasks that fail by their own error (sluiceway.connect.restart_config);
+    # executors read them from Welcome, and a connector's own task.restart.* keys win.
+    **WORKER_RESTART_DEFAULTS,
     # How long the control plane lets a connector's start, task_configs or stop run.
     "plugin.callback.timeout.ms": "30000",
     # The deadline of API calls that arrive without one (90 s, as Kafka Connect's REST timeout).
@@ -195,6 +200,10 @@ class WorkerConfig:
             raise WorkerConfigError("heartbeat.interval.ms", "must not be negative")
         for key in ("topic.tracking.enable", "topic.tracking.allow.reset", "topic.creation.enable"):
             self.get_bool(key)
+        try:
+            check_worker_restart_config(self.props)
+        except ConfigException as exc:
+            raise WorkerConfigError(exc.name or "task.restart.enable", exc.detail) from None
         self.listen_address()
         self._validate_security()
         check_config_providers(self.props, WorkerConfigError)  # config.providers and its parameters

@@ -4,6 +4,7 @@ executor coordinator (tasks)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 
 from sluiceway.secrets import redact_url_credentials
@@ -14,6 +15,20 @@ from sluiceway_server.storage.status_store import add_recent_error
 log = logging.getLogger(__name__)
 
 
+def _is_new_failure(current: TaskStatusRecord | None, record: TaskStatusRecord) -> bool:
+    """Whether a task status adds to its error history: FAILED, or RESTARTING with a trace (a task
+    waiting for an automatic restart, or for Spark Connect or Kafka to return), unless it repeats
+    the status recorded now (an executor reporting its tasks again as it attaches)."""
+    if not (record.state is State.FAILED or (record.state is State.RESTARTING and record.trace)):
+        return False
+    return current is None or (
+        current.state,
+        current.trace,
+        current.generation,
+        current.restart_attempt,
+    ) != (record.state, record.trace, record.generation, record.restart_attempt)
+
+
 def _redacted(text: str | None) -> str | None:
     return None if text is None else redact_url_credentials(text)
 
@@ -21,8 +36,9 @@ def _redacted(text: str | None) -> str | None:
 class StatusWriter:
     """The one writer of statuses in a control plane.
 
-    It owns the rules a status record follows: a FAILED status adds an entry to the instance's
-    bounded error history (kept across later states), a connector status carries this replica's id
+    It owns the rules a status record follows: a FAILED status, and a task's RESTARTING status with
+    a trace, add an entry to the instance's bounded error history (kept across later states), a
+    connector status carries this replica's id
     and its term as generation, and a write that would change nothing is skipped. It runs on the
     event loop; each store call runs in a worker thread and returns once the record has been read
     back from the status topic, so a read that follows sees it. Traces and messages are written with
@@ -69,16 +85,31 @@ class StatusWriter:
         worker_id: str,
         generation: int,
         worker_principal: str = "",
+        *,
+        restart_attempt: int = 0,
+        next_restart_ms: int = 0,
     ) -> None:
-        """`worker_principal` is who the executor `worker_id` attached as, for a status it reported."""
+        """`worker_principal` is who the executor `worker_id` attached as, for a status it reported;
+        `restart_attempt` and `next_restart_ms` describe the automatic restart a RESTARTING task
+        waits for."""
         trace = _redacted(trace)
         current = self.store.get_task(connector, task)
         history = current.recent_errors if current is not None else ()
-        if state is State.FAILED:
-            history = add_recent_error(history, trace, worker_id, message="task failed")
         record = TaskStatusRecord(
-            connector, task, state, trace, worker_id, generation, history, worker_principal=worker_principal
+            connector,
+            task,
+            state,
+            trace,
+            worker_id,
+            generation,
+            history,
+            worker_principal=worker_principal,
+            restart_attempt=restart_attempt,
+            next_restart_ms=next_restart_ms,
         )
+        if _is_new_failure(current, record):
+            history = add_recent_error(history, trace, worker_id, message="task failed")
+            record = dataclasses.replace(record, recent_errors=history)
         await asyncio.to_thread(self.store.put_task, record, self.store_timeout)
 
     async def remove_task_statuses(self, connector: str, keep: int) -> None:

@@ -4,11 +4,13 @@ their own, and reads of the control plane that tolerate it being down."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
 import pytest
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from sluiceway.api.v1 import cluster_pb2, cluster_pb2_grpc, connectors_pb2, connectors_pb2_grpc
 from sluiceway_server.embedded import EmbeddedSparkConnect, ManagedProcess, executor_argv, spawn
@@ -98,3 +100,33 @@ def wait_for(
             return
         time.sleep(0.5)
     raise AssertionError(f"timed out waiting for {what}\n{logs()}")
+
+
+def topic_records(bootstrap: str, topic: str) -> int:
+    """How many records the data topic holds (every one the source wrote, duplicates included)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"counter-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 50,
+        }
+    )
+    try:
+        partitions = list(consumer.list_topics(topic, timeout=15).topics[topic].partitions)
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        pending, count = set(partitions), 0
+        deadline = time.monotonic() + 120
+        while pending and time.monotonic() < deadline:
+            for message in consumer.consume(10_000, timeout=1.0):
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        pending.discard(message.partition())
+                    continue
+                count += 1
+        assert not pending, f"could not read {topic} to its end"
+        return count
+    finally:
+        consumer.close()

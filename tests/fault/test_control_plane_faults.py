@@ -7,12 +7,10 @@ restarted, and no task status ever said UNASSIGNED."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
 from pyspark.sql import SparkSession
 
 from sluiceway_server.embedded import (
@@ -25,6 +23,7 @@ from tests.fault.fault_helpers import (
     create_lake_pipeline,
     executor_tasks,
     server_info,
+    topic_records,
     wait_for,
 )
 from tests.integration.api_helpers import read_topic
@@ -49,36 +48,6 @@ def _create_pipeline(address: str, unique: str, out: Path) -> str:
         address, unique, out, topic=topic, tasks=TASKS, per_task=PER_TASK, batch=BATCH, rate=3000
     )
     return topic
-
-
-def _topic_records(bootstrap: str, topic: str) -> int:
-    """How many records the data topic holds (every one the source wrote, duplicates included)."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"counter-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "fetch.wait.max.ms": 50,
-        }
-    )
-    try:
-        partitions = list(consumer.list_topics(topic, timeout=15).topics[topic].partitions)
-        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        pending, count = set(partitions), 0
-        deadline = time.monotonic() + 120
-        while pending and time.monotonic() < deadline:
-            for message in consumer.consume(10_000, timeout=1.0):
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        pending.discard(message.partition())
-                    continue
-                count += 1
-        assert not pending, f"could not read {topic} to its end"
-        return count
-    finally:
-        consumer.close()
 
 
 def _unassigned_writes(bootstrap: str, status_topic: str, unique: str) -> list[str]:
@@ -113,7 +82,7 @@ def _check_pipeline(
     wait_for(lambda: parquet_counts(spark, out)[1] == EXPECTED, 300, "every record in the lake", logs)
     time.sleep(3)  # anything written twice would land now
     rows, distinct = parquet_counts(spark, out)
-    produced = _topic_records(broker.bootstrap_servers, topic)
+    produced = topic_records(broker.bootstrap_servers, topic)
     print(f"lake rows {rows}, distinct {distinct}, topic records {produced}, generated {EXPECTED}")
     assert distinct == EXPECTED, "records lost"
     assert rows == distinct, f"the sink wrote {rows - distinct} row(s) twice"

@@ -24,7 +24,7 @@ T = TypeVar("T")
 
 def parquet_counts(spark: SparkSession, path: Path) -> tuple[int, int]:
     """(rows, distinct (task, seq)) of the generated records in a sink's Parquet files."""
-    if not any(path.rglob("_SUCCESS")):  # no committed job yet (in-flight files sit in _temporary)
+    if not any(path.glob("task=*/batch=*")):  # nothing published yet (batches are staged in _staging)
         return 0, 0
     parsed = spark.read.parquet(str(path)).select(
         F.from_json(F.col("value").cast("string"), "task INT, seq LONG").alias("v")

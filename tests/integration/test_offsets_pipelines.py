@@ -68,7 +68,7 @@ def topic_seqs(broker: EmbeddedBroker, topic: str) -> list[int]:
 
 def parquet_seqs(spark: SparkSession, path: Path) -> list[int]:
     """The seq of every row in the sink's committed Parquet files."""
-    if not any(path.rglob("_SUCCESS")):  # no committed job yet
+    if not any(path.glob("task=*/batch=*")):  # nothing published yet
         return []
     rows = (
         spark.read.parquet(str(path))

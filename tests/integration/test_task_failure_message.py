@@ -40,6 +40,7 @@ def test_jvm_failure_message_names_the_exception(
                 "table": "items",
                 "incrementing.column.name": "id",
                 "topic.prefix": f"{name}-",
+                "task.restart.enable": "false",  # the test reads the failure the task is left in
             },
         )
         try:

@@ -295,3 +295,82 @@ class TopicRoutingSourceConnector(SourceConnector):
 
     def stop(self) -> None:
         pass
+
+
+FLAKY_TIMES = "flaky.failures"
+FLAKY_LOG = "flaky.log.file"
+FLAKY_TOPIC = "flaky.topic"
+
+
+def _flaky_config() -> ConfigDef:
+    return (
+        ConfigDef()
+        .define(
+            FLAKY_TIMES, ConfigType.INT, 0, importance=Importance.LOW, documentation="first batches that fail"
+        )
+        .define(FLAKY_LOG, ConfigType.STRING, importance=Importance.LOW, documentation="start/fail log")
+        .define(FLAKY_TOPIC, ConfigType.STRING, importance=Importance.LOW, documentation="where records go")
+    )
+
+
+class FlakySourceTask(DataFrameSourceTask):
+    """Fails the first batch of its first `flaky.failures` runs, then writes ten records once.
+    `flaky.log.file` gets a line `start <time>` at each start and `fail <n> <time>` at each failure
+    (times from time.time()), so a test can measure the pauses between a failure and the next run."""
+
+    PARTITION = {"flaky": "once"}
+
+    def version(self) -> str:
+        return "1.0"
+
+    def start(self, props: Mapping[str, str]) -> None:
+        config = AbstractConfig(_flaky_config(), props)
+        self.failures = config.get_int(FLAKY_TIMES)
+        self.log = Path(config.get_string(FLAKY_LOG) or "")
+        self.topic = config.get_string(FLAKY_TOPIC) or ""
+        self._write(f"start {time.time()}")
+
+    def _write(self, line: str) -> None:
+        with self.log.open("a") as out:
+            out.write(line + "\n")
+
+    def read_batch(
+        self, spark: SparkSession, offsets: OffsetStorageReader, context: BatchContext
+    ) -> SourceBatch:
+        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+        failed = sum(line.startswith("fail ") for line in self.log.read_text().splitlines())
+        if failed < self.failures:
+            self._write(f"fail {failed + 1} {time.time()}")
+            raise ConnectException(f"failing on purpose ({failed + 1})")
+        if offsets.offset(self.PARTITION) is not None:
+            return SourceBatch(data=None)
+        data = spark.range(10).select(
+            F.lit(self.topic).alias("topic"), F.struct(F.col("id").alias("n")).alias("value")
+        )
+        return SourceBatch(data=data, offsets=[(self.PARTITION, {"done": True})])
+
+    def stop(self) -> None:
+        pass
+
+
+class FlakySourceConnector(SourceConnector):
+    """One FlakySourceTask."""
+
+    def version(self) -> str:
+        return "1.0"
+
+    def config(self) -> ConfigDef:
+        return _flaky_config()
+
+    def start(self, props: Mapping[str, str]) -> None:
+        self.props = dict(props)
+
+    def task_class(self) -> type[Task]:
+        return FlakySourceTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        return [dict(self.props)]
+
+    def stop(self) -> None:
+        pass

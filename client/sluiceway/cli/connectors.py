@@ -196,10 +196,15 @@ def _status_rows(status: connectors_pb2.ConnectorStatus) -> list[list[object]]:
         (f"task {task.id}", task.status) for task in status.tasks
     ]
     for label, instance in instances:
+        state = output.state_label(instance.state)
+        if instance.restart_attempt:
+            # A task waiting for an automatic restart: which one, and when it is due.
+            due = output.timestamp_label(instance.next_restart_time)
+            state = f"{state} (restart {instance.restart_attempt} at {due})"
         rows.append(
             [
                 label,
-                output.state_label(instance.state),
+                state,
                 instance.worker_id or "-",
                 output.generation_label(instance.generation),
                 output.timestamp_label(instance.update_time),

@@ -43,7 +43,14 @@ from sluiceway.connect.connector import (
     SourceConnector,
 )
 from sluiceway.connect.plugins import PluginDesc, PluginNotFoundError, PluginRegistry, PluginType
-from sluiceway.connect.records import Header, RecordMetadata, SinkRecord, SourceRecord, TopicPartition
+from sluiceway.connect.records import (
+    Header,
+    OffsetRange,
+    RecordMetadata,
+    SinkRecord,
+    SourceRecord,
+    TopicPartition,
+)
 from sluiceway.connect.task import (
     BatchContext,
     DataFrameSinkTask,
@@ -94,6 +101,7 @@ __all__ = [
     "NonEmptyStringWithoutControlChars",
     "NonNull",
     "Nullable",
+    "OffsetRange",
     "OffsetStorageReader",
     "Password",
     "PathKind",

@@ -26,6 +26,7 @@ from sluiceway.connect.config import (
     ValidString,
     Width,
 )
+from sluiceway.connect.restart_config import restart_config_def
 from sluiceway.connect.topic_creation_config import (
     GROUPS_DOC,
     GROUPS_VALIDATOR,
@@ -183,7 +184,8 @@ _ERRORS_LOG_INCLUDE_MESSAGES_DOC = (
 
 
 def common_config_def() -> ConfigDef:
-    """The keys of every connector, source or sink (Kafka's ConnectorConfig)."""
+    """The keys of every connector, source or sink (Kafka's ConnectorConfig), and our automatic
+    restart keys (restart_config.py)."""
     order = 0
     error_order = 0
 
@@ -367,7 +369,7 @@ def common_config_def() -> ConfigDef:
             Width.SHORT,
             "Log Error Details",
         )
-    )
+    ).merge(restart_config_def())
 
 
 _EXACTLY_ONCE_SUPPORT_DOC = (

@@ -18,6 +18,15 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
+class OffsetRange(NamedTuple):
+    """The records of one Kafka partition with ``start <= offset < end``."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
 class RecordMetadata(NamedTuple):
     """Where Kafka stored a source record (meant for ``SourceTask.commit_record``)."""
 

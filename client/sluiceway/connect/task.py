@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sluiceway.connect.records import RecordMetadata, SinkRecord, SourceRecord, TopicPartition
+from sluiceway.connect.records import OffsetRange, RecordMetadata, SinkRecord, SourceRecord, TopicPartition
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -235,11 +235,14 @@ class SinkTask(Task):
 
 @dataclass(frozen=True)
 class BatchContext:
-    """Identifies one micro-batch of a DataFrame-level task."""
+    """Identifies one micro-batch of a DataFrame-level task. ``batch_id`` counts the batches of one
+    run of the task (it starts at 0 again after every restart). For a sink batch, ``ranges`` are
+    the Kafka offsets it holds, one range per partition; a source batch has none."""
 
     connector: str
     task_id: int
     batch_id: int
+    ranges: tuple[OffsetRange, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -294,3 +297,17 @@ class DataFrameSinkTask(Task):
 
     @abc.abstractmethod
     def write_batch(self, batch: DataFrame, context: BatchContext) -> None: ...
+
+    def written_offsets(self, spark: SparkSession, task_id: int) -> Mapping[TopicPartition, OffsetRange]:
+        """For a sink that stores, atomically with each batch's data, which offsets the batch holds
+        (``context.ranges``): the range of the newest batch it holds for each partition, whichever
+        task wrote it. Called once before each run's first batch, after ``start``; also the place to
+        clear what an interrupted batch of task ``task_id`` left behind.
+
+        A batch written whose offsets were not committed (the executor died in between) is then
+        skipped instead of written again: a partition whose committed offset is the start of its
+        newest written range, or that has no committed offset while that range starts at the
+        partition's earliest offset, resumes at the range's end. Any other committed offset (a reset
+        or an alter of the offsets, say) is where the partition resumes. The default holds nothing,
+        and every partition resumes at its committed offset."""
+        return {}

@@ -5,7 +5,6 @@ Spark is imported only inside the task's write, so the control plane can load th
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
@@ -21,6 +20,7 @@ from sluiceway.connect import (
     Importance,
     ListOf,
     NonEmptyString,
+    OffsetRange,
     PathKind,
     SinkConnector,
     Task,
@@ -29,9 +29,17 @@ from sluiceway.connect import (
     ValidString,
     Width,
 )
+from sluiceway_executor.connectors.lake_commits import (
+    batch_dir,
+    batch_key,
+    manifest,
+    newest_written,
+    publish,
+    staging_dir,
+)
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["SparkFileSinkConnector", "SparkFileSinkTask"]
 
@@ -52,12 +60,14 @@ def config_def() -> ConfigDef:
             validator=NonEmptyString(),
             importance=Importance.HIGH,
             documentation=(
-                "Directory (any path or URI Spark can write to) the files are appended to. Each batch "
-                "is written to its own subdirectory `task=N/batch=ID` (read back as `task` and `batch` "
-                "columns): Spark jobs appending to one directory at once share its `_temporary` "
-                "staging, and a job left running by a crashed executor must not meet its successor's. "
-                "When the worker sets connector.allowed.paths, an absolute local path or file: URI "
-                "inside one of those directories."
+                "Directory (a path or URI Spark's workers can write to and rename in) the files are "
+                "added to. Each batch is written to `_staging/task=N/ID`, then published whole by "
+                "renaming it to `task=N/batch=ID` (read back as `task` and `batch` columns) with the "
+                "Kafka offsets it holds in `_sluiceway_offsets.json`; a batch published but not "
+                "committed is not written again. The rename is atomic on local and network file "
+                "systems and HDFS, not on object stores such as S3. When the worker sets "
+                "connector.allowed.paths, an absolute local path or file: URI inside one of those "
+                "directories."
             ),
             group=_GROUP,
             order_in_group=1,
@@ -171,9 +181,21 @@ class SparkFileSinkTask(DataFrameSinkTask):
             writer = writer.option("header", "true")
         if self._partition_by:
             writer = writer.partitionBy(*self._partition_by)
-        # One directory per batch job: no two jobs ever stage files in the same place.
-        batch_dir = f"{context.batch_id:010d}-{uuid.uuid4().hex[:8]}"
-        writer.save(f"{self._path.rstrip('/')}/task={context.task_id}/batch={batch_dir}")
+        # Each batch is staged in a directory of its own (no two jobs ever share Spark's staging),
+        # then published whole, with the offsets it holds (lake_commits.py).
+        root = self._path.rstrip("/")
+        key = batch_key()
+        staging = staging_dir(root, context.task_id, key)
+        writer.save(staging)
+        publish(
+            batch.sparkSession,
+            staging,
+            batch_dir(root, context.task_id, key),
+            manifest(context.task_id, key, context.ranges),
+        )
+
+    def written_offsets(self, spark: SparkSession, task_id: int) -> Mapping[TopicPartition, OffsetRange]:
+        return newest_written(spark, self._path.rstrip("/"), task_id)
 
     def stop(self) -> None:
         """Each batch is written by its own Spark job; nothing stays open."""

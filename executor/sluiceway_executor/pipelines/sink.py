@@ -7,7 +7,9 @@ consumer group's committed offset to its exact end (capped by the batch size) in
 hands the records to the task. The offsets to commit are the ends of the ranges read.
 
 Committed offsets are read from Kafka once per partition (when the task first sees it) and then
-kept in memory from the task's own successful commits.
+kept in memory from the task's own successful commits. A DataFrame-level task that records each
+batch's offsets with its data (``DataFrameSinkTask.written_offsets``, SparkFileSink does) may move a
+partition's start past a batch it wrote whose commit never happened (``resume_offset``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from sluiceway.connect import (
     BatchContext,
     ConnectException,
     DataFrameSinkTask,
+    OffsetRange,
     SinkTask,
     Task,
 )
@@ -46,7 +49,7 @@ from sluiceway_executor.pipelines.spec import TaskSpec, batch_max_records
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["SinkPipeline", "consumer_group", "sink_offsets", "split_batch"]
+__all__ = ["SinkPipeline", "consumer_group", "resume_offset", "sink_offsets", "split_batch"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +74,17 @@ def sink_offsets(ranges: list[PartitionRange]) -> list[OffsetPair]:
     return [
         ({"kafka_topic": r.topic, "kafka_partition": r.partition}, {"kafka_offset": r.end}) for r in ranges
     ]
+
+
+def resume_offset(committed: int | None, written: OffsetRange | None, earliest: int | None) -> int | None:
+    """Where a partition resumes, given its committed offset and the newest range the sink holds
+    for it: past that range when the range starts at the committed offset (or, with nothing
+    committed, at the partition's earliest offset), since then it was written but never committed;
+    the committed offset otherwise (a range the commit already covers, or an offset moved on purpose)."""
+    if written is None:
+        return committed
+    start = committed if committed is not None else earliest
+    return written.end if start == written.start and written.end > written.start else committed
 
 
 def _topics_setting(spec: TaskSpec) -> tuple[list[str] | None, str | None]:
@@ -101,6 +115,8 @@ class SinkPipeline:
         self._task: DataFrameSinkTask | None = None
         self._admin: AdminClient | None = None
         self._committed: dict[TopicPartitionKey, int | None] = {}
+        # What the task says it holds already (written_offsets), read at start.
+        self._written: dict[TopicPartitionKey, OffsetRange] = {}
         self.group = consumer_group(spec)
         self._topics, self._regex = _topics_setting(spec)
         # Internal topics are never read: a named one fails the task, a regex skips them.
@@ -133,6 +149,10 @@ class SinkPipeline:
             task = self._task_class()
             task.start(self.spec.task_config)
             self._task = task
+            self._written = {
+                (tp.topic, tp.partition): held
+                for tp, held in task.written_offsets(self._spark, self.spec.task_index).items()
+            }
 
     # ------------------------------------------------------------------ planning
 
@@ -148,9 +168,21 @@ class SinkPipeline:
         if not mine:
             return []
         unknown = [tp for tp in mine if (tp.topic, tp.partition) not in self._committed]
-        if unknown:
-            self._committed.update(committed_offsets(admin, self.group, unknown, KAFKA_CALL_TIMEOUT_S))
         earliest = earliest_offsets(admin, mine, KAFKA_CALL_TIMEOUT_S)
+        if unknown:
+            found = committed_offsets(admin, self.group, unknown, KAFKA_CALL_TIMEOUT_S)
+            for key, offset in found.items():
+                resumed = resume_offset(offset, self._written.get(key), earliest.get(key))
+                if resumed != offset:
+                    log.info(
+                        "task %s: %s-%d resumes at %s, after a batch written but not committed (at %s)",
+                        self.spec.name,
+                        key[0],
+                        key[1],
+                        resumed,
+                        offset,
+                    )
+                self._committed[key] = resumed
         ends = exact_end_offsets(self._bootstrap, mine, KAFKA_CALL_TIMEOUT_S, self._consumer_config)
         if self._start_at_end:
             # auto.offset.reset=latest: a partition seen without a committed offset starts at its end.
@@ -194,7 +226,12 @@ class SinkPipeline:
         if not ranges:
             return BatchOutcome(records=0)
         raw = self.read(ranges)
-        context = BatchContext(self.spec.connector, self.spec.task_index, batch_id)
+        context = BatchContext(
+            self.spec.connector,
+            self.spec.task_index,
+            batch_id,
+            tuple(OffsetRange(r.topic, r.partition, r.start, r.end) for r in ranges),
+        )
         if self._task is not None:
             self._task.write_batch(self.converted(raw), context)
         else:

@@ -74,6 +74,9 @@ def instance_status(view: InstanceStatusView) -> connectors_pb2.InstanceStatus:
     )
     if view.update_time_ms > 0:
         message.update_time.CopyFrom(timestamp(view.update_time_ms))
+    message.restart_attempt = view.restart_attempt
+    if view.next_restart_ms > 0:
+        message.next_restart_time.CopyFrom(timestamp(view.next_restart_ms))
     return message
 
 

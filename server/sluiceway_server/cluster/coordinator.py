@@ -23,7 +23,6 @@ from sluiceway_server.cluster.assignment_size import (
 )
 from sluiceway_server.cluster.assignor import Plan, TaskId, plan
 from sluiceway_server.cluster.members import (
-    STATES,
     Adopted,
     DesiredTask,
     Member,
@@ -31,6 +30,7 @@ from sluiceway_server.cluster.members import (
     choose_adopted,
     current_task,
     desired_tasks,
+    record_status_report,
     status_differs,
     welcome,
 )
@@ -560,15 +560,7 @@ class ExecutorCoordinator:
                 # A deleted connector's statuses are gone; a late report must not bring one back.
                 log.info("dropping the status report of %s: its connector was deleted", report.task)
             elif task is not None:
-                await self.status.put_task(
-                    task.connector,
-                    task.task,
-                    STATES.get(report.state, State.UNASSIGNED),
-                    report.trace or None,
-                    member.id,
-                    report.generation,
-                    member.principal,
-                )
+                await record_status_report(self.status, member, task, report)
         elif kind == "active_topics":
             topics_report = message.active_topics
             task = current_task(member, topics_report.task, topics_report.generation)

@@ -18,6 +18,7 @@ from google.protobuf import duration_pb2
 from sluiceway.api.v1 import common_pb2, executor_pb2
 from sluiceway_server.cluster.assignor import TaskId
 from sluiceway_server.model import State, TargetState
+from sluiceway_server.status_writer import StatusWriter
 from sluiceway_server.storage import StatusStore, TaskStatusRecord
 
 log = logging.getLogger(__name__)
@@ -31,9 +32,10 @@ STATES = {
     common_pb2.STATE_RESTARTING: State.RESTARTING,
 }
 # The states a running task can be reported in when its executor attaches.
-ADOPTABLE_STATES = (State.RUNNING, State.PAUSED, State.FAILED)
-# Task states that say an executor holds the task and may commit its offsets.
-LIVE_STATES = (State.RUNNING, State.PAUSED)
+ADOPTABLE_STATES = (State.RUNNING, State.PAUSED, State.RESTARTING, State.FAILED)
+# Task states that say an executor holds the task and may commit its offsets (RESTARTING: it waits
+# to run again, for an automatic restart or for Spark Connect or Kafka).
+LIVE_STATES = (State.RUNNING, State.PAUSED, State.RESTARTING)
 
 
 @dataclass
@@ -139,6 +141,24 @@ def welcome(
             worker_config=worker_config,
             adopted_tasks=adopted_tasks,
         )
+    )
+
+
+async def record_status_report(
+    status: StatusWriter, member: Member, task: TaskId, report: executor_pb2.TaskStatusReport
+) -> None:
+    """Writes the status an executor reported for a task it holds."""
+    due = report.next_restart_time.ToMilliseconds() if report.HasField("next_restart_time") else 0
+    await status.put_task(
+        task.connector,
+        task.task,
+        STATES.get(report.state, State.UNASSIGNED),
+        report.trace or None,
+        member.id,
+        report.generation,
+        member.principal,
+        restart_attempt=report.restart_attempt,
+        next_restart_ms=due,
     )
 
 

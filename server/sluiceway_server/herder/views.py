@@ -37,9 +37,15 @@ class InstanceStatusView:
     generation: int = 0
     recent_errors: tuple[ErrorEntry, ...] = ()
     update_time_ms: int = 0  # when the state last changed; 0 = not known
+    # A task waiting for an automatic restart: which one and when (ms since the epoch); 0 otherwise.
+    restart_attempt: int = 0
+    next_restart_ms: int = 0
 
     @classmethod
     def of(cls, record: ConnectorStatusRecord | TaskStatusRecord) -> InstanceStatusView:
+        restart = (0, 0)
+        if isinstance(record, TaskStatusRecord):
+            restart = (record.restart_attempt, record.next_restart_ms)
         return cls(
             record.state,
             record.worker_id,
@@ -47,6 +53,7 @@ class InstanceStatusView:
             record.generation,
             record.recent_errors,
             record.update_time_ms,
+            *restart,
         )
 
 

@@ -107,6 +107,10 @@ class TaskStatusRecord:
     # The principal the executor `worker_id` attached as, when authenticated ("" otherwise): a new
     # leader keeps that executor's id for it while it waits for it to attach again.
     worker_principal: str = ""
+    # While RESTARTING after the task's own failure: the number of the automatic restart to come
+    # and when it is due (ms since the epoch); 0 otherwise.
+    restart_attempt: int = 0
+    next_restart_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -140,8 +144,13 @@ def encode_status(status: ConnectorStatusRecord | TaskStatusRecord) -> bytes:
             {"time_ms": e.time_ms, "message": e.message, "trace": e.trace, "worker_id": e.worker_id}
             for e in status.recent_errors
         ]
-    if isinstance(status, TaskStatusRecord) and status.worker_principal:
-        value["worker_principal"] = status.worker_principal
+    if isinstance(status, TaskStatusRecord):
+        if status.worker_principal:
+            value["worker_principal"] = status.worker_principal
+        if status.restart_attempt:
+            value["restart_attempt"] = status.restart_attempt
+        if status.next_restart_ms:
+            value["next_restart_ms"] = status.next_restart_ms
     return serde.dumps(value)
 
 
@@ -166,6 +175,8 @@ class _StatusFields:
     generation: int
     recent_errors: tuple[ErrorEntry, ...]
     worker_principal: str
+    restart_attempt: int = 0
+    next_restart_ms: int = 0
 
 
 def _parse_status(key: str, data: bytes) -> _StatusFields | None:
@@ -197,9 +208,25 @@ def _parse_status(key: str, data: bytes) -> _StatusFields | None:
         # An extra of ours, like recent_errors: malformed, it is dropped, not the status.
         log.warning("status topic: ignoring the malformed worker_principal of %r", key)
         principal = ""
+    restart = [_extra_count(key, value, name) for name in ("restart_attempt", "next_restart_ms")]
     return _StatusFields(
-        state, trace, worker_id or "", generation, _parse_errors(key, value.get("recent_errors")), principal
+        state,
+        trace,
+        worker_id or "",
+        generation,
+        _parse_errors(key, value.get("recent_errors")),
+        principal,
+        *restart,
     )
+
+
+def _extra_count(key: str, value: dict[str, Any], name: str) -> int:
+    """A whole number 0 or more among our extras; a malformed one reads as 0, keeping the status."""
+    raw = value.get(name, 0)
+    if serde.is_int(raw) and int(raw) >= 0:
+        return int(raw)
+    log.warning("status topic: ignoring the malformed %s of %r", name, key)
+    return 0
 
 
 def _parse_errors(key: str, raw: object) -> tuple[ErrorEntry, ...]:
@@ -438,6 +465,8 @@ class StatusStore:
             fields.recent_errors,
             _update_time(self._tasks.get(connector, {}).get(task), fields, record.timestamp_ms),
             fields.worker_principal,
+            fields.restart_attempt,
+            fields.next_restart_ms,
         )
         self._tasks.setdefault(connector, {})[task] = status
         return StatusChange(connector, task, status)

@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from pyspark.sql import SparkSession
 
 from sluiceway.offsets import OffsetPair
 from sluiceway_executor.pipelines.factory import SparkPipelineFactory
 from sluiceway_executor.pipelines.pipeline import BatchOutcome, Pipeline
+from sluiceway_executor.pipelines.sink import consumer_group
 from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_server.embedded import EmbeddedBroker
 
@@ -387,3 +388,58 @@ def test_spark_file_sink_formats_with_partition_by(
         reader = reader.option("header", "true")
     rows = reader.load(str(out)).select("value").collect()
     assert sorted(json.loads(row["value"])["n"] for row in rows) == list(range(500))
+
+
+def test_spark_file_sink_never_writes_again_a_batch_published_but_not_committed(
+    factory: SparkPipelineFactory,
+    spark_with_sources: SparkSession,
+    worker: dict[str, str],
+    admin: AdminClient,
+    broker: EmbeddedBroker,
+    unique: str,
+    tmp_path: Path,
+) -> None:
+    topic = f"eo-{unique}"
+    create_topic(admin, topic, 1)
+    produce(broker, topic, [json.dumps({"n": n}).encode() for n in range(300)])
+    out = tmp_path / "lake"
+    config = {
+        "name": f"eo-{unique}",
+        "connector.class": "SparkFileSink",
+        "topics": topic,
+        "path": str(out),
+        "format": "parquet",
+        "batch.max.records": "100",
+    }
+    task_spec = spec(f"eo-{unique}", 0, config, SPARK_FILE_SINK_TASK)
+    group = consumer_group(task_spec)
+
+    first = factory(task_spec, worker)
+    first.start()
+    done = first.run_batch(0)
+    # Committed as the runner's committer would: the group's offset moves to the batch's end.
+    admin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0, 100)])]
+    )[group].result(timeout=30)
+    first.committed(done)
+    # The next batch is published, and then the executor dies before its commit.
+    first.run_batch(1)
+    first.stop()
+    published = sorted(out.glob("task=0/batch=*"))
+    assert len(published) == 2
+    held = json.loads((published[-1] / "_sluiceway_offsets.json").read_text())
+    assert held["ranges"] == [{"topic": topic, "partition": 0, "start": 100, "end": 200}]
+    # An interrupted batch's files in staging: no reader of the lake sees them.
+    leftover = out / "_staging" / "task=0" / "0000000000001-deadbeef"
+    spark_with_sources.range(5).selectExpr("cast(id as string) as value").write.parquet(str(leftover))
+    assert spark_with_sources.read.parquet(str(out)).count() == 200
+
+    second = factory(task_spec, worker)
+    second.start()
+    assert not leftover.exists()
+    outcomes = run_until_empty(second)
+    second.stop()
+    # The new run starts after the published batch, not at the group's offset (100).
+    assert [offset for outcome in outcomes for _, offset in outcome.offsets] == [{"kafka_offset": 300}]
+    rows = spark_with_sources.read.parquet(str(out)).select("value").collect()
+    assert sorted(json.loads(row["value"])["n"] for row in rows) == list(range(300))

@@ -11,6 +11,7 @@ import grpc
 import pytest
 
 from sluiceway.api.v1 import common_pb2, connectors_pb2
+from sluiceway.cli.connectors import _status_rows
 from tests.unit.client.fake_control_plane import DATAGEN, FAILED_TASK_TRACE, FILESINK, Served, rich_status
 
 
@@ -368,3 +369,15 @@ def test_watch(cli: Cli) -> None:
 def test_client_side_errors_are_not_repeated(cli: Cli) -> None:
     cli("connectors", "status", "a/b", code=1)
     assert cli.err.count("is not a connector name") == 1
+
+
+def test_a_task_waiting_for_an_automatic_restart_shows_which_and_when() -> None:
+    waiting = connectors_pb2.InstanceStatus(state=common_pb2.STATE_RESTARTING, restart_attempt=2)
+    waiting.next_restart_time.FromMilliseconds(1_700_000_007_000)
+    status = connectors_pb2.ConnectorStatus(
+        connector=connectors_pb2.InstanceStatus(state=common_pb2.STATE_RUNNING),
+        tasks=[connectors_pb2.TaskStatus(id=0, status=waiting)],
+    )
+    rows = _status_rows(status)
+    assert rows[0][1] == "RUNNING"
+    assert rows[1][1] == "RESTARTING (restart 2 at 2023-11-14T22:13:27Z)"

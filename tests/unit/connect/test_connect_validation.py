@@ -247,6 +247,34 @@ def test_heartbeat_keys(registry: PluginRegistry) -> None:
     assert set(bad.errors()) == {"heartbeat.interval.ms", "heartbeat.records.topic"}
 
 
+def test_restart_keys_are_optional_and_checked(registry: PluginRegistry) -> None:
+    unset = validate_connector_config(registry, datagen())
+    assert value_of(unset, "task.restart.enable").value is None  # the worker's value applies
+    ok = validate_connector_config(
+        registry,
+        datagen(**{"task.restart.enable": "false", "task.restart.max.attempts": "3"}),
+    )
+    assert ok.error_count == 0 and value_of(ok, "task.restart.max.attempts").value == 3
+    bad = validate_connector_config(
+        registry,
+        file_sink(
+            **{
+                "topics": "t",
+                "task.restart.enable": "maybe",
+                "task.restart.backoff.initial.ms": "0",
+                "task.restart.backoff.max.ms": "x",
+                "task.restart.max.attempts": "-2",
+            }
+        ),
+    )
+    assert set(bad.errors()) == {
+        "task.restart.enable",
+        "task.restart.backoff.initial.ms",
+        "task.restart.backoff.max.ms",
+        "task.restart.max.attempts",
+    }
+
+
 def test_topic_creation_keys_when_used(registry: PluginRegistry) -> None:
     infos = validate_connector_config(registry, datagen(**{"topic.creation.groups": "compacted"}))
     assert set(infos.errors()) == {

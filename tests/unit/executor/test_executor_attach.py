@@ -36,6 +36,8 @@ from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_server.embedded import free_port
 
 TIMEOUT = 10.0
+# A Welcome's worker config turning automatic restarts off, for tests of a single failure.
+NO_RESTARTS = {"task.restart.enable": "false"}
 TASK = "connectors/demo/tasks/0"
 OTHER = "connectors/demo/tasks/1"
 
@@ -584,7 +586,7 @@ def test_a_rejected_commit_fails_the_task_with_the_committers_message(
 ) -> None:
     agent_factory()
     stream = server.leader.next_stream()
-    stream.welcome()
+    stream.welcome(worker=NO_RESTARTS)
     stream.assign(generation=3)
     commits.take().answer(CommitStatus.REJECTED, "the offsets topic is gone")
     failed = stream.status(common_pb2.STATE_FAILED)
@@ -636,7 +638,7 @@ def test_a_failing_batch_reports_failed_with_the_full_trace(
     work.fail_at = 1
     agent_factory()
     stream = server.leader.next_stream()
-    stream.welcome()
+    stream.welcome(worker=NO_RESTARTS)
     stream.assign(generation=5)
     commits.take().answer()
     failed = stream.status(common_pb2.STATE_FAILED)
@@ -657,29 +659,37 @@ def test_a_task_that_cannot_start_reports_failed(
     work.fail_start = True
     agent_factory()
     stream = server.leader.next_stream()
-    stream.welcome()
+    stream.welcome(worker=NO_RESTARTS)
     stream.assign()
     failed = stream.status(common_pb2.STATE_FAILED)
     assert "ValueError: cannot start: bad config" in failed.trace
     assert commits.opened == [] and commits.commits == []
 
 
-def test_a_committer_that_cannot_open_fails_the_task_before_any_batch(
+def test_a_committer_that_cannot_open_in_time_waits_for_kafka_without_failing(
     server: LeaderServer, work: FakeWork, commits: FakeCommits, agent_factory: Callable[..., ExecutorAgent]
 ) -> None:
     commits.open_error = TimeoutError("cannot take over transactional id g-demo-0 within 5s")
     agent_factory()
     stream = server.leader.next_stream()
-    stream.welcome()
+    # Kafka's absence is not the task's failure: restarts being off changes nothing.
+    stream.welcome(worker=NO_RESTARTS)
     stream.assign(generation=2)
-    failed = stream.status(common_pb2.STATE_FAILED)
-    assert failed.generation == 2
-    assert "Traceback (most recent call last)" in failed.trace
-    assert "TimeoutError: cannot take over transactional id g-demo-0" in failed.trace
+    waiting = stream.status(common_pb2.STATE_RESTARTING)
+    assert waiting.generation == 2 and waiting.restart_attempt == 0
+    assert not waiting.HasField("next_restart_time")
+    assert "TimeoutError: cannot take over transactional id g-demo-0" in waiting.trace
     (pipeline,) = work.of(TASK)
     eventually(lambda: pipeline.stopped)
     assert pipeline.started and pipeline.batches == []
-    assert [r.state for r in stream.of_kind("task_status")] == [common_pb2.STATE_FAILED]
+    # Kafka answers again: the next run opens its committer and runs.
+    commits.open_error = None
+    assert stream.status(common_pb2.STATE_RUNNING, timeout=TIMEOUT).generation == 2
+    commits.take().answer()
+    assert [r.state for r in stream.of_kind("task_status")] == [
+        common_pb2.STATE_RESTARTING,
+        common_pb2.STATE_RUNNING,
+    ]
 
 
 def test_paused_task_idles_until_reassigned_running(
@@ -866,7 +876,7 @@ def test_a_status_reported_while_the_stream_is_down_goes_out_in_the_next_hello(
 ) -> None:
     agent = agent_factory()
     stream = server.leader.next_stream()
-    stream.welcome()
+    stream.welcome(worker=NO_RESTARTS)
     stream.assign(generation=3)
     stream.assign(OTHER, generation=4, paused=True)
     stream.status(common_pb2.STATE_PAUSED, OTHER)

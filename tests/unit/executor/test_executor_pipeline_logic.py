@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import Row
 
-from sluiceway.connect import ConnectException, MemoryOffsetStorageReader
+from sluiceway.connect import ConnectException, MemoryOffsetStorageReader, OffsetRange
 from sluiceway_executor.connectors.datagen import (
     BATCH_MAX_RECORDS_CONFIG,
     DataGenBatchTask,
@@ -27,7 +27,7 @@ from sluiceway_executor.pipelines.record_tasks import (
     converter_settings,
     poll_source_task,
 )
-from sluiceway_executor.pipelines.sink import consumer_group, sink_offsets, split_batch
+from sluiceway_executor.pipelines.sink import consumer_group, resume_offset, sink_offsets, split_batch
 from sluiceway_executor.pipelines.source import last_offsets
 from sluiceway_executor.pipelines.spec import TaskSpec, batch_max_records
 
@@ -253,3 +253,21 @@ def test_record_sink_refuses_a_source_task() -> None:
     )
     with pytest.raises(ConnectException, match="is not a SinkTask"):
         list(writer(iter([])))
+
+
+def test_a_partition_resumes_past_a_batch_written_but_not_committed() -> None:
+    written = OffsetRange("t", 0, 100, 150)
+    # The batch [100, 150) was published while the group stayed at 100: skip it.
+    assert resume_offset(100, written, 0) == 150
+    # Its commit happened: the group is already past it.
+    assert resume_offset(150, written, 0) == 150
+    # The group was moved on purpose (reset or alter): the group wins, before or after the batch.
+    assert resume_offset(40, written, 0) == 40
+    assert resume_offset(120, written, 0) == 120
+    assert resume_offset(400, written, 0) == 400
+    # Nothing committed: skip only a first batch that started at the earliest offset.
+    assert resume_offset(None, OffsetRange("t", 0, 0, 50), 0) == 50
+    assert resume_offset(None, written, 0) is None
+    # Nothing written, or an empty range: the committed offset.
+    assert resume_offset(7, None, 0) == 7
+    assert resume_offset(100, OffsetRange("t", 0, 100, 100), 0) == 100

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from confluent_kafka import KafkaError, KafkaException
+from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 
 from sluiceway_executor.failures import FailureKind, classify, is_kafka_unreachable, is_spark_session_lost
 
@@ -48,16 +49,26 @@ def test_an_unreachable_broker_is_infrastructure_here_or_inside_spark() -> None:
     assert classify(denied, lambda: True) is FailureKind.TASK
 
 
-def test_other_errors_are_the_tasks_unless_the_session_probe_fails() -> None:
+def test_other_errors_from_spark_are_the_tasks_unless_the_session_probe_fails() -> None:
     probes: list[bool] = []
 
     def healthy() -> bool:
         probes.append(True)
         return True
 
-    assert classify(ValueError("bad record"), healthy) is FailureKind.TASK
+    odd = SparkConnectGrpcException("something odd")
+    assert classify(odd, healthy) is FailureKind.TASK
     assert probes == [True]
-    assert classify(ValueError("bad record"), lambda: False) is FailureKind.SPARK_SESSION
+    assert classify(odd, lambda: False) is FailureKind.SPARK_SESSION
+    # Raised by Spark deep in the chain of the connector's own error: probed too.
+    assert classify(_raised_from(ValueError("read failed"), odd), lambda: False) is FailureKind.SPARK_SESSION
+
+
+def test_the_connectors_own_errors_are_the_tasks_without_a_probe() -> None:
+    def probe() -> bool:
+        raise AssertionError("no probe for an error that did not come from Spark")
+
+    assert classify(ValueError("bad record"), probe) is FailureKind.TASK
 
 
 def test_a_cyclic_chain_ends() -> None:

@@ -32,7 +32,15 @@ class Host:
         self.statuses: list[tuple[int, str]] = []
         self.done = threading.Event()
 
-    def send_status(self, spec: TaskSpec, state: common_pb2.State.ValueType, trace: str = "") -> None:
+    def send_status(
+        self,
+        spec: TaskSpec,
+        state: common_pb2.State.ValueType,
+        trace: str = "",
+        *,
+        restart_attempt: int = 0,
+        next_restart_ms: int = 0,
+    ) -> None:
         self.statuses.append((state, trace))
         if state == common_pb2.STATE_FAILED:
             self.done.set()
@@ -58,6 +66,8 @@ def no_committer(spec: TaskSpec, worker_config: Mapping[str, str]) -> OffsetComm
 
 def run_runner(task: TaskSpec, worker_config: Mapping[str, str]) -> tuple[Host, RefusingFactory, TaskRunner]:
     host, factory = Host(), RefusingFactory()
+    # Restarts off: the test is about the one failure and its trace.
+    worker_config = {**worker_config, "task.restart.enable": "false"}
     runner = TaskRunner(task, host, factory, worker_config, committer_factory=no_committer)
     runner.start()
     assert host.done.wait(10)

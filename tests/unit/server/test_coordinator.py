@@ -423,6 +423,47 @@ def test_task_statuses_an_executor_reports_record_its_principal() -> None:
     asyncio.run(scenario())
 
 
+def test_a_task_restarting_by_itself_is_recorded_with_its_attempt_due_time_and_error_history() -> None:
+    async def scenario() -> None:
+        store = status_store()
+        coordinator = make_coordinator(store)
+        coordinator.start()
+        member = await coordinator.attach(executor_pb2.Hello(executor_id="e1"), "")
+        await until(lambda: len(member.owned) == TASKS, "tasks assigned")
+        task, owned = sorted(member.owned.items())[0]
+
+        async def report(
+            state: common_pb2.State.ValueType, trace: str = "", attempt: int = 0, due_ms: int = 0
+        ) -> None:
+            status = executor_pb2.TaskStatusReport(
+                task=task.name, generation=owned.generation, state=state, trace=trace, restart_attempt=attempt
+            )
+            if due_ms:
+                status.next_restart_time.FromMilliseconds(due_ms)
+            await coordinator.handle(member, executor_pb2.ExecutorMessage(task_status=status))
+
+        trace = "Traceback (most recent call last):\nRuntimeError: broke"
+        await report(common_pb2.STATE_RESTARTING, trace, 1, 1_700_000_001_000)
+        # The executor repeats a report (as when it attaches again): no second history entry.
+        await report(common_pb2.STATE_RESTARTING, trace, 1, 1_700_000_001_000)
+        await report(common_pb2.STATE_RUNNING)
+        await report(common_pb2.STATE_RESTARTING, trace, 2, 1_700_000_003_000)
+        record = store.get_task(task.connector, task.task)
+        assert record is not None and record.state is State.RESTARTING
+        assert (record.restart_attempt, record.next_restart_ms) == (2, 1_700_000_003_000)
+        assert [e.message for e in record.recent_errors] == ["RuntimeError: broke"] * 2
+        # A RESTARTING task is still held by its executor.
+        assert executors_with_live_tasks(store) == {"e1": ""}
+        await report(common_pb2.STATE_RUNNING)
+        record = store.get_task(task.connector, task.task)
+        assert record is not None and (record.restart_attempt, record.next_restart_ms) == (0, 0)
+        assert len(record.recent_errors) == 2
+        await coordinator.stop()
+        store.stop()
+
+    asyncio.run(scenario())
+
+
 def test_nothing_is_placed_until_every_expected_executor_attached() -> None:
     async def scenario() -> None:
         store = status_store()

@@ -48,6 +48,10 @@ def test_precedence_file_then_env_then_overrides(tmp_path: Path) -> None:
         ("topic.tracking.enable", "yes"),
         ("bootstrap.servers", " "),
         ("heartbeat.interval.ms", "-1"),
+        ("task.restart.enable", "sometimes"),
+        ("task.restart.backoff.initial.ms", "0"),
+        ("task.restart.backoff.max.ms", "1m"),
+        ("task.restart.max.attempts", "-2"),
     ],
 )
 def test_bad_values_name_the_key(key: str, value: str) -> None:

@@ -255,6 +255,47 @@ def test_task_status_records_the_executor_principal_only_when_there_is_one(
     assert isinstance(unbound, dict) and "worker_principal" not in unbound
 
 
+def test_a_restarting_task_records_its_attempt_and_due_time_only_when_set(
+    env: Env, store: StatusStore
+) -> None:
+    waiting = TaskStatusRecord(
+        "c", 0, State.RESTARTING, "boom", "e1", 4, restart_attempt=3, next_restart_ms=1_700_000_000_000
+    )
+    store.put_task(waiting)
+    assert store.get_task("c", 0) == waiting
+    assert env.latest("status-task-c-0") == {
+        "state": "RESTARTING",
+        "trace": "boom",
+        "worker_id": "e1",
+        "generation": 4,
+        "restart_attempt": 3,
+        "next_restart_ms": 1_700_000_000_000,
+    }
+    store.put_task(TaskStatusRecord("c", 0, State.RUNNING, None, "e1", 4))
+    assert env.latest("status-task-c-0") == {
+        "state": "RUNNING",
+        "trace": None,
+        "worker_id": "e1",
+        "generation": 4,
+    }
+
+
+def test_malformed_restart_fields_keep_the_status(env: Env, store: StatusStore) -> None:
+    env.raw(
+        "status-task-c-0",
+        {
+            "state": "RESTARTING",
+            "trace": "t",
+            "worker_id": "w",
+            "generation": 2,
+            "restart_attempt": "x",
+            "next_restart_ms": -5,
+        },
+    )
+    store.read_to_end(TIMEOUT)
+    assert store.get_task("c", 0) == TaskStatusRecord("c", 0, State.RESTARTING, "t", "w", 2)
+
+
 def test_malformed_worker_principal_keeps_the_status(env: Env, store: StatusStore) -> None:
     env.raw(
         "status-task-c-0",
@@ -341,6 +382,8 @@ task_statuses = st.builds(
     st.integers(-(2**31), 2**31 - 1),
     errors,
     worker_principal=texts,
+    restart_attempt=st.integers(0, 2**31 - 1),
+    next_restart_ms=st.integers(0, 2**53),
 )
 
 

@@ -741,6 +741,8 @@ class InstanceStatus(_message.Message):
     GENERATION_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     RECENT_ERRORS_FIELD_NUMBER: _builtins.int
+    RESTART_ATTEMPT_FIELD_NUMBER: _builtins.int
+    NEXT_RESTART_TIME_FIELD_NUMBER: _builtins.int
     state: _common_pb2.State.ValueType
     worker_id: _builtins.str
     """The executor (for tasks) or control-plane replica (for connectors) running it."""
@@ -750,6 +752,11 @@ class InstanceStatus(_message.Message):
     """For a task, the generation of the assignment that reported this status: the leader epoch
     in the high 32 bits and the leader's assignment counter in the low 32 (the CLI shows
     `epoch.assignment`). For a connector, the leader epoch of the replica running it.
+    """
+    restart_attempt: _builtins.int
+    """For a task waiting to restart by itself after a failure (RESTARTING): the number of that
+    automatic restart (1 for the first since the task last ran well) and when it is due. 0 and
+    unset otherwise, including while its executor waits for Spark Connect or Kafka to return.
     """
     @_builtins.property
     def update_time(self) -> _timestamp_pb2.Timestamp:
@@ -761,6 +768,8 @@ class InstanceStatus(_message.Message):
     def recent_errors(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ErrorEvent]:
         """Most recent failures, newest first (bounded)."""
 
+    @_builtins.property
+    def next_restart_time(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
         self,
         *,
@@ -770,10 +779,12 @@ class InstanceStatus(_message.Message):
         generation: _builtins.int = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
         recent_errors: _abc.Iterable[_common_pb2.ErrorEvent] | None = ...,
+        restart_attempt: _builtins.int = ...,
+        next_restart_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["next_restart_time", b"next_restart_time", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "recent_errors", b"recent_errors", "state", b"state", "trace", b"trace", "update_time", b"update_time", "worker_id", b"worker_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "next_restart_time", b"next_restart_time", "recent_errors", b"recent_errors", "restart_attempt", b"restart_attempt", "state", b"state", "trace", b"trace", "update_time", b"update_time", "worker_id", b"worker_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

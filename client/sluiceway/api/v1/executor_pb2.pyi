@@ -7,6 +7,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from sluiceway.api.v1 import common_pb2 as _common_pb2
 import builtins as _builtins
@@ -168,11 +169,20 @@ class TaskStatusReport(_message.Message):
     GENERATION_FIELD_NUMBER: _builtins.int
     STATE_FIELD_NUMBER: _builtins.int
     TRACE_FIELD_NUMBER: _builtins.int
+    RESTART_ATTEMPT_FIELD_NUMBER: _builtins.int
+    NEXT_RESTART_TIME_FIELD_NUMBER: _builtins.int
     task: _builtins.str
     """`connectors/{connector}/tasks/{task}`."""
     generation: _builtins.int
     state: _common_pb2.State.ValueType
     trace: _builtins.str
+    restart_attempt: _builtins.int
+    """With RESTARTING after the task's own failure: which automatic restart comes next (1 for the
+    first) and when it is due. 0 and unset while the executor waits for Spark Connect or Kafka,
+    which counts no attempt.
+    """
+    @_builtins.property
+    def next_restart_time(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
         self,
         *,
@@ -180,10 +190,12 @@ class TaskStatusReport(_message.Message):
         generation: _builtins.int = ...,
         state: _common_pb2.State.ValueType = ...,
         trace: _builtins.str = ...,
+        restart_attempt: _builtins.int = ...,
+        next_restart_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["next_restart_time", b"next_restart_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "state", b"state", "task", b"task", "trace", b"trace"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "next_restart_time", b"next_restart_time", "restart_attempt", b"restart_attempt", "state", b"state", "task", b"task", "trace", b"trace"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,184 @@
+"""SparkFileSink's batches, published whole with the Kafka offsets they hold, and those offsets read
+back when a task starts.
+
+A batch's files are written by Spark into a hidden staging directory, ``{path}/_staging/task=N/KEY``
+(Spark's readers skip names that start with ``_``). Then one small Spark job writes the batch's
+offset ranges into it as ``_sluiceway_offsets.json`` and renames the directory, in one step, to
+``{path}/task=N/batch=KEY``: a reader of ``{path}`` sees either the whole batch, with its offsets,
+or nothing of it. ``KEY`` is the time in milliseconds and 8 random hex digits, so batch names sort
+by time across runs and executors.
+
+When a task starts, another small job removes what an interrupted batch of the same task left in
+staging and reads the offsets file of the newest batch of each ``task=N`` directory: the only batch
+of a task that can have been published without its offsets being committed is its last one.
+
+Both jobs run their file operations on a Spark worker (``mapInArrow``, ``pyarrow.fs``), so they
+reach the same file systems the batch's own job wrote to. The rename is atomic on a local or
+network file system and on HDFS, not on object stores such as S3, which have no rename.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.parse
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from sluiceway.connect import ConnectException, OffsetRange, TopicPartition
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyarrow import fs as pafs
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "MANIFEST",
+    "STAGING",
+    "batch_dir",
+    "batch_key",
+    "manifest",
+    "newest_written",
+    "publish",
+    "staging_dir",
+]
+
+MANIFEST: Final = "_sluiceway_offsets.json"
+STAGING: Final = "_staging"
+
+
+def batch_key(now_ms: int | None = None) -> str:
+    """A batch's name: milliseconds since the epoch (13 digits) and 8 random hex digits."""
+    millis = int(time.time() * 1000) if now_ms is None else now_ms
+    return f"{millis:013d}-{uuid.uuid4().hex[:8]}"
+
+
+def staging_dir(root: str, task_id: int, key: str) -> str:
+    return f"{root}/{STAGING}/task={task_id}/{key}"
+
+
+def batch_dir(root: str, task_id: int, key: str) -> str:
+    return f"{root}/task={task_id}/batch={key}"
+
+
+def manifest(task_id: int, key: str, ranges: Sequence[OffsetRange]) -> str:
+    return json.dumps(
+        {
+            "batch": key,
+            "task": task_id,
+            "ranges": [
+                {"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end} for r in ranges
+            ],
+        },
+        sort_keys=True,
+    )
+
+
+# ---------------------------------------------------------------- on a Spark worker
+
+
+def _filesystem(location: str) -> tuple[pafs.FileSystem, str]:
+    """The file system of a path or URI and the path within it. A plain path or a ``file:`` URI is
+    local; any other URI goes to pyarrow (``hdfs://``, ``s3://``...)."""
+    from pyarrow import fs
+
+    parsed = urllib.parse.urlparse(location)
+    if parsed.scheme in ("", "file"):
+        local = urllib.parse.unquote(parsed.path) if parsed.scheme else location
+        return fs.LocalFileSystem(), os.path.abspath(local)
+    filesystem, path = fs.FileSystem.from_uri(location)
+    return filesystem, path
+
+
+def _publish_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Writes the manifest into each row's staging directory and renames it to its batch directory."""
+    import pyarrow as pa
+
+    done = 0
+    for batch in batches:
+        for row in batch.to_pylist():
+            filesystem, staging = _filesystem(row["staging"])
+            _, final = _filesystem(row["final"])
+            with filesystem.open_output_stream(f"{staging}/{MANIFEST}") as out:
+                out.write(row["manifest"].encode())
+            filesystem.create_dir(final.rsplit("/", 1)[0], recursive=True)
+            filesystem.move(staging, final)
+            done += 1
+    yield pa.RecordBatch.from_pylist([{"published": done}], schema=pa.schema([("published", pa.int64())]))
+
+
+def _newest_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Removes the row's task's staging leftovers and lists the ranges of the newest batch of each
+    task directory under the row's path."""
+    import pyarrow as pa
+    from pyarrow import fs
+
+    schema = pa.schema(
+        [
+            ("batch", pa.string()),
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("start", pa.int64()),
+            ("end", pa.int64()),
+        ]
+    )
+    found: list[dict[str, Any]] = []
+    for batch in batches:
+        for row in batch.to_pylist():
+            filesystem, root = _filesystem(row["path"])
+            leftovers = f"{root}/{STAGING}/task={row['task']}"
+            if filesystem.get_file_info(leftovers).type == fs.FileType.Directory:
+                filesystem.delete_dir(leftovers)
+            for task in filesystem.get_file_info(fs.FileSelector(root, allow_not_found=True)):
+                if task.type != fs.FileType.Directory or not task.base_name.startswith("task="):
+                    continue
+                names = [
+                    info.path
+                    for info in filesystem.get_file_info(fs.FileSelector(task.path))
+                    if info.type == fs.FileType.Directory and info.base_name.startswith("batch=")
+                ]
+                if not names:
+                    continue
+                newest = max(names)
+                try:
+                    with filesystem.open_input_stream(f"{newest}/{MANIFEST}") as stream:
+                        content = json.loads(stream.read().decode())
+                except FileNotFoundError:
+                    continue  # written before batches carried their offsets
+                for item in content.get("ranges", []):
+                    found.append({"batch": str(content.get("batch", "")), **item})
+    yield pa.RecordBatch.from_pylist(found, schema=schema)
+
+
+# ---------------------------------------------------------------- from the executor
+
+
+def publish(spark: SparkSession, staging: str, final: str, content: str) -> None:
+    """Publishes a written batch: its manifest ``content`` into ``staging``, then ``staging``
+    renamed to ``final`` (on a Spark worker, see the module doc)."""
+    from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+    job = spark.range(0, 1, 1, 1).select(
+        F.lit(staging).alias("staging"), F.lit(final).alias("final"), F.lit(content).alias("manifest")
+    )
+    rows = job.mapInArrow(_publish_rows, "published long").collect()
+    if sum(int(row["published"]) for row in rows) != 1:
+        raise ConnectException(f"publishing the batch in {staging} as {final} did not happen")
+
+
+def newest_written(spark: SparkSession, root: str, task_id: int) -> Mapping[TopicPartition, OffsetRange]:
+    """For each partition, the range of the newest published batch holding it (among the newest
+    batch of each task directory), after removing what task ``task_id`` left in staging."""
+    from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+    job = spark.range(0, 1, 1, 1).select(F.lit(root).alias("path"), F.lit(task_id).alias("task"))
+    schema = "batch string, topic string, partition int, start long, end long"
+    newest: dict[TopicPartition, tuple[str, OffsetRange]] = {}
+    for row in job.mapInArrow(_newest_rows, schema).collect():
+        key = TopicPartition(row["topic"], int(row["partition"]))
+        held = OffsetRange(key.topic, key.partition, int(row["start"]), int(row["end"]))
+        if key not in newest or row["batch"] > newest[key][0]:
+            newest[key] = (row["batch"], held)
+    return {key: held for key, (_, held) in newest.items()}

@@ -1,0 +1,96 @@
+"""What a task's runner does after a failure: when it runs the task again, and whether it gives up.
+
+The kind of failure decides (``failures.FailureKind``):
+
+- a lost Spark Connect session: build a new one (shared by the executor's tasks) and run again at
+  once, counting nothing;
+- the infrastructure (Kafka, or Spark Connect when no new session can be asked for): wait, from
+  ``INFRA_BACKOFF_MIN_S`` doubling up to ``INFRA_BACKOFF_MAX_S``, and run again, counting nothing;
+  a task is never FAILED for these;
+- the task's own error: the automatic-restart policy (``sluiceway.connect.restart_config``) says
+  whether it runs again and after how long; each such restart is numbered.
+
+A run that lasted ``RestartPolicy.stable_after_s`` counts as recovered: the next failure of the task
+is numbered 1 again. The infrastructure pause starts again from its minimum after a run that
+completed a batch.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from sluiceway.connect.restart_config import JITTER, RestartPolicy
+from sluiceway_executor.failures import FailureKind
+
+__all__ = ["INFRA_BACKOFF_MAX_S", "INFRA_BACKOFF_MIN_S", "Failure", "Next", "RestartSchedule", "Step"]
+
+INFRA_BACKOFF_MIN_S: Final = 1.0
+INFRA_BACKOFF_MAX_S: Final = 30.0
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failed run of a task."""
+
+    kind: FailureKind
+    what: str  # what the runner was doing, for the log
+    trace: str
+    # Seconds from the report of RUNNING to the failure (0: the run failed before it ran), and
+    # whether the run completed at least one batch.
+    ran_for: float = 0.0
+    worked: bool = False
+
+
+class Next(enum.Enum):
+    RENEW_SESSION = "renew-session"  # replace the Spark Connect session, then run again
+    WAIT = "wait"  # run again after ``Step.delay``
+    GIVE_UP = "give-up"  # report FAILED and end
+
+
+@dataclass(frozen=True)
+class Step:
+    action: Next
+    delay: float = 0.0
+    # The number of the automatic restart this step leads to; 0 for a wait on the infrastructure.
+    attempt: int = 0
+
+
+class RestartSchedule:
+    """Decides, failure after failure, what one task's runner does next."""
+
+    def __init__(
+        self,
+        policy: RestartPolicy,
+        *,
+        can_renew_session: bool,
+        variation: Callable[[], float] | None = None,
+    ) -> None:
+        self.policy = policy
+        self._can_renew_session = can_renew_session
+        # A factor within 1 ± JITTER for each pause.
+        self._variation = variation or (lambda: random.uniform(1.0 - JITTER, 1.0 + JITTER))
+        self.attempt = 0
+        self._infra_delay = INFRA_BACKOFF_MIN_S
+
+    def after(self, failure: Failure) -> Step:
+        if failure.worked:
+            self._infra_delay = INFRA_BACKOFF_MIN_S
+        if failure.ran_for >= self.policy.stable_after_s:
+            self.attempt = 0
+        if failure.kind is FailureKind.SPARK_SESSION and self._can_renew_session:
+            return Step(Next.RENEW_SESSION)
+        if failure.kind is not FailureKind.TASK:
+            delay = self._infra_delay * self._factor()
+            self._infra_delay = min(self._infra_delay * 2, INFRA_BACKOFF_MAX_S)
+            return Step(Next.WAIT, delay)
+        if not self.policy.allows(self.attempt + 1):
+            return Step(Next.GIVE_UP)
+        self.attempt += 1
+        return Step(Next.WAIT, self.policy.delay_ms(self.attempt, self._factor()) / 1000.0, self.attempt)
+
+    def _factor(self) -> float:
+        return min(max(self._variation(), 1.0 - JITTER), 1.0 + JITTER)
