@@ -3,7 +3,8 @@
 The kind of failure decides (``failures.FailureKind``):
 
 - a lost Spark Connect session: build a new one (shared by the executor's tasks) and run again at
-  once, counting nothing;
+  once, counting nothing; if the run on the new session fails the same way before any batch, wait
+  as for the infrastructure before the next new session;
 - the infrastructure (Kafka, or Spark Connect when no new session can be asked for): wait, from
   ``INFRA_BACKOFF_MIN_S`` doubling up to ``INFRA_BACKOFF_MAX_S``, and run again, counting nothing;
   a task is never FAILED for these;
@@ -75,14 +76,22 @@ class RestartSchedule:
         self._variation = variation or (lambda: random.uniform(1.0 - JITTER, 1.0 + JITTER))
         self.attempt = 0
         self._infra_delay = INFRA_BACKOFF_MIN_S
+        # The last step was a new session.
+        self._renewed = False
 
     def after(self, failure: Failure) -> Step:
         if failure.worked:
             self._infra_delay = INFRA_BACKOFF_MIN_S
         if failure.ran_for >= self.policy.stable_after_s:
             self.attempt = 0
-        if failure.kind is FailureKind.SPARK_SESSION and self._can_renew_session:
+        # A new session, unless the run on the last new one failed the same way before any batch:
+        # then a wait first, so an error that only looks like a lost session cannot make the
+        # executor rebuild its shared session over and over.
+        renew = failure.kind is FailureKind.SPARK_SESSION and self._can_renew_session
+        if renew and (failure.worked or not self._renewed):
+            self._renewed = True
             return Step(Next.RENEW_SESSION)
+        self._renewed = False
         if failure.kind is not FailureKind.TASK:
             delay = self._infra_delay * self._factor()
             self._infra_delay = min(self._infra_delay * 2, INFRA_BACKOFF_MAX_S)

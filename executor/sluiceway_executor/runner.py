@@ -293,9 +293,14 @@ class TaskRunner:
             )
         try:
             pipeline = self._factory(resolved, self._worker_config)
-            pipeline.start()
         except Exception as exc:
             return self._failure("starting the task failed", traceback.format_exc(), exc, session)
+        try:
+            pipeline.start()
+        except Exception as exc:
+            failure = self._failure("starting the task failed", traceback.format_exc(), exc, session)
+            self._stop_pipeline(pipeline)
+            return failure
         committer: OffsetCommitter | None = None
         try:
             try:
@@ -322,11 +327,14 @@ class TaskRunner:
                     committer.close()
                 except Exception:
                     log.warning("closing the offset committer of task %s failed", self.name, exc_info=True)
-            try:
-                pipeline.stop()
-            except Exception:
-                log.warning("stopping task %s failed", self.name, exc_info=True)
+            self._stop_pipeline(pipeline)
             log.info("task %s stopped after %d batch(es)", self.name, self.batches)
+
+    def _stop_pipeline(self, pipeline: Pipeline) -> None:
+        try:
+            pipeline.stop()
+        except Exception:
+            log.warning("stopping task %s failed", self.name, exc_info=True)
 
     def _failure(
         self,

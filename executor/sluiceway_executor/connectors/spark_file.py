@@ -5,8 +5,9 @@ Spark is imported only inside the task's write, so the control plane can load th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import sluiceway
 from sluiceway.connect import (
@@ -14,10 +15,12 @@ from sluiceway.connect import (
     BatchContext,
     Composite,
     ConfigDef,
+    ConfigException,
     ConfigType,
     ConnectException,
     DataFrameSinkTask,
     Importance,
+    Lambda,
     ListOf,
     NonEmptyString,
     OffsetRange,
@@ -51,17 +54,25 @@ FORMATS: Final = ("parquet", "json", "csv", "orc")
 _GROUP = "Files"
 
 
+def _check_path(name: str, value: Any) -> None:
+    # The staging directory is renamed by a job on a Spark worker, whose working directory is not
+    # the one Spark's writer resolves a relative path against.
+    text = str(value or "")
+    if text and not (text.startswith("/") or re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", text)):
+        raise ConfigException(name, value, "must be an absolute path or a URI")
+
+
 def config_def() -> ConfigDef:
     return (
         ConfigDef()
         .define(
             PATH_CONFIG,
             ConfigType.STRING,
-            validator=NonEmptyString(),
+            validator=Composite.of(NonEmptyString(), Lambda(_check_path, "an absolute path or a URI")),
             importance=Importance.HIGH,
             documentation=(
-                "Directory (a path or URI Spark's workers can write to and rename in) the files are "
-                "added to. Each batch is written to `_staging/task=N/ID`, then published whole by "
+                "Directory (an absolute path or a URI Spark's workers can write to and rename in) the "
+                "files are added to. Each batch is written to `_staging/task=N/ID`, then published whole by "
                 "renaming it to `task=N/batch=ID` (read back as `task` and `batch` columns) with the "
                 "Kafka offsets it holds in `_sluiceway_offsets.json`; a batch published but not "
                 "committed is not written again. The rename is atomic on local and network file "

@@ -134,6 +134,19 @@ def test_spark_file_sink_format(registry: PluginRegistry) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("path", "ok"),
+    [("/tmp/lake", True), ("file:///tmp/lake", True), ("hdfs://nn:8020/lake", True), ("lake", False)],
+)
+def test_spark_file_sink_path_is_absolute_or_a_uri(registry: PluginRegistry, path: str, ok: bool) -> None:
+    infos = validate_connector_config(
+        registry, {"name": "lake", "connector.class": "SparkFileSink", "path": path, "topics": "a"}
+    )
+    assert (infos.error_count == 0) is ok
+    if not ok:
+        assert "must be an absolute path or a URI" in infos.errors()["path"][0]
+
+
 def test_sink_needs_topics_or_regex(registry: PluginRegistry) -> None:
     infos = validate_connector_config(registry, file_sink())
     message = "a sink connector needs topics or topics.regex to say what it reads"

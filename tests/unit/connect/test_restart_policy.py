@@ -107,3 +107,18 @@ def test_pauses_vary_by_at_most_a_fifth() -> None:
     )
     assert schedule.after(failure(FailureKind.TASK)).delay == pytest.approx(1.2)
     assert schedule.after(failure(FailureKind.TASK)).delay == pytest.approx(1.6)
+
+
+def test_a_session_lost_again_at_once_is_waited_for_before_the_next_new_session() -> None:
+    schedule = RestartSchedule(RestartPolicy(), can_renew_session=True, variation=lambda: 1.0)
+    lost = failure(FailureKind.SPARK_SESSION)
+    steps = [schedule.after(lost) for _ in range(5)]
+    assert [(s.action, s.delay) for s in steps] == [
+        (Next.RENEW_SESSION, 0.0),
+        (Next.WAIT, 1.0),
+        (Next.RENEW_SESSION, 0.0),
+        (Next.WAIT, 2.0),
+        (Next.RENEW_SESSION, 0.0),
+    ]
+    # A run that completed a batch on its new session gets another new session at once.
+    assert schedule.after(failure(FailureKind.SPARK_SESSION, worked=True)).action is Next.RENEW_SESSION

@@ -314,6 +314,8 @@ def test_a_failure_at_start_counts_like_any_other(runners: list[TaskRunner]) -> 
     reports = host.wait_for(count(common_pb2.STATE_RUNNING, 1))
     assert [r.state for r in reports] == [common_pb2.STATE_RESTARTING, common_pb2.STATE_RUNNING]
     assert reports[0].attempt == 1 and "ValueError: bad config" in reports[0].trace
+    # The pipeline that failed to start was stopped, so it leaves nothing open behind it.
+    assert script.runs[0].stopped
 
 
 def test_the_next_run_starts_from_the_offsets_committed_so_far(runners: list[TaskRunner]) -> None:
