@@ -40,7 +40,7 @@ _STOP_TIMEOUT_S: Final = 5.0
 
 def register_data_sources(spark: SparkSession) -> None:
     """Registers the data sources the pipelines read and write through on ``spark``:
-    ``sluiceway-kafka``, ``sluiceway-datagen`` and ``sluiceway-source-task``."""
+    ``sluiceway-kafka`` and ``sluiceway-source-task``."""
     from sluiceway_executor.datasources.registry import register
     from sluiceway_executor.pipelines.record_tasks import SourceTaskDataSource
 

@@ -2,12 +2,12 @@
 
 Task ``t`` emits ``seq`` 0, 1, 2… with no gaps; the source partition is ``{"task": t}`` and the offset
 of a record is ``{"seq": n}``, so a restarted task continues after its committed offset.
-The record format lives in :func:`sluiceway_executor.datagen_records.datagen_record` only, which the
-executor's Spark data source calls too (re-exported here).
+The record format lives in :mod:`sluiceway_executor.datagen_records`: ``datagen_record`` (re-exported
+here) builds one record in Python, ``datagen_frame`` a range of them in Spark SQL.
 
-The connector's task is :class:`DataGenBatchTask`, which generates each batch inside Spark through the
-``sluiceway-datagen`` data source; :class:`DataGenSourceTask` produces the same records one poll at a
-time (Kafka Connect's record-level API), for plugin authors and tests.
+The connector's task is :class:`DataGenBatchTask`, which generates each batch with Spark SQL over
+``spark.range`` (``datagen_frame``); :class:`DataGenSourceTask` produces the same records one poll at
+a time (Kafka Connect's record-level API), for plugin authors and tests.
 
 Both send heartbeat records (KIP-910) when the connector's heartbeat interval is set: one per
 heartbeat, :func:`heartbeat_record`, carrying the task's committed offset unchanged, so the offsets
@@ -42,7 +42,7 @@ from sluiceway.connect import (
     Task,
     Width,
 )
-from sluiceway_executor.datagen_records import DATA_SOURCE_NAME, datagen_record
+from sluiceway_executor.datagen_records import datagen_frame, datagen_record
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -362,7 +362,7 @@ _MAX_SPARK_PARTITIONS: Final = 8
 
 
 class DataGenBatchTask(DataFrameSourceTask):
-    """Generates each batch inside Spark with the ``sluiceway-datagen`` data source.
+    """Generates each batch with Spark SQL (``datagen_frame``).
 
     A batch continues after the committed ``{"seq": n}`` of the task's partition (0 when there is
     none) and holds min(``batch.max.records``, what remains of ``max.records``, what
@@ -434,17 +434,10 @@ class DataGenBatchTask(DataFrameSourceTask):
         if count <= 0:
             return SourceBatch(data=None, offsets=[])
         parts = max(1, min(_MAX_SPARK_PARTITIONS, count // _RECORDS_PER_SPARK_PARTITION))
-        data = (
-            spark.read.format(DATA_SOURCE_NAME)
-            .option("task", self._task)
-            .option("start.seq", next_seq)
-            .option("count", count)
-            .option("record.size.bytes", self._size)
-            .option("num.partitions", parts)
-            .load()
-            .select("key", "value")
-        )
-        return SourceBatch(data=data, offsets=[(partition, {SEQ_FIELD: next_seq + count - 1})])
+        ts_ms = int(self._wall_clock() * 1000)
+        data = datagen_frame(spark, self._task, next_seq, count, self._size, ts_ms, parts)
+        last = {SEQ_FIELD: next_seq + count - 1}
+        return SourceBatch(data=data.select("key", "value"), offsets=[(partition, last)])
 
     def produce_heartbeat_records(
         self, offsets: OffsetStorageReader, context: BatchContext

@@ -2,8 +2,7 @@
 Spark. Each is registered on a Spark Connect session with `spark.dataSource.register(cls)`; the
 server's Python workers import this package, so it must be installed where Spark runs."""
 
-from sluiceway_executor.datasources.datagen import DataGenDataSource
 from sluiceway_executor.datasources.kafka import KafkaDataSource
 from sluiceway_executor.datasources.registry import register
 
-__all__ = ["DataGenDataSource", "KafkaDataSource", "register"]
+__all__ = ["KafkaDataSource", "register"]

@@ -6,7 +6,6 @@ import weakref
 
 from pyspark.sql import SparkSession
 
-from sluiceway_executor.datasources.datagen import DataGenDataSource
 from sluiceway_executor.datasources.kafka import KafkaDataSource
 
 # Sessions that already have the data sources, so repeated calls cost no round trip.
@@ -14,9 +13,8 @@ _registered: weakref.WeakSet[SparkSession] = weakref.WeakSet()
 
 
 def register(spark: SparkSession) -> None:
-    """Registers `sluiceway-kafka` and `sluiceway-datagen` on this session (once per session)."""
+    """Registers `sluiceway-kafka` on this session (once per session)."""
     if spark in _registered:
         return
     spark.dataSource.register(KafkaDataSource)
-    spark.dataSource.register(DataGenDataSource)
     _registered.add(spark)
