@@ -13,8 +13,11 @@ staging and reads the offsets file of the newest batch of each ``task=N`` direct
 of a task that can have been published without its offsets being committed is its last one.
 
 Both jobs run their file operations on a Spark worker (``mapInArrow``, ``pyarrow.fs``), so they
-reach the same file systems the batch's own job wrote to. The rename is atomic on a local or
-network file system and on HDFS, not on object stores such as S3, which have no rename.
+reach the same file systems the batch's own job wrote to. Publishing skips its job when the
+executor itself sees the staged batch (its ``_SUCCESS`` marker, under a name no other batch has):
+then it is the same directory, and the executor writes the offsets and renames it itself, which
+costs no Spark job. The rename is atomic on a local or network file system and on HDFS, not on
+object stores such as S3, which have no rename.
 """
 
 from __future__ import annotations
@@ -155,10 +158,35 @@ def _newest_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 # ---------------------------------------------------------------- from the executor
 
 
-def publish(spark: SparkSession, staging: str, final: str, content: str) -> None:
+def _seen_here(staging: str) -> str | None:
+    """The local path of ``staging`` when this process sees the batch Spark wrote there."""
+    parsed = urllib.parse.urlparse(staging)
+    if parsed.scheme not in ("", "file"):
+        return None
+    local = urllib.parse.unquote(parsed.path) if parsed.scheme else staging
+    return local if os.path.isfile(os.path.join(local, "_SUCCESS")) else None
+
+
+def _publish_here(staging: str, final: str, content: str) -> None:
+    with open(os.path.join(staging, MANIFEST), "w", encoding="utf-8") as out:
+        out.write(content)
+        out.flush()
+        os.fsync(out.fileno())
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    os.rename(staging, final)
+
+
+def publish(spark: SparkSession, staging: str, final: str, content: str, *, here: bool = True) -> None:
     """Publishes a written batch: its manifest ``content`` into ``staging``, then ``staging``
-    renamed to ``final`` (on a Spark worker, see the module doc)."""
+    renamed to ``final``: by this process when it sees the staged batch and ``here`` allows it,
+    else on a Spark worker (see the module doc)."""
     from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+    local = _seen_here(staging) if here else None
+    if local is not None:
+        _, local_final = _filesystem(final)
+        _publish_here(local, local_final, content)
+        return
 
     job = spark.range(0, 1, 1, 1).select(
         F.lit(staging).alias("staging"), F.lit(final).alias("final"), F.lit(content).alias("manifest")

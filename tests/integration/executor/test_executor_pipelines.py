@@ -15,7 +15,17 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, 
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from pyspark.sql import SparkSession
 
+from sluiceway.connect import OffsetRange
+from sluiceway.connect import TopicPartition as ConnectTopicPartition
 from sluiceway.offsets import OffsetPair
+from sluiceway_executor.connectors.lake_commits import (
+    batch_dir,
+    batch_key,
+    manifest,
+    newest_written,
+    publish,
+    staging_dir,
+)
 from sluiceway_executor.pipelines.factory import SparkPipelineFactory
 from sluiceway_executor.pipelines.pipeline import BatchOutcome, Pipeline
 from sluiceway_executor.pipelines.sink import consumer_group
@@ -443,3 +453,19 @@ def test_spark_file_sink_never_writes_again_a_batch_published_but_not_committed(
     assert [offset for outcome in outcomes for _, offset in outcome.offsets] == [{"kafka_offset": 300}]
     rows = spark_with_sources.read.parquet(str(out)).select("value").collect()
     assert sorted(json.loads(row["value"])["n"] for row in rows) == list(range(300))
+
+
+def test_a_batch_is_published_by_a_spark_worker_when_the_executor_cannot_see_it(
+    spark_with_sources: SparkSession, tmp_path: Path
+) -> None:
+    root = f"file://{tmp_path / 'lake'}"
+    key = batch_key(1_700_000_000_000)
+    staging = staging_dir(root, 0, key)
+    spark_with_sources.range(3).write.parquet(staging)
+    held = OffsetRange("t", 0, 10, 13)
+    publish(spark_with_sources, staging, batch_dir(root, 0, key), manifest(0, key, [held]), here=False)
+    published = tmp_path / "lake" / "task=0" / f"batch={key}"
+    assert (published / "_sluiceway_offsets.json").is_file()
+    assert not (tmp_path / "lake" / "_staging" / "task=0" / key).exists()
+    assert newest_written(spark_with_sources, root, 0) == {ConnectTopicPartition("t", 0): held}
+    assert spark_with_sources.read.parquet(root).count() == 3
