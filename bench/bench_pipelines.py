@@ -62,6 +62,38 @@ class Series:
         return min(self.rates), statistics.median(self.rates), max(self.rates)
 
 
+def _descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        pending.extend(children.get(current, []))
+    return found
+
+
+def peak_rss_mib(pid: int) -> float:
+    """The sum of the peak resident memory (VmHWM) of ``pid`` and its descendants alive now: an upper
+    bound of the tree's own peak, since the processes need not peak at once."""
+    total_kib = 0
+    for member in _descendants(pid):
+        try:
+            status = Path(f"/proc/{member}/status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmHWM:"):
+                total_kib += int(line.split()[1])
+    return total_kib / 1024
+
+
 def ratio(product: Series, baseline: Series) -> tuple[float, float, float]:
     """Per-run ratios (run i of the product against run i of the baseline)."""
     values = [p / b for p, b in zip(product.rates, baseline.rates, strict=True)]
@@ -228,7 +260,8 @@ def main() -> int:
         )
         children.append(plane)
         wait_serving(address, 60, plane)
-        children.append(spawn("executor", executor_argv(address, spark_server.remote), logs))
+        executor = spawn("executor", executor_argv(address, spark_server.remote), logs)
+        children.append(executor)
         client = SluicewayClient(address, timeout=60)
         wait(lambda: len(client.server_info().executors) == 1, 60, "the executor to attach")
         admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
@@ -314,7 +347,14 @@ def main() -> int:
             client.delete_connector(name)
             if topic_end_total(broker.bootstrap_servers, topic, partitions) != expected:
                 raise RuntimeError("DataGenSource wrote a wrong count")
-        report = render(args, raw_consume, handwritten, sink, raw_produce, source)
+        # Read while every process still runs: the peaks cover all the runs above.
+        memory = {
+            "executor": peak_rss_mib(executor.process.pid),
+            "Spark Connect server (JVM and its Python workers)": peak_rss_mib(
+                spark_server.managed.process.pid
+            ),
+        }
+        report = render(args, raw_consume, handwritten, sink, raw_produce, source, memory)
         print(report)
         if args.report:
             args.report.write_text(report)
@@ -335,6 +375,7 @@ def render(
     sink: Series,
     raw_produce: Series,
     source: Series,
+    memory: dict[str, float],
 ) -> str:
     def row(series: Series) -> str:
         low, mid, high = series.summary()
@@ -383,6 +424,15 @@ def render(
         ratio_row("SparkFileSink / hand-written Spark", sink, handwritten, "≥ 0.9, no run < 0.75"),
         ratio_row("SparkFileSink / raw consume", sink, raw_consume, "—"),
         ratio_row("DataGenSource / raw produce", source, raw_produce, "≥ 0.7"),
+        "",
+        "## Peak memory over all the runs (MiB)",
+        "",
+        "Each process's own peak resident size (VmHWM), summed over the process and the ones it",
+        "started that are still running at the end: an upper bound of the peak of the whole.",
+        "",
+        "| process | peak |",
+        "|---|---|",
+        *[f"| {name} | {mib:,.0f} |" for name, mib in memory.items()],
         "",
     ]
     return "\n".join(lines)
