@@ -248,7 +248,7 @@ class TaskRunner:
                 return
             # Run again from the offsets committed so far (a source's are this runner's; a sink's
             # are read back from Kafka by its new pipeline).
-            self._carry_over(self.committed_offsets())
+            self._start_from(self.committed_offsets())
 
     def _report_restarting(self, failure: Failure, step: Step) -> None:
         trace = hide_resolved(failure.trace, self._substituted)
@@ -359,11 +359,16 @@ class TaskRunner:
         return Failure(kind, what, trace, ran_for, self._worked)
 
     def _carry_over(self, carried: list[OffsetPair]) -> None:
-        merged = {canonical(partition): (partition, offset) for partition, offset in self.spec.source_offsets}
-        for partition, offset in carried:
-            merged[canonical(partition)] = (partition, offset)
+        """Takes a predecessor's committed offsets as this runner's own, and starts from them."""
         with self._lock:
             self._committed.update({canonical(p): (p, o) for p, o in carried})
+        self._start_from(carried)
+
+    def _start_from(self, committed: list[OffsetPair]) -> None:
+        """The next run's source offsets: the assignment's, overridden by ``committed``."""
+        merged = {canonical(partition): (partition, offset) for partition, offset in self.spec.source_offsets}
+        for partition, offset in committed:
+            merged[canonical(partition)] = (partition, offset)
         self.spec = dataclasses.replace(self.spec, source_offsets=tuple(merged.values()))
 
     def _loop(self, pipeline: Pipeline, committer: OffsetCommitter) -> None:
@@ -374,16 +379,21 @@ class TaskRunner:
             outcome = pipeline.run_batch(batch_id)
             batch_id += 1
             self.batches = batch_id
+            ran = time.monotonic()
             if not self._finish_batch(pipeline, committer, outcome):
                 return
-            log.debug(
-                "task %s batch %d: %s record(s), %d offset(s) in %.3fs",
-                self.name,
-                batch_id - 1,
-                "?" if outcome.records is None else outcome.records,
-                len(outcome.offsets),
-                time.monotonic() - started,
-            )
+            ended = time.monotonic()
+            if log.isEnabledFor(logging.DEBUG):
+                steps = {**outcome.steps, "commit": ended - ran}
+                log.debug(
+                    "task %s batch %d: %s record(s), %d offset(s) in %.3fs (%s)",
+                    self.name,
+                    batch_id - 1,
+                    "?" if outcome.records is None else outcome.records,
+                    len(outcome.offsets),
+                    ended - started,
+                    ", ".join(f"{step} {seconds:.3f}s" for step, seconds in steps.items()),
+                )
             if outcome.empty:
                 self._stopping.wait(self._idle_pause(pipeline, idle))
                 idle = min(idle * 2, self._max_poll_interval)

@@ -16,6 +16,7 @@ connector key that, when set, wins for that connector's tasks.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -116,7 +117,9 @@ def restart_config_def() -> ConfigDef:
     return _definition(dict.fromkeys(WORKER_RESTART_DEFAULTS))
 
 
+@functools.cache
 def _worker_config_def() -> ConfigDef:
+    # Built once: every task run reads its policy through it.
     typed = _definition(dict.fromkeys(WORKER_RESTART_DEFAULTS)).parse(WORKER_RESTART_DEFAULTS)
     return _definition(typed)
 

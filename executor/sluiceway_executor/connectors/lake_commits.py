@@ -82,15 +82,22 @@ def manifest(task_id: int, key: str, ranges: Sequence[OffsetRange]) -> str:
 # ---------------------------------------------------------------- on a Spark worker
 
 
+def _local_path(location: str) -> str | None:
+    """The absolute local path of a plain path or a ``file:`` URI; None for any other URI."""
+    parsed = urllib.parse.urlparse(location)
+    if parsed.scheme not in ("", "file"):
+        return None
+    return os.path.abspath(urllib.parse.unquote(parsed.path) if parsed.scheme else location)
+
+
 def _filesystem(location: str) -> tuple[pafs.FileSystem, str]:
-    """The file system of a path or URI and the path within it. A plain path or a ``file:`` URI is
-    local; any other URI goes to pyarrow (``hdfs://``, ``s3://``...)."""
+    """The file system of a path or URI and the path within it: local for what ``_local_path``
+    takes, pyarrow's for any other URI (``hdfs://``, ``s3://``...)."""
     from pyarrow import fs
 
-    parsed = urllib.parse.urlparse(location)
-    if parsed.scheme in ("", "file"):
-        local = urllib.parse.unquote(parsed.path) if parsed.scheme else location
-        return fs.LocalFileSystem(), os.path.abspath(local)
+    local = _local_path(location)
+    if local is not None:
+        return fs.LocalFileSystem(), local
     filesystem, path = fs.FileSystem.from_uri(location)
     return filesystem, path
 
@@ -160,11 +167,8 @@ def _newest_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 def _seen_here(staging: str) -> str | None:
     """The local path of ``staging`` when this process sees the batch Spark wrote there."""
-    parsed = urllib.parse.urlparse(staging)
-    if parsed.scheme not in ("", "file"):
-        return None
-    local = urllib.parse.unquote(parsed.path) if parsed.scheme else staging
-    return local if os.path.isfile(os.path.join(local, "_SUCCESS")) else None
+    local = _local_path(staging)
+    return local if local is not None and os.path.isfile(os.path.join(local, "_SUCCESS")) else None
 
 
 def _publish_here(staging: str, final: str, content: str) -> None:
@@ -183,8 +187,8 @@ def publish(spark: SparkSession, staging: str, final: str, content: str, *, here
     from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
     local = _seen_here(staging) if here else None
-    if local is not None:
-        _, local_final = _filesystem(final)
+    local_final = _local_path(final)
+    if local is not None and local_final is not None:
         _publish_here(local, local_final, content)
         return
 

@@ -19,11 +19,13 @@ __all__ = ["BatchOutcome", "Pipeline", "PipelineFactory", "SchedulesHeartbeats",
 class BatchOutcome:
     """What one batch did: ``records`` handled (None when the pipeline cannot tell cheaply; it is
     then taken as "some"), the ``offsets`` to commit now that the data is durable, and the
-    ``topics`` it wrote (sources) or read (sinks)."""
+    ``topics`` it wrote (sources) or read (sinks). ``steps`` holds the seconds its named steps took
+    (a sink's ``plan`` and ``write``), which the runner logs with the commit's."""
 
     records: int | None
     offsets: list[OffsetPair] = field(default_factory=list)
     topics: frozenset[str] = frozenset()
+    steps: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
@@ -222,9 +223,11 @@ class SinkPipeline:
     # ------------------------------------------------------------------ batches
 
     def run_batch(self, batch_id: int) -> BatchOutcome:
+        began = time.monotonic()
         ranges = self.plan()
+        planned = time.monotonic()
         if not ranges:
-            return BatchOutcome(records=0)
+            return BatchOutcome(records=0, steps={"plan": planned - began})
         raw = self.read(ranges)
         context = BatchContext(
             self.spec.connector,
@@ -242,6 +245,7 @@ class SinkPipeline:
             records=sum(r.count for r in ranges),
             offsets=sink_offsets(ranges),
             topics=frozenset(r.topic for r in ranges),
+            steps={"plan": planned - began, "write": time.monotonic() - planned},
         )
 
     def committed(self, outcome: BatchOutcome) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,61 +21,9 @@ from sluiceway_executor.offset_commits import CommitOutcome, CommitStatus
 from sluiceway_executor.pipelines.pipeline import BatchOutcome
 from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_executor.runner import TaskRunner
+from tests.unit.executor.task_hosts import TIMEOUT, RecordingHost, count
 
-TIMEOUT = 10.0
 FAST = {"task.restart.backoff.initial.ms": "100", "task.restart.backoff.max.ms": "2000"}
-
-
-@dataclass(frozen=True)
-class Report:
-    state: common_pb2.State.ValueType
-    trace: str
-    attempt: int
-    next_restart_ms: int
-    at: float  # time.monotonic() when reported
-    wall_ms: int  # time.time() in ms when reported
-
-
-class Host:
-    def __init__(self) -> None:
-        self.reports: list[Report] = []
-        self._cond = threading.Condition()
-
-    def send_status(
-        self,
-        spec: TaskSpec,
-        state: common_pb2.State.ValueType,
-        trace: str = "",
-        *,
-        restart_attempt: int = 0,
-        next_restart_ms: int = 0,
-    ) -> None:
-        report = Report(
-            state, trace, restart_attempt, next_restart_ms, time.monotonic(), int(time.time() * 1000)
-        )
-        with self._cond:
-            self.reports.append(report)
-            self._cond.notify_all()
-
-    def send_active_topics(self, spec: TaskSpec, topics: list[str]) -> None:
-        pass
-
-    def wait_for(self, check: Callable[[list[Report]], bool], timeout: float = TIMEOUT) -> list[Report]:
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while not check(self.reports):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"not reported within {timeout}s: {self.states()}")
-                self._cond.wait(left)
-            return list(self.reports)
-
-    def states(self) -> list[str]:
-        return [common_pb2.State.Name(r.state) for r in self.reports]
-
-
-def count(state: int, n: int) -> Callable[[list[Report]], bool]:
-    return lambda reports: sum(r.state == state for r in reports) >= n
 
 
 @dataclass
@@ -185,8 +133,8 @@ def start(
     connector: Mapping[str, str] | None = None,
     committer: Committer | None = None,
     sessions: Sessions | None = None,
-) -> tuple[Host, TaskRunner]:
-    host = Host()
+) -> tuple[RecordingHost, TaskRunner]:
+    host = RecordingHost()
     runner = TaskRunner(
         spec(connector),
         host,

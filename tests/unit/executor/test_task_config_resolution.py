@@ -5,7 +5,6 @@ resolve without any resolved value."""
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Mapping
 
 import pytest
@@ -16,6 +15,7 @@ from sluiceway_executor.offset_commits import OffsetCommitter
 from sluiceway_executor.pipelines.pipeline import Pipeline
 from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_executor.runner import TaskRunner
+from tests.unit.executor.task_hosts import RecordingHost, count
 
 SECRET = "executor-side-secret-value"
 VARIABLE = "SLUICEWAY_TEST_TASK_SECRET"
@@ -25,28 +25,6 @@ def spec(connector: Mapping[str, str], task: Mapping[str, str]) -> TaskSpec:
     return TaskSpec(
         "connectors/c/tasks/0", "c", 0, 7, dict(connector), dict(task), False, 1, fingerprint="fp"
     )
-
-
-class Host:
-    def __init__(self) -> None:
-        self.statuses: list[tuple[int, str]] = []
-        self.done = threading.Event()
-
-    def send_status(
-        self,
-        spec: TaskSpec,
-        state: common_pb2.State.ValueType,
-        trace: str = "",
-        *,
-        restart_attempt: int = 0,
-        next_restart_ms: int = 0,
-    ) -> None:
-        self.statuses.append((state, trace))
-        if state == common_pb2.STATE_FAILED:
-            self.done.set()
-
-    def send_active_topics(self, spec: TaskSpec, topics: list[str]) -> None:
-        pass
 
 
 class RefusingFactory:
@@ -64,13 +42,15 @@ def no_committer(spec: TaskSpec, worker_config: Mapping[str, str]) -> OffsetComm
     raise AssertionError("the pipeline never starts")
 
 
-def run_runner(task: TaskSpec, worker_config: Mapping[str, str]) -> tuple[Host, RefusingFactory, TaskRunner]:
-    host, factory = Host(), RefusingFactory()
+def run_runner(
+    task: TaskSpec, worker_config: Mapping[str, str]
+) -> tuple[RecordingHost, RefusingFactory, TaskRunner]:
+    host, factory = RecordingHost(), RefusingFactory()
     # Restarts off: the test is about the one failure and its trace.
     worker_config = {**worker_config, "task.restart.enable": "false"}
     runner = TaskRunner(task, host, factory, worker_config, committer_factory=no_committer)
     runner.start()
-    assert host.done.wait(10)
+    host.wait_for(count(common_pb2.STATE_FAILED, 1))
     runner.join(10)
     return host, factory, runner
 
@@ -96,7 +76,8 @@ def test_the_pipeline_gets_resolved_values_and_failures_hide_them(monkeypatch: p
     (seen,) = factory.seen
     assert seen.connector_config["db.password"] == SECRET
     assert runner.spec.connector_config["db.password"] == f"${{env:{VARIABLE}}}"
-    ((state, trace),) = host.statuses
+    (report,) = host.reports
+    state, trace = report.state, report.trace
     assert state == common_pb2.STATE_FAILED
     assert f"cannot log in with ${{env:{VARIABLE}}}" in trace and SECRET not in trace
 
@@ -107,9 +88,10 @@ def test_an_unresolved_reference_fails_the_task_before_its_pipeline(monkeypatch:
         spec({"db.password": f"${{env:{VARIABLE}}}"}, {}), {"config.providers": "env"}
     )
     assert factory.seen == []
-    ((state, trace),) = host.statuses
+    (report,) = host.reports
+    state, trace = report.state, report.trace
     assert state == common_pb2.STATE_FAILED
     assert "not started" in trace and f"environment variable '{VARIABLE}' is not set" in trace
     # Without the provider enabled, the trace says which worker key to set.
     host, factory, _ = run_runner(spec({"x": "${file:/etc/hosts:k}"}, {}), {})
-    assert factory.seen == [] and "config.providers" in host.statuses[0][1]
+    assert factory.seen == [] and "config.providers" in host.reports[0].trace
