@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 TESTS ?= tests
 COVERAGE_DIR := var/coverage
 
-.PHONY: install run run-cluster test lint proto api-protos unit integration clean fuzz dev-certs
+.PHONY: install bench-install run run-cluster test lint proto api-protos unit integration clean fuzz dev-certs
 
 # Installs Java and Node (apt), the .venv, the pinned dependencies and the pinned Node packages
 # (protos/: buf; tests/node: the Node client test) when missing or outdated.
@@ -15,6 +15,10 @@ $(STAMP): pyproject.toml requirements.lock deploy/bootstrap.sh protos/package-lo
 
 install: $(STAMP)
 	@command -v java >/dev/null || ./deploy/bootstrap.sh
+
+# What the benchmarks' plots need on top (bench/README.md), pinned like the rest.
+bench-install: install
+	$(PY) -m pip install -q -c requirements.lock -e '.[dev,embedded,bench]'
 
 # The all-in-one stack on embedded defaults: local broker, Spark Connect, control plane, executor.
 run: install

@@ -51,7 +51,9 @@ class Replica:
         return f"127.0.0.1:{self.port}"
 
 
-def start_replica(replica: Replica, bootstrap: str, suffix: str, logs: Path) -> None:
+def start_replica(replica: Replica, bootstrap: str, suffix: str, logs: Path, *, wait: bool = True) -> None:
+    """Spawns the replica; with ``wait``, returns once its health check says SERVING (a leader is
+    known)."""
     settings = {
         "config.storage.topic": f"configs-{suffix}",
         "offset.storage.topic": f"offsets-{suffix}",
@@ -65,7 +67,8 @@ def start_replica(replica: Replica, bootstrap: str, suffix: str, logs: Path) -> 
     }
     argv = control_plane_argv(bootstrap, replica.address, f"bench-{suffix}", settings)
     replica.process = spawn(f"replica-{replica.port}", argv, logs)
-    wait_serving(replica.address, 120, replica.process)
+    if wait:
+        wait_serving(replica.address, 120, replica.process)
 
 
 def server_info(address: str) -> cluster_pb2.ServerInfo | None:

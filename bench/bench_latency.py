@@ -7,46 +7,38 @@ latency of a record is ctime minus ts, over the records created after a warm-up.
 same run: raw confluent-kafka at the same rate, each record's produce time to the time a consumer
 polling the topic receives it.
 
-    .venv/bin/python bench/bench_latency.py --rate 10000 --seconds 60 --warmup 15 [--report FILE]
+    .venv/bin/python bench/bench_latency.py --rate 10000 --seconds 60 --warmup 15 \
+        [--tasks N] [--report FILE] [--plot FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
-import tempfile
+import statistics
 import time
 import uuid
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
 from bench_cluster import percentile
-from bench_pipelines import create_topic, wait
-from sluiceway.client import SluicewayClient
-from sluiceway_server.embedded import (
-    ManagedProcess,
-    control_plane_argv,
-    executor_argv,
-    free_port,
-    spawn,
-    start_broker,
-    start_spark_connect,
-    wait_serving,
-)
+from bench_pipelines import create_topic
+from bench_stack import running_stack, wait
+from bench_steps import ConnectorSteps, connector_steps
 
-TASKS = 2
 PARTITIONS = 4
 TARGET_P99_MS = 2000.0
 
 
-def lake_latencies(spark: SparkSession, lake: Path, after_ms: int) -> list[float]:
-    """Each record's batch directory's ctime minus its `ts`, for records with ts >= after_ms."""
+def lake_samples(spark: SparkSession, lake: Path, after_ms: int) -> list[tuple[int, float, int]]:
+    """(ts, latency in ms, records) per batch and ts, for records with ts >= after_ms: the batch
+    directory's ctime minus the records' `ts`."""
     rows = (
         spark.read.parquet(str(lake))
         .select(
@@ -59,11 +51,41 @@ def lake_latencies(spark: SparkSession, lake: Path, after_ms: int) -> list[float
         .count()
         .collect()
     )
-    latencies: list[float] = []
+    samples = []
     for row in rows:
         visible_ms = os.stat(lake / f"task={row['writer']}" / f"batch={row['batch']}").st_ctime * 1000
-        latencies.extend([visible_ms - row["ts"]] * int(row["count"]))
-    return latencies
+        samples.append((int(row["ts"]), visible_ms - row["ts"], int(row["count"])))
+    return sorted(samples)
+
+
+def expand(samples: list[tuple[int, float, int]]) -> list[float]:
+    return [latency for _, latency, count in samples for _ in range(count)]
+
+
+def plot_latency(
+    path: Path, samples: list[tuple[int, float, int]], started_ms: int, target_ms: float
+) -> None:
+    """Latency of each (batch, ts) group of records against its create time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 3.6), dpi=110)
+    axes.scatter(
+        [(ts - started_ms) / 1000 for ts, _, _ in samples],
+        [lat for _, lat, _ in samples],
+        s=6,
+        color="#2f6db5",
+    )
+    axes.axhline(target_ms, color="#c0392b", linestyle="--", linewidth=1, label="p99 target")
+    axes.set_xlabel("record created (s after the source started)")
+    axes.set_ylabel("created → visible in the lake (ms)")
+    axes.set_title("End-to-end latency at a steady rate, DataGenSource → SparkFileSink")
+    axes.legend(loc="upper right")
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
 
 
 def raw_latencies(bootstrap: str, topic: str, rate: int, seconds: float) -> list[float]:
@@ -105,42 +127,27 @@ def main() -> int:
     parser.add_argument("--rate", type=int, default=10_000, help="records a second, all tasks together")
     parser.add_argument("--seconds", type=int, default=60, help="how long the source generates")
     parser.add_argument("--warmup", type=int, default=15, help="seconds of records left out at the start")
+    parser.add_argument("--tasks", type=int, default=1, help="tasks.max of both connectors (theirs: 1)")
     parser.add_argument("--report", type=Path)
+    parser.add_argument("--plot", type=Path, help="write a PNG of latency over time here (needs matplotlib)")
     args = parser.parse_args()
 
-    work = Path(tempfile.mkdtemp(prefix="sluiceway-latency-"))
-    logs = work / "logs"
-    broker = start_broker(logs)
-    spark_server = start_spark_connect(logs)
-    address = f"127.0.0.1:{free_port()}"
-    settings = {f"{k}.storage.replication.factor": "1" for k in ("config", "offset", "status")}
-    children: list[ManagedProcess] = []
-    try:
-        plane = spawn(
-            "control-plane", control_plane_argv(broker.bootstrap_servers, address, "bench", settings), logs
-        )
-        children.append(plane)
-        wait_serving(address, 60, plane)
-        children.append(spawn("executor", executor_argv(address, spark_server.remote), logs))
-        client = SluicewayClient(address, timeout=60)
-        wait(lambda: len(client.server_info().executors) == 1, 60, "the executor to attach")
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-        spark = SparkSession.builder.remote(spark_server.remote).getOrCreate()
-
+    with running_stack("sluiceway-latency-") as stack:
+        client, spark, work = stack.client, stack.spark, stack.work
         raw_topic = f"latency-raw-{uuid.uuid4().hex[:6]}"
-        create_topic(admin, raw_topic, PARTITIONS)
-        raw = raw_latencies(broker.bootstrap_servers, raw_topic, args.rate, 20)
+        create_topic(stack.admin, raw_topic, PARTITIONS)
+        raw = raw_latencies(stack.bootstrap, raw_topic, args.rate, 20)
 
         topic, lake = f"latency-{uuid.uuid4().hex[:6]}", work / "lake"
-        create_topic(admin, topic, PARTITIONS)
-        per_task = int(args.rate * args.seconds // TASKS)
+        create_topic(stack.admin, topic, PARTITIONS)
+        per_task = int(args.rate * args.seconds // args.tasks)
         client.create_connector(
             "lake",
             {
                 "connector.class": "SparkFileSink",
                 "topics": topic,
                 "path": str(lake),
-                "tasks.max": str(TASKS),
+                "tasks.max": str(args.tasks),
                 "value.converter": "StringConverter",
             },
         )
@@ -150,8 +157,8 @@ def main() -> int:
             {
                 "connector.class": "DataGenSource",
                 "topic": topic,
-                "tasks.max": str(TASKS),
-                "records.per.sec": str(args.rate / TASKS),
+                "tasks.max": str(args.tasks),
+                "records.per.sec": str(args.rate / args.tasks),
                 "max.records": str(per_task),
                 "value.converter": "StringConverter",
             },
@@ -160,17 +167,18 @@ def main() -> int:
         def complete() -> bool:
             if not any(lake.glob("task=*/batch=*")):
                 return False
-            return int(spark.read.parquet(str(lake)).count()) >= per_task * TASKS
+            return int(spark.read.parquet(str(lake)).count()) >= per_task * int(args.tasks)
 
         wait(complete, args.seconds + 300, "every record in the lake")
-        product = lake_latencies(spark, lake, started_ms + args.warmup * 1000)
-        spark.stop()
-        client.close()
-    finally:
-        for child in reversed(children):
-            child.stop()
-        spark_server.stop()
-        broker.stop()
+        samples = lake_samples(spark, lake, started_ms + args.warmup * 1000)
+        product = expand(samples)
+        after = (started_ms + args.warmup * 1000) / 1000
+        source_steps, sink_steps = (connector_steps(stack.executor_log, name) for name in ("gen", "lake"))
+        client.delete_connector("gen")
+        client.delete_connector("lake")
+        alone = jobs_alone(spark, stack.bootstrap, topic, work, args.rate // args.tasks, args.tasks)
+    if args.plot is not None:
+        plot_latency(args.plot, samples, started_ms, TARGET_P99_MS)
 
     def row(name: str, values: list[float], target: str) -> str:
         p50, p99 = percentile(values, 0.5), percentile(values, 0.99)
@@ -182,14 +190,15 @@ def main() -> int:
             "## End-to-end latency",
             "",
             f"Run: {when}, {platform.machine()}, Python {platform.python_version()}; DataGenSource at "
-            f"{args.rate:,} records/s in all ({TASKS} tasks) for {args.seconds} s into a topic of "
-            f"{PARTITIONS} partitions, SparkFileSink ({TASKS} tasks) out of it, default batch settings; "
+            f"{args.rate:,} records/s in all ({args.tasks} task(s)) for {args.seconds} s into a topic of "
+            f"{PARTITIONS} partitions, SparkFileSink ({args.tasks} task(s)) out of it, default batch "
+            "settings; "
             f"records of the first {args.warmup} s left out. Baseline: raw confluent-kafka produce → "
             "consume at the same rate for 20 s.",
             "",
             "```sh",
             f".venv/bin/python bench/bench_latency.py --rate {args.rate} --seconds {args.seconds} "
-            f"--warmup {args.warmup}",
+            f"--warmup {args.warmup} --tasks {args.tasks}",
             "```",
             "",
             "| path | records | p50 (ms) | p99 (ms) | max (ms) | target |",
@@ -197,12 +206,103 @@ def main() -> int:
             row("DataGenSource → SparkFileSink (created → visible in the lake)", product, "p99 < 2,000"),
             row("raw produce → consume (baseline)", raw, "—"),
             "",
+            "Where the time goes, from the executor's log (batches that ended after the warm-up):",
+            "",
+            "| step | batches | median (ms) | max (ms) |",
+            "|---|---|---|---|",
+            *step_rows("DataGenSource", source_steps, after, ("write", "commit")),
+            *step_rows("SparkFileSink", sink_steps, after, ("plan", "write", "commit")),
+            "",
+            f"The same Spark jobs alone, for a batch of {args.rate // args.tasks:,} records (one second "
+            "of one task), median of 5 runs after one untimed:",
+            "",
+            "| job | median (ms) |",
+            "|---|---|",
+            *[f"| {name} | {seconds * 1000:,.0f} |" for name, seconds in alone.items()],
+            "",
         ]
     )
     print(report)
     if args.report is not None:
         args.report.write_text(report)
     return 0
+
+
+def jobs_alone(
+    spark: SparkSession, bootstrap: str, topic: str, work: Path, records: int, tasks: int
+) -> dict[str, float]:
+    """The Spark jobs of one source batch and one sink batch of ``records`` records, each run alone
+    (nothing else running) 5 times: the median seconds. A DataGen batch written to Kafka with the
+    `sluiceway-kafka` writer; the same topic's last records read with the reader and written as
+    Parquet."""
+    from sluiceway_executor.datagen_records import datagen_frame
+    from sluiceway_executor.datasources.registry import register
+    from sluiceway_executor.kafka_ranges import exact_end_offsets
+
+    register(spark)
+
+    def source_job() -> None:
+        frame = datagen_frame(spark, 0, 0, records, 100, 0, 1).select("key", "value")
+        (
+            frame.write.format("sluiceway-kafka")
+            .mode("append")
+            .option("bootstrap.servers", bootstrap)
+            .option("topic", topic)
+            .save()
+        )
+
+    ends = exact_end_offsets(bootstrap, [TopicPartition(topic, p) for p in range(PARTITIONS)], 30)
+    # One sink task's partitions, holding ``records`` between them.
+    share = records // (PARTITIONS // tasks)
+    ranges = [
+        {"topic": t, "partition": p, "start": max(0, end - share), "end": end} for (t, p), end in ends.items()
+    ]
+    written = [0]
+
+    def sink_job() -> None:
+        written[0] += 1
+        (
+            spark.read.format("sluiceway-kafka")
+            .option("bootstrap.servers", bootstrap)
+            .option("ranges", json.dumps(ranges[: PARTITIONS // tasks]))
+            .load()
+            .selectExpr("topic", "partition", "offset", "CAST(value AS STRING) AS value")
+            .write.parquet(str(work / "alone" / str(written[0])))
+        )
+
+    medians = {}
+    for name, job in (("DataGenSource's job", source_job), ("SparkFileSink's job", sink_job)):
+        job()  # once untimed
+        times = []
+        for _ in range(5):
+            began = time.perf_counter()
+            job()
+            times.append(time.perf_counter() - began)
+        medians[name] = statistics.median(times)
+    return medians
+
+
+def step_rows(label: str, steps: ConnectorSteps, after: float, names: tuple[str, ...]) -> list[str]:
+    """Per step, the median and longest seconds of the batches that ended after ``after``; for a
+    source also the time between one batch's end and the next one's of the same task."""
+    batches = [b for b in steps.batches if b.ended >= after]
+    rows = []
+    for name in names:
+        values = [b.steps[name] * 1000 for b in batches if name in b.steps]
+        if values:
+            rows.append(
+                f"| {label} {name} | {len(values)} | {statistics.median(values):,.0f} | {max(values):,.0f} |"
+            )
+    gaps: list[float] = []
+    for task in {b.task for b in batches}:
+        ends = [b.ended for b in batches if b.task == task]
+        gaps.extend((later - earlier) * 1000 for earlier, later in itertools.pairwise(ends))
+    if gaps:
+        rows.append(
+            f"| {label}: one batch's end to the next's, same task | {len(gaps)} | "
+            f"{statistics.median(gaps):,.0f} | {max(gaps):,.0f} |"
+        )
+    return rows
 
 
 if __name__ == "__main__":

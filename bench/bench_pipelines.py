@@ -8,8 +8,8 @@ the same run on the same machine:
 
 Each product run goes through the whole system: a real control plane, a real executor, the
 connector created over the API. A sink run is timed until its consumer group has committed the
-topic's end; a source run until the topic holds every record (its last offset commit may still
-be under way). Record counts are checked on every run.
+topic's end; a source run until its last task's batch, holding the last records, has returned and
+committed (from the executor's log). Record counts are checked on every run.
 
     .venv/bin/python bench/bench_pipelines.py --records 1000000 --runs 3 --report bench/README.md
 """
@@ -21,10 +21,9 @@ import functools
 import json
 import platform
 import statistics
-import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,20 +31,11 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, 
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from pyspark.sql import SparkSession
 
-from sluiceway.client import SluicewayClient
+from bench_stack import Stack, running_stack, wait
+from bench_steps import ConnectorSteps, connector_steps
 from sluiceway_executor.datagen_records import datagen_record
 from sluiceway_executor.datasources.registry import register
 from sluiceway_executor.kafka_ranges import exact_end_offsets
-from sluiceway_server.embedded import (
-    ManagedProcess,
-    control_plane_argv,
-    executor_argv,
-    free_port,
-    spawn,
-    start_broker,
-    start_spark_connect,
-    wait_serving,
-)
 
 RECORD_SIZE = 100
 
@@ -210,15 +200,6 @@ def handwritten_spark_job(
     return time.perf_counter() - started
 
 
-def wait(probe: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if probe():
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"timed out waiting for {what}")
-
-
 def committed_total(admin: AdminClient, group: str, topic: str, partitions: int) -> int:
     request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
     result = next(iter(admin.list_consumer_group_offsets([request]).values())).result(timeout=10)
@@ -233,6 +214,81 @@ def topic_reached(bootstrap: str, topic: str, partitions: int, target: int) -> b
     return topic_end_total(bootstrap, topic, partitions) >= target
 
 
+@dataclass
+class ProductRun:
+    """One timed product run: its seconds and where they went (bench_steps)."""
+
+    seconds: float
+    created: float  # epoch seconds of the create call
+    steps: ConnectorSteps
+    probed: float  # seconds until the benchmark's own probe saw the run complete
+
+
+def sink_run(stack: Stack, args: argparse.Namespace, topic: str, name: str, path: str) -> ProductRun:
+    created, started = time.time(), time.perf_counter()
+    stack.client.create_connector(
+        name,
+        {
+            "connector.class": "SparkFileSink",
+            "topics": topic,
+            "path": path,
+            "format": "parquet",
+            "tasks.max": str(args.tasks),
+            "value.converter": "StringConverter",
+            **batch_settings(args),
+        },
+    )
+    group_done = functools.partial(
+        group_reached, stack.admin, f"connect-{name}", topic, args.partitions, args.records
+    )
+    wait(group_done, 900, name)
+    seconds = time.perf_counter() - started
+    stack.client.delete_connector(name)
+    written = stack.spark.read.parquet(path).count()
+    if written != args.records:
+        raise RuntimeError(f"SparkFileSink wrote {written} records, expected {args.records}")
+    return ProductRun(seconds, created, connector_steps(stack.executor_log, name), seconds)
+
+
+def source_run(stack: Stack, args: argparse.Namespace, topic: str, name: str) -> ProductRun:
+    per_task = args.records // args.tasks
+    created, started = time.time(), time.perf_counter()
+    stack.client.create_connector(
+        name,
+        {
+            "connector.class": "DataGenSource",
+            "topic": topic,
+            "tasks.max": str(args.tasks),
+            "max.records": str(per_task),
+            "record.size.bytes": str(RECORD_SIZE),
+            "value.converter": "StringConverter",
+            **batch_settings(args),
+        },
+    )
+    expected = per_task * args.tasks
+    done = functools.partial(topic_reached, stack.bootstrap, topic, args.partitions, expected)
+    wait(done, 900, name)
+    probed = time.perf_counter() - started
+
+    def every_task_logged() -> bool:
+        return len({b.task for b in connector_steps(stack.executor_log, name).batches}) == int(args.tasks)
+
+    wait(every_task_logged, 30, f"{name}'s batches in the executor's log")
+    stack.client.delete_connector(name)
+    if topic_end_total(stack.bootstrap, topic, args.partitions) != expected:
+        raise RuntimeError("DataGenSource wrote a wrong count")
+    steps = connector_steps(stack.executor_log, name)
+    # Timed to the end of the task that finished last, from the executor's log: its batch returns
+    # once Spark's producers have every record acknowledged, as the raw producer's flush does. The
+    # probe that saw the records in the topic comes later by however long one probe takes.
+    seconds = max(b.ended for b in steps.batches) - created
+    return ProductRun(seconds, created, steps, probed)
+
+
+def batch_settings(args: argparse.Namespace) -> dict[str, str]:
+    return {"batch.max.records": str(args.batch)} if args.batch else {}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -243,129 +299,111 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=2, help="tasks.max of the product connectors")
     parser.add_argument("--batch", type=int, help="batch.max.records of both connectors (default: theirs)")
     parser.add_argument("--report", type=Path, help="write the markdown report here")
+    parser.add_argument("--plot", type=Path, help="write a PNG of the throughputs here (needs matplotlib)")
     args = parser.parse_args()
     records, partitions = args.records, args.partitions
-    batch_setting = {"batch.max.records": str(args.batch)} if args.batch else {}
-    work = Path(tempfile.mkdtemp(prefix="sluiceway-bench-"))
-    logs = work / "logs"
-    broker = start_broker(logs)
-    spark_server = start_spark_connect(logs)
-    port = free_port()
-    address = f"127.0.0.1:{port}"
-    settings = {f"{k}.storage.replication.factor": "1" for k in ("config", "offset", "status")}
-    children: list[ManagedProcess] = []
-    try:
-        plane = spawn(
-            "control-plane", control_plane_argv(broker.bootstrap_servers, address, "bench", settings), logs
-        )
-        children.append(plane)
-        wait_serving(address, 60, plane)
-        executor = spawn("executor", executor_argv(address, spark_server.remote), logs)
-        children.append(executor)
-        client = SluicewayClient(address, timeout=60)
-        wait(lambda: len(client.server_info().executors) == 1, 60, "the executor to attach")
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-        spark = SparkSession.builder.remote(spark_server.remote).getOrCreate()
+    with running_stack("sluiceway-bench-") as stack:
+        work, bootstrap, spark = stack.work, stack.bootstrap, stack.spark
         register(spark)
 
         # Sink: one input topic, read again by every run.
         source_topic = f"bench-in-{uuid.uuid4().hex[:6]}"
-        create_topic(admin, source_topic, partitions)
-        produce_datagen(broker.bootstrap_servers, source_topic, records, partitions)
-        assert topic_end_total(broker.bootstrap_servers, source_topic, partitions) == records
+        create_topic(stack.admin, source_topic, partitions)
+        produce_datagen(bootstrap, source_topic, records, partitions)
+        assert topic_end_total(bootstrap, source_topic, partitions) == records
         raw_consume, handwritten, sink = (
             Series("raw consume"),
             Series("hand-written Spark"),
             Series("SparkFileSink"),
         )
-        # One warm-up of each Spark path so the first run does not pay JVM and worker start-up.
-        handwritten_spark_job(spark, broker.bootstrap_servers, source_topic, partitions, str(work / "warm"))
+        # One untimed run of each Spark path first, so no timed run pays for the Spark Connect
+        # server's first jobs (JVM warm-up, Python workers): the hand-written job, then the sink.
+        handwritten_spark_job(spark, bootstrap, source_topic, partitions, str(work / "warm"))
+        sink_run(
+            stack, args, source_topic, f"bench-sink-warm-{uuid.uuid4().hex[:6]}", str(work / "sink-warm")
+        )
+        sink_runs: list[ProductRun] = []
         for run in range(args.runs):
-            raw_consume.add(records, consume_all(broker.bootstrap_servers, source_topic, partitions, records))
+            raw_consume.add(records, consume_all(bootstrap, source_topic, partitions, records))
             path = str(work / f"spark-{run}")
-            handwritten.add(
-                records,
-                handwritten_spark_job(spark, broker.bootstrap_servers, source_topic, partitions, path),
-            )
+            handwritten.add(records, handwritten_spark_job(spark, bootstrap, source_topic, partitions, path))
             if spark.read.parquet(path).count() != records:
                 raise RuntimeError("hand-written job wrote a wrong count")
             name, path = f"bench-sink-{run}-{uuid.uuid4().hex[:6]}", str(work / f"sink-{run}")
-            started = time.perf_counter()
-            client.create_connector(
-                name,
-                {
-                    "connector.class": "SparkFileSink",
-                    "topics": source_topic,
-                    "path": path,
-                    "format": "parquet",
-                    "tasks.max": str(args.tasks),
-                    "value.converter": "StringConverter",
-                    **batch_setting,
-                },
-            )
-            wait(
-                functools.partial(group_reached, admin, f"connect-{name}", source_topic, partitions, records),
-                900,
-                name,
-            )
-            sink.add(records, time.perf_counter() - started)
-            client.delete_connector(name)
-            written = spark.read.parquet(path).count()
-            if written != records:
-                raise RuntimeError(f"SparkFileSink wrote {written} records, expected {records}")
+            sink_runs.append(sink_run(stack, args, source_topic, name, path))
+            sink.add(records, sink_runs[-1].seconds)
 
-        # Source: every run writes a fresh topic.
+        # Source: every run writes a fresh topic; one untimed run first, as for the sink.
         raw_produce, source = Series("raw produce"), Series("DataGenSource")
+        warm_topic = f"bench-out-warm-{uuid.uuid4().hex[:6]}"
+        create_topic(stack.admin, warm_topic, partitions)
+        source_run(stack, args, warm_topic, f"bench-source-warm-{uuid.uuid4().hex[:6]}")
+        source_runs: list[ProductRun] = []
         for run in range(args.runs):
             topic = f"bench-raw-{run}-{uuid.uuid4().hex[:6]}"
-            create_topic(admin, topic, partitions)
-            raw_produce.add(records, produce_datagen(broker.bootstrap_servers, topic, records, partitions))
+            create_topic(stack.admin, topic, partitions)
+            raw_produce.add(records, produce_datagen(bootstrap, topic, records, partitions))
             topic = f"bench-out-{run}-{uuid.uuid4().hex[:6]}"
-            create_topic(admin, topic, partitions)
-            name = f"bench-source-{run}-{uuid.uuid4().hex[:6]}"
-            per_task = records // args.tasks
-            started = time.perf_counter()
-            client.create_connector(
-                name,
-                {
-                    "connector.class": "DataGenSource",
-                    "topic": topic,
-                    "tasks.max": str(args.tasks),
-                    "max.records": str(per_task),
-                    "record.size.bytes": str(RECORD_SIZE),
-                    "value.converter": "StringConverter",
-                    **batch_setting,
-                },
-            )
-            expected = per_task * args.tasks
-            wait(
-                functools.partial(topic_reached, broker.bootstrap_servers, topic, partitions, expected),
-                900,
-                name,
-            )
-            source.add(expected, time.perf_counter() - started)
-            client.delete_connector(name)
-            if topic_end_total(broker.bootstrap_servers, topic, partitions) != expected:
-                raise RuntimeError("DataGenSource wrote a wrong count")
+            create_topic(stack.admin, topic, partitions)
+            source_runs.append(source_run(stack, args, topic, f"bench-source-{run}-{uuid.uuid4().hex[:6]}"))
+            source.add((records // args.tasks) * args.tasks, source_runs[-1].seconds)
         # Read while every process still runs: the peaks cover all the runs above.
         memory = {
-            "executor": peak_rss_mib(executor.process.pid),
-            "Spark Connect server (JVM and its Python workers)": peak_rss_mib(
-                spark_server.managed.process.pid
-            ),
+            "executor": peak_rss_mib(stack.executor.process.pid),
+            "Spark Connect server (JVM and its Python workers)": peak_rss_mib(stack.spark_server_pid),
         }
-        report = render(args, raw_consume, handwritten, sink, raw_produce, source, memory)
-        print(report)
-        if args.report:
-            args.report.write_text(report)
-        spark.stop()
-        client.close()
-        return 0
-    finally:
-        for child in reversed(children):
-            child.stop()
-        spark_server.stop()
-        broker.stop()
+    report = render(args, raw_consume, handwritten, sink, raw_produce, source, memory, sink_runs, source_runs)
+    print(report)
+    if args.report:
+        args.report.write_text(report)
+    if args.plot:
+        plot_throughput(args.plot, [raw_consume, handwritten, sink, raw_produce, source], args.records)
+    return 0
+
+
+def plot_throughput(path: Path, series: list[Series], records: int) -> None:
+    """A bar per path at its median throughput, with its min and max as the error bar."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [s.name for s in series]
+    low, mid, high = zip(*(s.summary() for s in series), strict=True)
+    figure, axes = plt.subplots(figsize=(7, 3.6), dpi=110)
+    positions = list(range(len(series)))
+    errors = [
+        [m - lo for m, lo in zip(mid, low, strict=True)],
+        [h - m for m, h in zip(mid, high, strict=True)],
+    ]
+    colors = ["#9aa7b8", "#9aa7b8", "#2f6db5", "#9aa7b8", "#2f6db5"]
+    axes.bar(
+        positions,
+        [m / 1000 for m in mid],
+        color=colors[: len(series)],
+        yerr=[[e / 1000 for e in side] for side in errors],
+        capsize=4,
+    )
+    axes.set_xticks(positions, names, rotation=15)
+    axes.set_ylabel("thousand records/s")
+    axes.set_title(f"Throughput, {records:,} records (median; bars: min to max)")
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+
+
+def where_time_went(label: str, runs: list[ProductRun], steps: tuple[str, ...]) -> list[str]:
+    """One row per run: total, create → every task started, batches per task, and the busiest
+    task's seconds in each step."""
+    rows = []
+    for index, run in enumerate(runs):
+        start_up = max(run.steps.started, default=run.created) - run.created
+        cells = [f"{run.steps.step_total(step):.2f}" for step in steps]
+        rows.append(
+            f"| {label} {index + 1} | {run.seconds:.2f} | {run.probed:.2f} | {start_up:.2f} | "
+            f"{run.steps.batches_per_task()} | " + " | ".join(cells) + " |"
+        )
+    return rows
 
 
 def render(
@@ -376,6 +414,8 @@ def render(
     raw_produce: Series,
     source: Series,
     memory: dict[str, float],
+    sink_runs: list[ProductRun],
+    source_runs: list[ProductRun],
 ) -> str:
     def row(series: Series) -> str:
         low, mid, high = series.summary()
@@ -390,7 +430,8 @@ def render(
         "",
         f"Latest run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.machine()}, "
         f"Python {platform.python_version()}; {args.records:,} records of {RECORD_SIZE} bytes, "
-        f"{args.partitions} partitions, connectors with tasks.max={args.tasks}, {args.runs} runs each. "
+        f"{args.partitions} partitions, connectors with tasks.max={args.tasks}, {args.runs} runs each "
+        "after one untimed run of each path. "
         "Broker: Tansu (memory), Spark Connect local[2], one control plane, one executor, "
         "all on this machine.",
         "",
@@ -400,14 +441,14 @@ def render(
         f".venv/bin/python bench/bench_pipelines.py --records {args.records} --runs {args.runs} "
         f"--partitions {args.partitions} --tasks {args.tasks}"
         + (f" --batch {args.batch}" if args.batch else "")
-        + " --report bench/README.md",
+        + " --report FILE --plot FILE.png",
         "```",
         "",
         "Product runs are timed from the create call: a sink run until its consumer group has committed",
-        "the topic's end, a source run until the topic holds every record. Counts are verified after",
-        "each run.",
+        "the topic's end, a source run until its last task's last batch has returned (the executor's",
+        "log). Counts are verified after each run.",
         "",
-        "## Throughput (records/s)",
+        "### Throughput (records/s)",
         "",
         "| path | min | median | max |",
         "|---|---|---|---|",
@@ -417,7 +458,7 @@ def render(
         row(raw_produce),
         row(source),
         "",
-        "## Ratios (per run, product / baseline)",
+        "### Ratios (per run, product / baseline)",
         "",
         "| ratio | min | median | max | target |",
         "|---|---|---|---|---|",
@@ -425,7 +466,22 @@ def render(
         ratio_row("SparkFileSink / raw consume", sink, raw_consume, "—"),
         ratio_row("DataGenSource / raw produce", source, raw_produce, "≥ 0.7"),
         "",
-        "## Peak memory over all the runs (MiB)",
+        "### Where a product run's time went (seconds, from the executor's log)",
+        "",
+        "A source run is timed to the end of its last task's last batch in the executor's log (the",
+        "batch returns once Spark's producers have every record acknowledged, like the raw producer's",
+        "flush); the benchmark's own probe of the topic's end sees it later by one slow probe. A sink",
+        "run is timed by its probe of the committed offsets, which is quick.",
+        "Start-up is from the create call until every task's run began (config validation, task",
+        "configs, assignment, the pipeline's start and its offset committer). The steps are those of",
+        "the busiest task, summed over its batches; its tasks run side by side.",
+        "",
+        "| run | timed | probe saw it | start-up | batches per task | plan | write | commit |",
+        "|---|---|---|---|---|---|---|---|",
+        *where_time_went("SparkFileSink", sink_runs, ("plan", "write", "commit")),
+        *where_time_went("DataGenSource", source_runs, ("plan", "write", "commit")),
+        "",
+        "### Peak memory over all the runs (MiB)",
         "",
         "Each process's own peak resident size (VmHWM), summed over the process and the ones it",
         "started that are still running at the end: an upper bound of the peak of the whole.",

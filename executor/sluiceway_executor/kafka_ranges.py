@@ -207,11 +207,24 @@ def listed_end_offsets(
     return _list_offsets(admin, partitions, spec, timeout, "ListOffsets(latest)")
 
 
+@dataclass
+class RecordSizes:
+    """Records seen and the bytes of their keys and values (a sample of a topic's record size)."""
+
+    records: int = 0
+    total_bytes: int = 0
+
+    def add(self, key: bytes | None, value: bytes | None) -> None:
+        self.records += 1
+        self.total_bytes += len(key or b"") + len(value or b"")
+
+
 def exact_end_offsets(
     bootstrap_servers: str,
     partitions: Sequence[TopicPartition],
     timeout: float,
     client_config: Mapping[str, str] | None = None,
+    sizes: RecordSizes | None = None,
 ) -> dict[TopicPartitionKey, int]:
     """The true end (the next offset to be written; for read_committed, the last stable offset) of
     each partition, exact on Apache Kafka and on Tansu.
@@ -219,7 +232,7 @@ def exact_end_offsets(
     ListOffsets gives a lower bound L per partition. One consumer, assigned every partition at
     max(L - 1, 0) with `enable.partition.eof`, fetches to the partition-EOF event: its offset is the
     end reported by a real fetch. Starting one below L means at most the partition's last batch is
-    transferred (on Kafka, one record)."""
+    transferred (on Kafka, one record). The records that fetch brings are added to ``sizes``."""
     if not partitions:
         return {}
     deadline = time.monotonic() + timeout
@@ -263,6 +276,8 @@ def exact_end_offsets(
             for message in consumer.consume(num_messages=10_000, timeout=min(left, 0.02)):
                 error = message.error()
                 if error is None:
+                    if sizes is not None:
+                        sizes.add(message.key(), message.value())
                     continue
                 if error.code() == KafkaError._PARTITION_EOF:
                     key = (message.topic(), message.partition())

@@ -1,13 +1,13 @@
-"""The connector keys Sluiceway itself defines, for every plugin: Kafka Connect's key names, types,
-defaults and valid values (ConnectorConfig, SourceConnectorConfig, SinkConnectorConfig,
-TopicCreationConfig), documented for what they do in Sluiceway. Keys whose feature Sluiceway does
-not have yet are listed in ``validation.NOT_SUPPORTED_YET``: a value other than their default is
-refused."""
+"""The connector keys Sluiceway defines for every plugin: Kafka Connect's key names, types, defaults
+and valid values (ConnectorConfig, SourceConnectorConfig, SinkConnectorConfig, TopicCreationConfig),
+documented for what they do here. Keys whose feature Sluiceway lacks are listed in
+``validation.NOT_SUPPORTED_YET``: a value other than their default is refused."""
 
 from __future__ import annotations
 
 from typing import Any, Final
 
+from sluiceway.connect.batch_config import batch_config_def
 from sluiceway.connect.config import (
     NO_DEFAULT,
     Composite,
@@ -184,8 +184,8 @@ _ERRORS_LOG_INCLUDE_MESSAGES_DOC = (
 
 
 def common_config_def() -> ConfigDef:
-    """The keys of every connector, source or sink (Kafka's ConnectorConfig), and our automatic
-    restart keys (restart_config.py)."""
+    """The keys of every connector, source or sink (Kafka's ConnectorConfig), our automatic restart
+    keys (restart_config.py) and our batch bounds (batch_config.py)."""
     order = 0
     error_order = 0
 
@@ -369,7 +369,7 @@ def common_config_def() -> ConfigDef:
             Width.SHORT,
             "Log Error Details",
         )
-    ).merge(restart_config_def())
+    ).merge(restart_config_def().merge(batch_config_def()))
 
 
 _EXACTLY_ONCE_SUPPORT_DOC = (

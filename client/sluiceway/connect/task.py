@@ -237,12 +237,15 @@ class SinkTask(Task):
 class BatchContext:
     """Identifies one micro-batch of a DataFrame-level task. ``batch_id`` counts the batches of one
     run of the task (it starts at 0 again after every restart). For a sink batch, ``ranges`` are
-    the Kafka offsets it holds, one range per partition; a source batch has none."""
+    the Kafka offsets it holds, one range per partition; a source batch has none. For a source
+    batch, ``max_records`` is the most records the executor wants in it (the connector's
+    ``batch.*`` bounds and what earlier batches took; None: no bound), which a task should keep to."""
 
     connector: str
     task_id: int
     batch_id: int
     ranges: tuple[OffsetRange, ...] = ()
+    max_records: int | None = None
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from sluiceway.connect import (
     Task,
     Width,
 )
+from sluiceway.connect.batch_config import DEFAULT_BATCH_MAX_RECORDS
 from sluiceway_executor.datagen_records import datagen_frame, datagen_record
 
 if TYPE_CHECKING:
@@ -61,8 +62,6 @@ TOPIC_CONFIG: Final = "topic"
 MAX_RECORDS_CONFIG: Final = "max.records"
 RECORDS_PER_SEC_CONFIG: Final = "records.per.sec"
 RECORD_SIZE_BYTES_CONFIG: Final = "record.size.bytes"
-BATCH_MAX_RECORDS_CONFIG: Final = "batch.max.records"
-DEFAULT_BATCH_MAX_RECORDS: Final = 100_000
 TASK_ID_CONFIG: Final = "task.id"
 
 TASK_FIELD: Final = "task"
@@ -138,19 +137,6 @@ def config_def() -> ConfigDef:
             4,
             Width.SHORT,
             "Record size (bytes)",
-        )
-        .define(
-            BATCH_MAX_RECORDS_CONFIG,
-            ConfigType.INT,
-            DEFAULT_BATCH_MAX_RECORDS,
-            Range.at_least(1),
-            Importance.LOW,
-            "Records each task generates in one batch (one Spark job) at most. Larger batches "
-            "amortise the per-job cost; a failure redoes at most one batch.",
-            _GROUP,
-            5,
-            Width.SHORT,
-            "Max records per batch",
         )
     )
 
@@ -365,8 +351,9 @@ class DataGenBatchTask(DataFrameSourceTask):
     """Generates each batch with Spark SQL (``datagen_frame``).
 
     A batch continues after the committed ``{"seq": n}`` of the task's partition (0 when there is
-    none) and holds min(``batch.max.records``, what remains of ``max.records``, what
-    ``records.per.sec`` allows since the last batch) records. It keeps no position of its own: a
+    none) and holds min(the batch's ``max_records`` from the executor (the connector's ``batch.*``
+    bounds), what remains of ``max.records``, what ``records.per.sec`` allows since the last batch)
+    records. It keeps no position of its own: a
     batch whose offsets were not committed is generated again, identically.
     """
 
@@ -381,7 +368,6 @@ class DataGenBatchTask(DataFrameSourceTask):
         self._max_records = -1
         self._rate = 0.0
         self._size = 100
-        self._batch = DEFAULT_BATCH_MAX_RECORDS
         self._tokens = 0.0
         self._refilled_at = 0.0
 
@@ -395,7 +381,6 @@ class DataGenBatchTask(DataFrameSourceTask):
         self._max_records = config.get_long(MAX_RECORDS_CONFIG)
         self._rate = config.get_double(RECORDS_PER_SEC_CONFIG)
         self._size = config.get_int(RECORD_SIZE_BYTES_CONFIG)
-        self._batch = config.get_int(BATCH_MAX_RECORDS_CONFIG)
         # As the record-level task: one record may go out at once, then the rate's allowance.
         self._tokens = 1.0
         self._refilled_at = self._clock()
@@ -405,10 +390,10 @@ class DataGenBatchTask(DataFrameSourceTask):
     def topic(self) -> str:
         return self._topic
 
-    def next_count(self, next_seq: int) -> int:
-        """How many records the next batch starting at ``next_seq`` holds (0: nothing to do now).
-        Takes them from the rate limiter's allowance."""
-        count = self._batch
+    def next_count(self, next_seq: int, limit: int = DEFAULT_BATCH_MAX_RECORDS) -> int:
+        """How many records the next batch starting at ``next_seq`` holds, at most ``limit`` (0:
+        nothing to do now). Takes them from the rate limiter's allowance."""
+        count = limit
         if self._max_records >= 0:
             count = min(count, self._max_records - next_seq)
         if count <= 0:
@@ -416,7 +401,7 @@ class DataGenBatchTask(DataFrameSourceTask):
         if self._rate > 0:
             now = self._clock()
             # The allowance holds at most one batch, so a long pause never causes a larger burst.
-            capacity = max(float(self._batch), 1.0)
+            capacity = max(float(limit), 1.0)
             self._tokens = min(capacity, self._tokens + (now - self._refilled_at) * self._rate)
             self._refilled_at = now
             count = min(count, math.floor(self._tokens))
@@ -430,7 +415,8 @@ class DataGenBatchTask(DataFrameSourceTask):
             raise ConnectException("DataGenBatchTask is not started")
         partition = source_partition(self._task)
         next_seq = resume_seq(offsets.offset(partition))
-        count = self.next_count(next_seq)
+        limit = DEFAULT_BATCH_MAX_RECORDS if context.max_records is None else context.max_records
+        count = self.next_count(next_seq, limit)
         if count <= 0:
             return SourceBatch(data=None, offsets=[])
         parts = max(1, min(_MAX_SPARK_PARTITIONS, count // _RECORDS_PER_SPARK_PARTITION))

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
@@ -35,6 +34,7 @@ from sluiceway.connect.kafka_clients import kafka_client_config, sink_consumer_g
 from sluiceway.offsets import OffsetPair
 from sluiceway_executor.kafka_ranges import (
     PartitionRange,
+    RecordSizes,
     TopicPartitionKey,
     committed_offsets,
     earliest_offsets,
@@ -43,14 +43,15 @@ from sluiceway_executor.kafka_ranges import (
     plan_ranges,
     task_partitions,
 )
+from sluiceway_executor.pipelines.batch_sizing import BatchSizer, share_records
 from sluiceway_executor.pipelines.loading import worker_policy
 from sluiceway_executor.pipelines.pipeline import BatchOutcome
-from sluiceway_executor.pipelines.spec import TaskSpec, batch_max_records
+from sluiceway_executor.pipelines.spec import TaskSpec, batch_limits
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["SinkPipeline", "consumer_group", "resume_offset", "sink_offsets", "split_batch"]
+__all__ = ["SinkPipeline", "consumer_group", "resume_offset", "sink_offsets"]
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +64,6 @@ _FORMAT: Final = "sluiceway-kafka"
 def consumer_group(spec: TaskSpec) -> str:
     """The consumer group holding the sink's offsets."""
     return sink_consumer_group(spec.connector, spec.connector_config)
-
-
-def split_batch(batch_records: int, pending_partitions: int) -> int:
-    """Records per partition so that a batch holds about ``batch_records`` in all."""
-    return max(1, math.ceil(batch_records / max(pending_partitions, 1)))
 
 
 def sink_offsets(ranges: list[PartitionRange]) -> list[OffsetPair]:
@@ -125,7 +121,8 @@ class SinkPipeline:
         internal = [t for t in self._topics or () if self._policy.is_internal_topic(t)]
         if internal:
             raise ConnectException(f"a sink connector may not read internal topics: {', '.join(internal)}")
-        self._batch_records = batch_max_records(spec.connector_config)
+        self._sizer = BatchSizer(batch_limits(spec.connector_config))
+        self._limit = self._sizer.next_limit()  # the limit of the batch planned last
         admin_config = kafka_client_config(worker_config, "admin", spec.connector_config)
         self._admin_config = admin_config
         consumer_config = kafka_client_config(worker_config, "consumer", spec.connector_config)
@@ -159,7 +156,8 @@ class SinkPipeline:
 
     def plan(self) -> list[PartitionRange]:
         """The ranges the next batch reads: this task's partitions from the committed offsets to
-        their exact ends, about ``batch.max.records`` records in all."""
+        their exact ends, at most the sizer's limit in all (``share_records``), which the records
+        sampled on the way count towards (``batch.max.bytes``)."""
         admin = self._admin
         assert admin is not None, "start() first"
         everything = list_partitions(
@@ -184,7 +182,9 @@ class SinkPipeline:
                         offset,
                     )
                 self._committed[key] = resumed
-        ends = exact_end_offsets(self._bootstrap, mine, KAFKA_CALL_TIMEOUT_S, self._consumer_config)
+        sizes = RecordSizes()
+        ends = exact_end_offsets(self._bootstrap, mine, KAFKA_CALL_TIMEOUT_S, self._consumer_config, sizes)
+        self._sizer.observe_sizes(sizes.records, sizes.total_bytes)
         if self._start_at_end:
             # auto.offset.reset=latest: a partition seen without a committed offset starts at its end.
             for key, end in ends.items():
@@ -192,9 +192,13 @@ class SinkPipeline:
                     self._committed[key] = end
         committed = {(tp.topic, tp.partition): self._committed.get((tp.topic, tp.partition)) for tp in mine}
         pending = plan_ranges(committed, earliest, ends, None)
-        if not pending:
-            return []
-        return plan_ranges(committed, earliest, ends, split_batch(self._batch_records, len(pending)))
+        self._limit = limit = self._sizer.next_limit()
+        shares = share_records({r.key: r.count for r in pending}, limit)
+        return [
+            PartitionRange(r.topic, r.partition, r.start, r.start + shares[r.key])
+            for r in pending
+            if shares[r.key] > 0
+        ]
 
     def read(self, ranges: list[PartitionRange]) -> DataFrame:
         """The raw records of ``ranges`` (binary key and value) as a DataFrame."""
@@ -241,11 +245,14 @@ class SinkPipeline:
             from sluiceway_executor.pipelines.record_tasks import run_sink_task
 
             run_sink_task(raw, self._task_class, self.spec, self._worker_config)
+        records = sum(r.count for r in ranges)
+        written = time.monotonic()
+        self._sizer.observe(self._limit, records, written - began)
         return BatchOutcome(
-            records=sum(r.count for r in ranges),
+            records=records,
             offsets=sink_offsets(ranges),
             topics=frozenset(r.topic for r in ranges),
-            steps={"plan": planned - began, "write": time.monotonic() - planned},
+            steps={"plan": planned - began, "write": written - planned},
         )
 
     def committed(self, outcome: BatchOutcome) -> None:

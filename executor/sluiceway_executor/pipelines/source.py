@@ -28,8 +28,10 @@ Offsets are kept in memory: the assignment's committed offsets, updated after ea
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -50,9 +52,10 @@ from sluiceway_executor.heartbeats import (
     heartbeat_topic_creator,
     overrides_heartbeat_hook,
 )
+from sluiceway_executor.pipelines.batch_sizing import BatchSizer
 from sluiceway_executor.pipelines.loading import worker_policy
 from sluiceway_executor.pipelines.pipeline import BatchOutcome, canonical, merge_offsets
-from sluiceway_executor.pipelines.spec import TaskSpec, batch_max_records
+from sluiceway_executor.pipelines.spec import TaskSpec, batch_limits
 from sluiceway_executor.topic_creation import TopicCreator
 
 if TYPE_CHECKING:
@@ -114,7 +117,7 @@ class SourcePipeline:
         self._topic = (
             spec.task_config.get(TOPIC_CONFIG) or spec.connector_config.get(TOPIC_CONFIG) or ""
         ).strip()
-        self._batch_records = batch_max_records(spec.connector_config)
+        self._sizer = BatchSizer(batch_limits(spec.connector_config))
         producer_config = kafka_client_config(worker_config, "producer", spec.connector_config)
         self._bootstrap = producer_config.pop("bootstrap.servers")
         self._producer_config = producer_config
@@ -160,12 +163,21 @@ class SourcePipeline:
         if heartbeat:
             # The next one is an interval from now, whatever this one brings.
             self._heartbeats.reset()
+        began = time.monotonic()
+        limit = self._sizer.next_limit()
         if self._task is not None:
-            return self._dataframe_batch(self._task, batch_id, heartbeat)
-        return self._record_batch(heartbeat)
+            outcome = self._dataframe_batch(self._task, batch_id, heartbeat, limit)
+        else:
+            outcome = self._record_batch(heartbeat, limit)
+        took = time.monotonic() - began
+        if not outcome.empty:
+            self._sizer.observe(limit, outcome.records, took)
+        return dataclasses.replace(outcome, steps={"write": took})
 
-    def _dataframe_batch(self, task: DataFrameSourceTask, batch_id: int, heartbeat: bool) -> BatchOutcome:
-        context = BatchContext(self.spec.connector, self.spec.task_index, batch_id)
+    def _dataframe_batch(
+        self, task: DataFrameSourceTask, batch_id: int, heartbeat: bool, limit: int
+    ) -> BatchOutcome:
+        context = BatchContext(self.spec.connector, self.spec.task_index, batch_id, max_records=limit)
         committed = self.current_offsets()
         beat = BatchOutcome(records=0)
         if heartbeat:
@@ -242,7 +254,7 @@ class SourcePipeline:
             self._value_converter.from_connect(F.col("value"), types["value"]).alias("value"),
         )
 
-    def _record_batch(self, heartbeat: bool) -> BatchOutcome:
+    def _record_batch(self, heartbeat: bool, limit: int) -> BatchOutcome:
         from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
         from sluiceway_executor.pipelines.record_tasks import read_source_task
@@ -253,7 +265,7 @@ class SourcePipeline:
             self.spec,
             self._worker_config,
             self.current_offsets(),
-            max_records=self._batch_records,
+            max_records=limit,
             heartbeat_topic=self._heartbeat_topic if heartbeat else "",
         )
         # Deterministic from here on: the write and the offsets see the same records.
@@ -265,12 +277,16 @@ class SourcePipeline:
                 F.max("seq").alias("last_seq"),
                 F.count(F.lit(1)).alias("records"),
                 F.count_if(F.col("heartbeat")).alias("heartbeats"),
+                F.sum(F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))).alias(
+                    "bytes"
+                ),
             )
             .collect()
         )
         offsets, written, count = last_offsets(summary, self._topic)
         if count == 0:
             return BatchOutcome(records=0)
+        self._sizer.observe_sizes(count, sum(int(row["bytes"] or 0) for row in summary))
         heartbeats = sum(int(row["heartbeats"]) for row in summary)
         if heartbeats:
             self._ensure_heartbeat_topic()

@@ -1,22 +1,20 @@
-"""One task assignment as plain values (`TaskSpec`) and the batch size its connector asks for."""
+"""One task assignment as plain values (`TaskSpec`) and the batch bounds its connector sets."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
 
 from sluiceway.api.v1 import common_pb2, executor_pb2
 from sluiceway.connect import ConnectException
+from sluiceway.connect.batch_config import BatchLimits
+from sluiceway.connect.config import ConfigException
 from sluiceway.connect.config_providers import ConfigProviders, ConfigReferenceError
 from sluiceway.names import parse_task_name
 from sluiceway.offsets import OffsetPair, offsets_from_proto
 
-__all__ = ["BATCH_MAX_RECORDS_CONFIG", "DEFAULT_BATCH_MAX_RECORDS", "TaskSpec", "batch_max_records"]
-
-BATCH_MAX_RECORDS_CONFIG: Final = "batch.max.records"
-DEFAULT_BATCH_MAX_RECORDS: Final = 100_000
+__all__ = ["TaskSpec", "batch_limits"]
 
 
 @dataclass(frozen=True)
@@ -78,14 +76,9 @@ class TaskSpec:
         )
 
 
-def batch_max_records(connector_config: Mapping[str, str]) -> int:
-    raw = connector_config.get(BATCH_MAX_RECORDS_CONFIG)
-    if raw is None or not raw.strip():
-        return DEFAULT_BATCH_MAX_RECORDS
+def batch_limits(connector_config: Mapping[str, str]) -> BatchLimits:
+    """The connector's ``batch.*`` bounds; ConnectException names a malformed key."""
     try:
-        value = int(raw.strip())
-    except ValueError:
-        raise ConnectException(f"{BATCH_MAX_RECORDS_CONFIG} must be an integer, got {raw!r}") from None
-    if value < 1:
-        raise ConnectException(f"{BATCH_MAX_RECORDS_CONFIG} must be at least 1, got {value}")
-    return value
+        return BatchLimits.from_config(connector_config)
+    except ConfigException as exc:
+        raise ConnectException(str(exc)) from None

@@ -257,6 +257,55 @@ def test_kafka_to_parquet_writes_exact_records_and_commits_the_ends(
     }
 
 
+def test_a_sink_task_takes_its_backlog_in_one_batch_unless_its_byte_bound_cuts_it(
+    factory: SparkPipelineFactory,
+    spark_with_sources: SparkSession,
+    worker: dict[str, str],
+    admin: AdminClient,
+    broker: EmbeddedBroker,
+    unique: str,
+    tmp_path: Path,
+) -> None:
+    topic = f"sized-{unique}"
+    create_topic(admin, topic, 2)
+    # Two partitions of unequal length: one batch takes both whole, leaving no remainder.
+    produce(broker, topic, [b"x" * 40 for _ in range(700)], partition=0)
+    produce(broker, topic, [b"y" * 40 for _ in range(1100)], partition=1)
+    config = {
+        "connector.class": "SparkFileSink",
+        "topics": topic,
+        "format": "parquet",
+        "value.converter": STRING_CONVERTER,
+    }
+
+    whole = factory(
+        spec(f"w-{unique}", 0, {**config, "path": str(tmp_path / "whole")}, SPARK_FILE_SINK_TASK), worker
+    )
+    whole.start()
+    outcomes = run_until_empty(whole)
+    whole.stop()
+    assert [o.records for o in outcomes] == [1800]
+
+    # About 44 bytes a record (key and value): 4,400 bytes hold 100 records. The first batch is
+    # planned with the sample its end-offset fetch brought, so every batch keeps to the bound.
+    cut = factory(
+        spec(
+            f"c-{unique}",
+            0,
+            {**config, "path": str(tmp_path / "cut"), "batch.max.bytes": "4400"},
+            SPARK_FILE_SINK_TASK,
+        ),
+        worker,
+    )
+    cut.start()
+    outcomes = run_until_empty(cut)
+    cut.stop()
+    sizes = [o.records or 0 for o in outcomes]
+    assert sum(sizes) == 1800 and len(sizes) >= 10 and max(sizes) <= 110, sizes
+    values = [row["value"] for row in spark_with_sources.read.parquet(str(tmp_path / "cut")).collect()]
+    assert len(values) == 1800 and sorted(set(values)) == ["x" * 40, "y" * 40]
+
+
 def test_file_stream_source_resumes_from_its_position(
     factory: SparkPipelineFactory,
     worker: dict[str, str],

@@ -12,9 +12,10 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import Row
 
-from sluiceway.connect import ConnectException, MemoryOffsetStorageReader, OffsetRange
+from sluiceway.connect import BatchContext, ConnectException, MemoryOffsetStorageReader, OffsetRange
+from sluiceway.connect.batch_config import BATCH_MAX_RECORDS_CONFIG, DEFAULT_BATCH_MAX_RECORDS
+from sluiceway.connect.framework_config import common_config_def
 from sluiceway_executor.connectors.datagen import (
-    BATCH_MAX_RECORDS_CONFIG,
     DataGenBatchTask,
     DataGenSourceConnector,
     config_def,
@@ -27,9 +28,9 @@ from sluiceway_executor.pipelines.record_tasks import (
     converter_settings,
     poll_source_task,
 )
-from sluiceway_executor.pipelines.sink import consumer_group, resume_offset, sink_offsets, split_batch
+from sluiceway_executor.pipelines.sink import consumer_group, resume_offset, sink_offsets
 from sluiceway_executor.pipelines.source import last_offsets
-from sluiceway_executor.pipelines.spec import TaskSpec, batch_max_records
+from sluiceway_executor.pipelines.spec import TaskSpec, batch_limits
 
 STRING = "org.apache.kafka.connect.storage.StringConverter"
 
@@ -48,41 +49,50 @@ def datagen(props: dict[str, str] | None = None, clock: Clock | None = None) -> 
     return task
 
 
-def test_datagen_batches_are_capped_by_batch_size_and_max_records() -> None:
-    task = datagen({"max.records": "250", "batch.max.records": "100"})
-    assert [task.next_count(seq) for seq in (0, 100, 200, 250, 300)] == [100, 100, 50, 0, 0]
-    assert datagen().next_count(10**9) == 100_000  # the default batch size, no end
+def test_datagen_batches_are_capped_by_the_batch_limit_and_max_records() -> None:
+    task = datagen({"max.records": "250"})
+    assert [task.next_count(seq, 100) for seq in (0, 100, 200, 250, 300)] == [100, 100, 50, 0, 0]
+    assert datagen().next_count(10**9) == DEFAULT_BATCH_MAX_RECORDS  # no limit given, no end
 
 
 def test_datagen_batches_follow_the_rate_allowance() -> None:
     clock = Clock()
-    task = datagen({"records.per.sec": "1000", "batch.max.records": "600"}, clock)
-    assert task.next_count(0) == 1  # one record at once, as the record-level task
-    assert task.next_count(1) == 0
+    task = datagen({"records.per.sec": "1000"}, clock)
+    assert task.next_count(0, 600) == 1  # one record at once, as the record-level task
+    assert task.next_count(1, 600) == 0
     clock.now += 0.25
-    assert task.next_count(1) == 250
+    assert task.next_count(1, 600) == 250
     clock.now += 10  # a long pause allows one batch, not ten seconds' worth
-    assert task.next_count(251) == 600
+    assert task.next_count(251, 600) == 600
 
 
 def test_datagen_batch_task_ends_with_no_data_once_max_records_are_committed() -> None:
     task = datagen({"max.records": "5"})
     reader = MemoryOffsetStorageReader([({"task": 1}, {"seq": 4})])
-    batch = task.read_batch(None, reader, None)  # type: ignore[arg-type]  # no Spark job when done
+    context = BatchContext("c", 1, 0, max_records=100)
+    batch = task.read_batch(None, reader, context)  # type: ignore[arg-type]  # no Spark job when done
     assert batch.data is None and batch.offsets == []
 
 
-def test_datagen_connector_runs_the_batch_task_and_documents_the_batch_size() -> None:
+def test_datagen_runs_the_batch_task_and_every_connector_documents_the_batch_bounds() -> None:
     assert DataGenSourceConnector().task_class() is DataGenBatchTask
-    key = config_def().keys()[BATCH_MAX_RECORDS_CONFIG]
-    assert key.default == 100_000 and "batch" in key.documentation
+    own = config_def().keys()
+    assert BATCH_MAX_RECORDS_CONFIG not in own  # one home: the common keys
+    keys = common_config_def().keys()
+    for name in ("batch.max.records", "batch.max.bytes", "batch.duration.ms"):
+        assert name in keys and "batch" in keys[name].documentation
+    assert keys[BATCH_MAX_RECORDS_CONFIG].default == 1_000_000
 
 
-def test_batch_size_setting() -> None:
-    assert batch_max_records({}) == 100_000
-    assert batch_max_records({"batch.max.records": " 500 "}) == 500
-    with pytest.raises(ConnectException, match="at least 1"):
-        batch_max_records({"batch.max.records": "0"})
+def test_batch_bound_settings() -> None:
+    limits = batch_limits({})
+    assert (limits.max_records, limits.max_bytes, limits.duration_ms) == (1_000_000, 256 << 20, 5000)
+    limits = batch_limits({"batch.max.records": " 500 ", "batch.duration.ms": "", "batch.max.bytes": "64"})
+    assert (limits.max_records, limits.max_bytes, limits.duration_ms) == (500, 64, 5000)
+    with pytest.raises(ConnectException, match=r"batch\.max\.records"):
+        batch_limits({"batch.max.records": "0"})
+    with pytest.raises(ConnectException, match=r"batch\.duration\.ms"):
+        batch_limits({"batch.duration.ms": "soon"})
 
 
 def spec(config: dict[str, str], task_config: dict[str, str] | None = None) -> TaskSpec:
@@ -115,9 +125,6 @@ def test_task_classes_resolve_from_the_task_config_or_the_plugin() -> None:
 def test_sink_bookkeeping() -> None:
     assert consumer_group(spec({})) == "connect-c"
     assert consumer_group(spec({"consumer.override.group.id": "mine"})) == "mine"
-    assert split_batch(100_000, 3) == 33_334
-    assert split_batch(10, 0) == 10
-    assert split_batch(1, 8) == 1
     assert sink_offsets([PartitionRange("t", 2, 5, 9)]) == [
         ({"kafka_topic": "t", "kafka_partition": 2}, {"kafka_offset": 9})
     ]

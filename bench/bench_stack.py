@@ -1,0 +1,95 @@
+"""The whole product on this machine for a benchmark: the embedded Tansu broker, a Spark Connect
+server (`local[2]`), one control plane (replication factor 1) and one executor, each its own
+process, with a client, an admin client and a Spark session of the benchmark's own. The executor
+logs at DEBUG, so its log holds each batch's steps (see bench_steps.py)."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+from pyspark.sql import SparkSession
+
+from sluiceway.client import SluicewayClient
+from sluiceway_server.embedded import (
+    ManagedProcess,
+    control_plane_argv,
+    executor_argv,
+    free_port,
+    spawn,
+    start_broker,
+    start_spark_connect,
+    wait_serving,
+)
+
+
+@dataclass
+class Stack:
+    work: Path
+    bootstrap: str
+    executor: ManagedProcess
+    spark_server_pid: int
+    client: SluicewayClient
+    admin: AdminClient
+    spark: SparkSession
+
+    @property
+    def executor_log(self) -> Path:
+        return self.work / "logs" / "executor.log"
+
+
+def wait(probe: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if probe():
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+@contextmanager
+def running_stack(prefix: str) -> Iterator[Stack]:
+    """Starts everything, waits for the executor to attach, and stops it all on the way out."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    logs = work / "logs"
+    broker = start_broker(logs)
+    spark_server = start_spark_connect(logs)
+    address = f"127.0.0.1:{free_port()}"
+    settings = {f"{k}.storage.replication.factor": "1" for k in ("config", "offset", "status")}
+    children: list[ManagedProcess] = []
+    try:
+        plane = spawn(
+            "control-plane", control_plane_argv(broker.bootstrap_servers, address, "bench", settings), logs
+        )
+        children.append(plane)
+        wait_serving(address, 60, plane)
+        executor = spawn(
+            "executor", executor_argv(address, spark_server.remote, "--log-level", "DEBUG"), logs
+        )
+        children.append(executor)
+        client = SluicewayClient(address, timeout=60)
+        wait(lambda: len(client.server_info().executors) == 1, 60, "the executor to attach")
+        spark = SparkSession.builder.remote(spark_server.remote).getOrCreate()
+        try:
+            yield Stack(
+                work,
+                broker.bootstrap_servers,
+                executor,
+                spark_server.managed.process.pid,
+                client,
+                AdminClient({"bootstrap.servers": broker.bootstrap_servers}),
+                spark,
+            )
+        finally:
+            spark.stop()
+            client.close()
+    finally:
+        for child in reversed(children):
+            child.stop()
+        spark_server.stop()
+        broker.stop()
