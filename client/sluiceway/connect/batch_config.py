@@ -2,10 +2,11 @@
 
 A batch holds what the task has to do, up to three bounds, whichever is reached first: the time a
 batch should take (`batch.duration.ms`), the bytes it may hold (`batch.max.bytes`) and a record
-count (`batch.max.records`). A task with little to do gets small batches (a record waits for at most
-one batch), one with a backlog gets batches of about `batch.duration.ms` of work, which spreads the
-fixed cost of a batch (its Spark job, its offset commit) over many records. The executor learns a
-task's speed and record size from the batches it has run (``sluiceway_executor.pipelines.batch_sizing``).
+count (`batch.max.records`). A task with little to do takes all of it in each batch; one with a
+backlog takes its first batch up to the bounds and then batches of about `batch.duration.ms` of
+work, which spreads the fixed cost of a batch (its Spark job, its offset commit) over many records.
+The executor learns a task's speed and record size from the batches it has run
+(``sluiceway_executor.pipelines.batch_sizing``).
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ def batch_config_def() -> ConfigDef:
             Range.at_least(1),
             Importance.LOW,
             "The most bytes of keys and values one batch of a task should hold, estimated from the "
-            "sizes of the records seen so far; it bounds the memory a batch takes in Spark.",
+            "sizes of the records seen so far: a sink's (sampled at each partition's end) and a "
+            "record-level source's. A DataFrame-level source is given a record count only.",
             BATCH_GROUP,
             2,
             Width.SHORT,

@@ -353,8 +353,8 @@ class DataGenBatchTask(DataFrameSourceTask):
     A batch continues after the committed ``{"seq": n}`` of the task's partition (0 when there is
     none) and holds min(the batch's ``max_records`` from the executor (the connector's ``batch.*``
     bounds), what remains of ``max.records``, what ``records.per.sec`` allows since the last batch)
-    records. It keeps no position of its own: a
-    batch whose offsets were not committed is generated again, identically.
+    records. It keeps no position of its own: a batch whose offsets were not committed is generated
+    again, identically.
     """
 
     def __init__(

@@ -4,10 +4,10 @@ are shared among its partitions (``share_records``).
 The sizer starts at the connector's record ceiling, so a task's first batch takes its whole backlog
 up to ``batch.max.records`` (and ``batch.max.bytes`` once a record size is known). After each batch
 it compares the time the batch took with ``batch.duration.ms``: a batch that used at least half its
-limit and took longer shrinks the next one in proportion; a batch that was cut by the limit and
-took less lets the next one grow in proportion (the time includes the batch's fixed cost, so growth
-undershoots and never oscillates). A smaller batch says little about the limit and leaves it: its
-time is mostly the fixed cost.
+limit and took longer shrinks the next one in proportion; a batch that was cut by the limit (or
+whose record count is unknown) and took less lets the next one grow in proportion (the time
+includes the batch's fixed cost, so growth undershoots and never oscillates). A smaller batch says
+little about the limit and leaves it: its time is mostly the fixed cost.
 """
 
 from __future__ import annotations
@@ -56,13 +56,16 @@ class BatchSizer:
         target = self._limits.duration_s
         if seconds <= 0:
             return
+        # A batch whose record count is not known (a DataFrame-level source) counts as full, both
+        # ways: otherwise a limit it shrank after a slow batch (a cold Spark session) could never
+        # grow back, and a rate-limited task would fall behind its rate for good.
         held = limit if records is None else records
         if seconds > target and held * 2 >= limit:
             # Only a batch that used most of its limit shrinks the next: the time of a small one is
             # mostly fixed cost (a cold Spark session's first job above all), not its records'.
             self._limit = max(1, min(self._limit, int(held * target / seconds)))
-        elif records is not None and records >= limit:
-            self._limit = min(self._limits.max_records, max(self._limit, int(records * target / seconds)))
+        elif seconds <= target and held >= limit:
+            self._limit = min(self._limits.max_records, max(self._limit, int(held * target / seconds)))
 
 
 def share_records(pending: Mapping[tuple[str, int], int], limit: int) -> dict[tuple[str, int], int]:

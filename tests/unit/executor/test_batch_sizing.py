@@ -18,9 +18,12 @@ def test_a_batch_that_took_too_long_shrinks_the_next_in_proportion() -> None:
     sizer = BatchSizer(BatchLimits(max_records=1_000_000, duration_ms=5000))
     sizer.observe(1_000_000, 1_000_000, 10.0)
     assert sizer.next_limit() == 500_000
-    # Unknown record counts (a DataFrame-level source) shrink from the limit the batch had.
+    # Unknown record counts (a DataFrame-level source) shrink from the limit the batch had...
     sizer.observe(500_000, None, 20.0)
     assert sizer.next_limit() == 125_000
+    # ...and grow back from it once batches are quick again (the Spark session warmed up).
+    sizer.observe(125_000, None, 1.0)
+    assert sizer.next_limit() == 625_000
 
 
 def test_a_full_batch_that_was_quick_lets_the_next_grow_up_to_the_ceiling() -> None:
