@@ -13,7 +13,7 @@ plane, no executor. Both Spark paths and the raw producer are warmed up before t
 Record counts are checked on every run: the end offsets of every written topic, the rows and value
 bytes the Spark read returned, the messages the raw consumer received.
 
-    .venv/bin/python bench/bench_datasource.py --records 200000 --runs 3 --report bench/README.md
+    .venv/bin/python bench/bench_datasource.py --records 200000 --runs 3 --report FILE
 """
 
 from __future__ import annotations
@@ -267,7 +267,7 @@ def render(
         "```sh",
         f".venv/bin/python bench/bench_datasource.py --records {args.records} --runs {args.runs} "
         f"--partitions {args.partitions} --spark-partitions {args.spark_partitions} "
-        "--report bench/README.md",
+        "--report FILE",
         "```",
         "",
         "Write: one Spark job writing a DataFrame pinned in Spark (`localCheckpoint`) against one raw "

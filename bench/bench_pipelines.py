@@ -11,7 +11,7 @@ connector created over the API. A sink run is timed until its consumer group has
 topic's end; a source run until its last task's batch, holding the last records, has returned and
 committed (from the executor's log). Record counts are checked on every run.
 
-    .venv/bin/python bench/bench_pipelines.py --records 1000000 --runs 3 --report bench/README.md
+    .venv/bin/python bench/bench_pipelines.py --records 1000000 --runs 3 --report FILE --plot FILE.png
 """
 
 from __future__ import annotations
