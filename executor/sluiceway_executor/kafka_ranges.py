@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from confluent_kafka import (
     Consumer,
@@ -219,6 +219,11 @@ class RecordSizes:
         self.total_bytes += len(key or b"") + len(value or b"")
 
 
+# How long one wait for the end-of-partition events lasts: consume() holds a call for the whole of
+# it unless 10,000 events arrive, so a longer wait would be paid by every plan.
+_EOF_POLL_S: Final = 0.002
+
+
 def exact_end_offsets(
     bootstrap_servers: str,
     partitions: Sequence[TopicPartition],
@@ -257,6 +262,9 @@ def exact_end_offsets(
             # EOF comes from a fetch at the end, which brokers that do not wake waiting fetches (Tansu)
             # hold for fetch.wait.max.ms.
             "fetch.wait.max.ms": "10",
+            # A new client waits half of this (at least 11 ms) before it connects to a broker it
+            # learned from metadata: 50 ms of every plan at librdkafka's default of 100.
+            "reconnect.backoff.ms": "20",
             "logger": log,
         }
     )
@@ -273,7 +281,7 @@ def exact_end_offsets(
                     f"{what}: no end-of-partition after {timeout:.1f}s for {sorted(pending)} "
                     f"(ListOffsets lower bounds {[lower[k] for k in sorted(pending)]})"
                 )
-            for message in consumer.consume(num_messages=10_000, timeout=min(left, 0.02)):
+            for message in consumer.consume(num_messages=10_000, timeout=min(left, _EOF_POLL_S)):
                 error = message.error()
                 if error is None:
                     if sizes is not None:

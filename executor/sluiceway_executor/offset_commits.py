@@ -36,6 +36,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from sluiceway.connect import PluginRegistry, PluginType
 from sluiceway.connect.kafka_clients import (
+    connect_first,
     offset_commit_config,
     sink_consumer_group,
     source_offsets_topic,
@@ -210,6 +211,7 @@ class KafkaOffsetCommitter:
         deadline = time.monotonic() + timeout
         producer = self._producer_factory(dict(self._producer_config))
         self._producer = producer
+        connect_first(producer, deadline - time.monotonic())
         try:
             self._retrying(producer.init_transactions, deadline)
         except _FencedError as exc:

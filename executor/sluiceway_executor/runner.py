@@ -1,9 +1,11 @@
 """One thread per task: the loop of micro-batches, each followed by its offset commit
 (docs/ARCHITECTURE.md §3).
 
-A runner starts its task's pipeline, opens the task's offset committer (which fences any earlier
-holder of the task's commits, see ``offset_commits.py``), reports RUNNING, then runs one batch
-after another and commits each batch's offsets to Kafka itself before the next batch. A paused
+A runner starts its task's pipeline and, on a thread of its own meanwhile, opens the task's offset
+committer (which fences any earlier holder of the task's commits, see ``offset_commits.py``; a
+committer opened for a pipeline that then fails to start commits nothing and is closed), reports
+RUNNING once both are done, then runs one batch after another and commits each batch's offsets to
+Kafka itself before the next batch. A paused
 assignment reports PAUSED and runs no pipeline, no committer and no batches. Offsets are committed
 only after the batch's data is durable, so a batch is either committed whole or redone whole: at
 least once, with at most one duplicate batch per interruption.
@@ -110,6 +112,45 @@ class CommitRejected(Exception):  # noqa: N818 - names what happened, like Commi
     def __init__(self, error: str, *, transient: bool) -> None:
         super().__init__(error)
         self.transient = transient
+
+
+@dataclasses.dataclass
+class _Opened:
+    committer: OffsetCommitter | None  # None when the factory failed
+    error: Exception | None
+    seconds: float
+
+
+class _CommitterOpening:
+    """A task's committer built and opened on a thread of its own (``wait`` gives the outcome).
+    A committer whose ``open`` failed is still handed back, to be closed."""
+
+    def __init__(
+        self, factory: CommitterFactory, spec: TaskSpec, worker_config: Mapping[str, str], timeout: float
+    ) -> None:
+        self._opened = _Opened(None, None, 0.0)
+        self._thread = threading.Thread(
+            target=self._open,
+            args=(factory, spec, worker_config, timeout),
+            name=f"open-{spec.name}",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def _open(
+        self, factory: CommitterFactory, spec: TaskSpec, worker_config: Mapping[str, str], timeout: float
+    ) -> None:
+        began = time.monotonic()
+        try:
+            self._opened.committer = factory(spec, worker_config)
+            self._opened.committer.open(timeout)
+        except Exception as exc:
+            self._opened.error = exc
+        self._opened.seconds = time.monotonic() - began
+
+    def wait(self) -> _Opened:
+        self._thread.join()
+        return self._opened
 
 
 class TaskRunner:
@@ -295,22 +336,39 @@ class TaskRunner:
             pipeline = self._factory(resolved, self._worker_config)
         except Exception as exc:
             return self._failure("starting the task failed", traceback.format_exc(), exc, session)
+        # The committer opens (a Kafka round trip or more) while the pipeline starts (for a sink,
+        # a Spark job that reads what its files hold).
+        opening = _CommitterOpening(
+            self._committer_factory, resolved, self._worker_config, self._commit_timeout
+        )
+        began = time.monotonic()
         try:
             pipeline.start()
         except Exception as exc:
             failure = self._failure("starting the task failed", traceback.format_exc(), exc, session)
             self._stop_pipeline(pipeline)
+            self._close_committer(opening.wait().committer)
             return failure
+        pipeline_started = time.monotonic()
         committer: OffsetCommitter | None = None
         try:
+            opened = opening.wait()
+            committer = opened.committer
             try:
-                committer = self._committer_factory(resolved, self._worker_config)
-                committer.open(self._commit_timeout)
+                if opened.error is not None:
+                    raise opened.error
             except Exception as exc:
                 # The committer gives up with TimeoutError when Kafka kept answering "try again".
                 kind = FailureKind.INFRASTRUCTURE if isinstance(exc, TimeoutError) else None
                 what = "opening the task's offset committer failed"
                 return self._failure(what, traceback.format_exc(), exc, session, kind=kind)
+            assert committer is not None, "opened without an error"
+            log.debug(
+                "task %s: pipeline started in %.3fs, committer opened in %.3fs (side by side)",
+                self.name,
+                pipeline_started - began,
+                opened.seconds,
+            )
             log.info("task %s started (generation %d)", self.name, self.spec.generation)
             self._host.send_status(self.spec, common_pb2.STATE_RUNNING)
             self._running_since = time.monotonic()
@@ -322,13 +380,17 @@ class TaskRunner:
         except Exception as exc:
             return self._failure("a batch failed", traceback.format_exc(), exc, session)
         finally:
-            if committer is not None:
-                try:
-                    committer.close()
-                except Exception:
-                    log.warning("closing the offset committer of task %s failed", self.name, exc_info=True)
+            self._close_committer(committer)
             self._stop_pipeline(pipeline)
             log.info("task %s stopped after %d batch(es)", self.name, self.batches)
+
+    def _close_committer(self, committer: OffsetCommitter | None) -> None:
+        if committer is None:
+            return
+        try:
+            committer.close()
+        except Exception:
+            log.warning("closing the offset committer of task %s failed", self.name, exc_info=True)
 
     def _stop_pipeline(self, pipeline: Pipeline) -> None:
         try:

@@ -47,10 +47,35 @@ def test_a_range_far_from_zero_keeps_the_format(spark: SparkSession) -> None:
         assert len(row.value) == 120
 
 
-def test_the_rows_are_split_over_the_partitions_asked_for(spark: SparkSession) -> None:
+def test_the_rows_come_in_the_slices_asked_for(spark: SparkSession) -> None:
     df = datagen_frame(spark, 2, 1_000, 10, 100, TS_MS, partitions=4)
-    by_partition = df.selectExpr("spark_partition_id() AS p").groupBy("p").count().collect()
-    assert sorted(row["count"] for row in by_partition) == [2, 2, 3, 3]
+    rows = df.selectExpr("spark_partition_id() AS p", "seq").collect()
+    assert sorted(row.seq for row in rows) == list(range(1_000, 1_010))
+    # Four slices of consecutive seqs, read by at most four Spark tasks (local[2] runs two).
+    by_partition: dict[int, list[int]] = {}
+    for row in rows:
+        by_partition.setdefault(row.p, []).append(row.seq)
+    assert 1 <= len(by_partition) <= 4
+    slices = [(1_000, 1_001), (1_002, 1_004), (1_005, 1_006), (1_007, 1_009)]
+    for seqs in by_partition.values():
+        # Each Spark task reads whole slices.
+        assert all(all(s in seqs for s in range(lo, hi + 1)) for lo, hi in slices if lo in seqs)
+
+
+def test_batches_of_one_task_reuse_the_compiled_code(
+    spark: SparkSession, spark_connect: EmbeddedSparkConnect
+) -> None:
+    log = spark_connect.managed.log_path
+    for seq in range(3):  # the first batches compile
+        datagen_frame(spark, 5, seq * 1_000, 900 + seq, 100, TS_MS + seq, 2).selectExpr(
+            "count(value)"
+        ).collect()
+    before = log.read_text(errors="replace").count("Code generated")
+    for seq in range(3, 8):
+        datagen_frame(spark, 5, seq * 1_000, 900 + seq, 100, TS_MS + seq, 2).selectExpr(
+            "count(value)"
+        ).collect()
+    assert log.read_text(errors="replace").count("Code generated") == before
 
 
 def test_a_full_job_writes_every_record_once(spark: SparkSession, tmp_path: Path) -> None:

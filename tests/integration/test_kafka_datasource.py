@@ -180,9 +180,13 @@ def test_reads_exact_ranges(
     spark: SparkSession, broker: EmbeddedBroker, admin: AdminClient, source_topic: SourceTopic
 ) -> None:
     ranges = whole_topic(broker, admin, source_topic.name)
-    rows = read(spark, broker, ranges).collect()
+    df = read(spark, broker, ranges)
+    rows = df.collect()
 
     assert len(rows) == PARTITIONS * PER_PARTITION
+    # 12,000 records of three partitions are one split under min.rows.per.split: one Spark task reads
+    # them all with one consumer.
+    assert df.select(F.spark_partition_id()).distinct().count() == 1
     by_partition: dict[int, list[Any]] = {}
     for row in rows:
         assert row.topic == source_topic.name
@@ -208,12 +212,42 @@ def test_sub_range_read_returns_exactly_that_slice(
     spark: SparkSession, broker: EmbeddedBroker, source_topic: SourceTopic
 ) -> None:
     ranges = [PartitionRange(source_topic.name, 0, 100, 250), PartitionRange(source_topic.name, 2, 7, 8)]
-    df = read(spark, broker, ranges, **{"max.rows.per.split": "40"})
+    df = read(spark, broker, ranges, **{"max.rows.per.split": "40", "min.rows.per.split": "1"})
     rows = df.select("partition", "offset", "key").collect()
     assert sorted((r.partition, r.offset) for r in rows) == [(0, o) for o in range(100, 250)] + [(2, 7)]
     assert all(r.key == f"key-{r.partition}-{r.offset}".encode() for r in rows)
     # 150 offsets in splits of at most 40 → 4 Spark partitions, plus one for the single record.
     assert df.select(F.spark_partition_id()).distinct().count() == 5
+    # At the default min.rows.per.split the record of partition 2 joins the smallest chunk of partition 0.
+    packed = read(spark, broker, ranges, **{"max.rows.per.split": "40"})
+    assert sorted(r.offset for r in packed.where(F.col("partition") == 2).collect()) == [7]
+    assert packed.count() == 151
+    assert packed.select(F.spark_partition_id()).distinct().count() == 4
+
+
+def test_ranges_of_two_topics_in_one_split_read_exactly(
+    spark: SparkSession, broker: EmbeddedBroker, admin: AdminClient, source_topic: SourceTopic, unique: str
+) -> None:
+    other = create_topic(admin, f"kafka-ds-other-{unique}", 2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for i in range(60):
+        producer.produce(other, value=f"o-{i % 2}-{i // 2}".encode(), partition=i % 2)
+    producer.flush(30)
+    # Partition 1 of both topics: one consumer tells them apart by topic.
+    ranges = [
+        PartitionRange(source_topic.name, 1, 10, 110),
+        PartitionRange(other, 1, 5, 30),
+        PartitionRange(other, 0, 0, 30),
+    ]
+    df = read(spark, broker, ranges)
+    assert df.select(F.spark_partition_id()).distinct().count() == 1
+    rows = df.select("topic", "partition", "offset", "value").collect()
+    assert sorted((r.topic, r.partition, r.offset) for r in rows) == sorted(
+        [(source_topic.name, 1, o) for o in range(10, 110)]
+        + [(other, 1, o) for o in range(5, 30)]
+        + [(other, 0, o) for o in range(30)]
+    )
+    assert all(r.value == f"o-{r.partition}-{r.offset}".encode() for r in rows if r.topic == other)
 
 
 def test_transaction_markers_leave_gaps_the_read_steps_over(
@@ -287,6 +321,10 @@ def test_missing_planned_records_fail_the_read(
     with pytest.raises(PySparkException, match="planned records are missing"):
         read(spark, broker, beyond, **{"read.timeout.ms": "1000"}).collect()
     assert time.monotonic() - started < 30
+    # The same when the range shares its split with one that is all there.
+    complete = PartitionRange(source_topic.name, 1, 0, 100)
+    with pytest.raises(PySparkException, match=rf"{source_topic.name}\[0\].*planned records are missing"):
+        read(spark, broker, [complete, *beyond], **{"read.timeout.ms": "1000"}).collect()
 
 
 def test_bad_reader_option_fails_with_its_name(spark: SparkSession, broker: EmbeddedBroker) -> None:

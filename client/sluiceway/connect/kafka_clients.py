@@ -5,11 +5,14 @@ agree on the cluster, the consumer group and the offsets topic of a connector.""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
+from typing import Protocol
 
 from sluiceway.connect.connector import ConnectException
 
 __all__ = [
+    "connect_first",
     "connection_settings",
     "kafka_client_config",
     "offset_commit_config",
@@ -26,6 +29,8 @@ __all__ = [
 _COMMON_EXACT = ("bootstrap.servers", "client.dns.lookup", "security.protocol")
 _COMMON_PREFIXES = ("ssl.", "sasl.")
 _ROLES = ("producer", "consumer", "admin")
+log = logging.getLogger(__name__)
+
 GROUP_ID_OVERRIDE = "consumer.override.group.id"
 OFFSETS_TOPIC_CONFIG = "offsets.storage.topic"
 
@@ -139,3 +144,22 @@ def topic_name_problem(name: str) -> str | None:
     if bad:
         return f"may hold only ASCII letters, digits, '.', '_' and '-', not {''.join(bad)!r}"
     return None
+
+
+class _AnswersMetadata(Protocol):
+    # confluent-kafka's Producer, Consumer and AdminClient.
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> object: ...
+
+
+def connect_first(client: _AnswersMetadata, timeout: float) -> None:
+    """Has a new librdkafka client fetch the cluster's metadata, and with it connect to a broker,
+    before its first real request. A transactional producer whose ``init_transactions`` comes first
+    can find no broker to ask for its producer id and wait for librdkafka's retry timer, 0.5 s (one
+    new producer in nine did against the embedded broker, none of 80 after this). A failure here is
+    only logged: the request that follows reports its own."""
+    from confluent_kafka import KafkaException
+
+    try:
+        client.list_topics(timeout=max(timeout, 0.1))
+    except KafkaException as exc:
+        log.debug("fetching metadata before the first request failed: %s", exc)

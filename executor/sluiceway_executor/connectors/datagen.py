@@ -5,8 +5,8 @@ of a record is ``{"seq": n}``, so a restarted task continues after its committed
 The record format lives in :mod:`sluiceway_executor.datagen_records`: ``datagen_record`` (re-exported
 here) builds one record in Python, ``datagen_frame`` a range of them in Spark SQL.
 
-The connector's task is :class:`DataGenBatchTask`, which generates each batch with Spark SQL over
-``spark.range`` (``datagen_frame``); :class:`DataGenSourceTask` produces the same records one poll at
+The connector's task is :class:`DataGenBatchTask`, which generates each batch with Spark SQL
+(``datagen_frame``); :class:`DataGenSourceTask` produces the same records one poll at
 a time (Kafka Connect's record-level API), for plugin authors and tests.
 
 Both send heartbeat records (KIP-910) when the connector's heartbeat interval is set: one per
@@ -342,7 +342,7 @@ class DataGenSourceTask(SourceTask):
         self._stopping.set()
 
 
-# Records a Spark partition of one batch generates at least before the batch is split further.
+# Records a slice of one batch holds at least before the batch is cut into more slices.
 _RECORDS_PER_SPARK_PARTITION: Final = 50_000
 _MAX_SPARK_PARTITIONS: Final = 8
 

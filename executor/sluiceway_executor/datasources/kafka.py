@@ -14,8 +14,11 @@ any delivery fails. What both share (name, row layout, option parsing) is in `ka
 Reader options: `bootstrap.servers`, `ranges` (JSON list of {"topic", "partition", "start", "end"}, end
 exclusive; see sluiceway_executor.kafka_ranges), `consumer.config` (JSON object of librdkafka
 settings), `read.timeout.ms` (default 60000: how long a split may make no progress before it fails),
-`max.rows.per.split` (default 500000). Rows: `topic, partition, offset, timestamp, key, value, headers`
-as Spark's own Kafka source lays them out (headers null when a record has none).
+`max.rows.per.split` (default 500000: a range longer than this is read by several Spark tasks),
+`min.rows.per.split` (default 100000: ranges of different partitions share a Spark task until it
+holds about this many rows, so a small batch over many partitions costs one task, not one per
+partition). Rows: `topic, partition, offset, timestamp, key, value, headers` as Spark's own Kafka
+source lays them out (headers null when a record has none).
 
 Writer options: `bootstrap.servers`, `topic` (used where the DataFrame has no `topic` column or it is
 null), `producer.config` (JSON object). Input columns: `value` (binary or string; null = tombstone),

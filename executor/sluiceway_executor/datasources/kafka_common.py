@@ -57,6 +57,9 @@ ARROW_SCHEMA = pa.schema(
 
 DEFAULT_READ_TIMEOUT_MS = 60_000
 DEFAULT_MAX_ROWS_PER_SPLIT = 500_000
+# Each Spark task of a read costs tens of milliseconds before its first record, so small ranges of
+# several partitions share one task up to about this many rows.
+DEFAULT_MIN_ROWS_PER_SPLIT = 100_000
 
 # Settings the reader and writer need for correctness; the user's config cannot change them.
 _FORCED_CONSUMER_CONFIG: Mapping[str, str] = {
@@ -177,6 +180,7 @@ class ReaderOptions:
     consumer_config: dict[str, str]
     read_timeout_ms: int
     max_rows_per_split: int
+    min_rows_per_split: int = DEFAULT_MIN_ROWS_PER_SPLIT
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReaderOptions:
@@ -186,6 +190,7 @@ class ReaderOptions:
             consumer_config=_client_config(options, "consumer.config"),
             read_timeout_ms=_int_option(options, "read.timeout.ms", DEFAULT_READ_TIMEOUT_MS, 1),
             max_rows_per_split=_int_option(options, "max.rows.per.split", DEFAULT_MAX_ROWS_PER_SPLIT, 1),
+            min_rows_per_split=_int_option(options, "min.rows.per.split", DEFAULT_MIN_ROWS_PER_SPLIT, 1),
         )
 
     def consumer_settings(self) -> dict[str, Any]:

@@ -1,10 +1,11 @@
-"""The `sluiceway-kafka` reader: each planned offset range cut into splits, and every split read by one
-Spark task with its own consumer, exactly from `start` up to `end` (see
-`sluiceway_executor.datasources.kafka`)."""
+"""The `sluiceway-kafka` reader: the planned offset ranges cut into chunks and grouped into splits,
+and every split read by one Spark task with one consumer, each of its ranges exactly from `start` up
+to `end` (see `sluiceway_executor.datasources.kafka`)."""
 
 from __future__ import annotations
 
 import bisect
+import heapq
 import itertools
 import logging
 import time
@@ -37,21 +38,46 @@ _CONSUME_WAIT_SECONDS = 0.1
 
 @dataclass
 class KafkaSplit(InputPartition):
-    """The records of one partition with start <= offset < end, read by one Spark task."""
+    """The records one Spark task reads: of each range, those with start <= offset < end. The
+    ranges are of different partitions, so one consumer reads them side by side."""
 
-    topic: str
-    partition: int
-    start: int
-    end: int
+    ranges: tuple[PartitionRange, ...]
 
 
-def split_ranges(ranges: Sequence[PartitionRange], max_rows: int) -> list[KafkaSplit]:
-    """Each range cut into consecutive chunks of at most `max_rows` offsets; empty ranges dropped."""
-    splits: list[KafkaSplit] = []
-    for r in ranges:
-        for lo in range(r.start, r.end, max_rows):
-            splits.append(KafkaSplit(r.topic, r.partition, lo, min(lo + max_rows, r.end)))
-    return splits
+def split_ranges(ranges: Sequence[PartitionRange], max_rows: int, min_rows: int = 1) -> list[KafkaSplit]:
+    """Each range cut into consecutive chunks of at most ``max_rows`` offsets (empty ones dropped),
+    then the chunks shared among as many splits as the offsets fill at ``min_rows`` each: at least
+    one, at most one per chunk, and more where two chunks of one partition would otherwise meet.
+    Largest chunk first into the split holding the fewest offsets, so the splits come out even."""
+    chunks = [
+        PartitionRange(r.topic, r.partition, lo, min(lo + max_rows, r.end))
+        for r in ranges
+        for lo in range(r.start, r.end, max_rows)
+    ]
+    if not chunks:
+        return []
+    total = sum(c.count for c in chunks)
+    wanted = min(len(chunks), max(1, -(-total // min_rows)))
+    held: list[list[PartitionRange]] = [[] for _ in range(wanted)]
+    keys: list[set[tuple[str, int]]] = [set() for _ in range(wanted)]
+    lightest = [(0, i) for i in range(wanted)]  # (offsets held, split) as a heap
+    for chunk in sorted(chunks, key=lambda c: c.count, reverse=True):
+        skipped = []
+        while lightest and chunk.key in keys[lightest[0][1]]:
+            skipped.append(heapq.heappop(lightest))
+        if lightest:
+            load, i = heapq.heappop(lightest)
+        else:
+            load, i = 0, len(held)
+            held.append([])
+            keys.append(set())
+        held[i].append(chunk)
+        keys[i].add(chunk.key)
+        heapq.heappush(lightest, (load + chunk.count, i))
+        for entry in skipped:
+            heapq.heappush(lightest, entry)
+    splits = [tuple(sorted(h, key=lambda c: (c.topic, c.partition, c.start))) for h in held]
+    return [KafkaSplit(s) for s in sorted(splits, key=lambda s: (s[0].topic, s[0].partition, s[0].start))]
 
 
 def _headers_array(headers: list[Any]) -> pa.Array:
@@ -66,6 +92,7 @@ def _headers_array(headers: list[Any]) -> pa.Array:
 # and the consume() call are where a read spends its time.
 _offset, _key, _value, _headers = Message.offset, Message.key, Message.value, Message.headers
 _timestamp, _error = Message.timestamp, Message.error
+_partition = Message.partition
 
 
 def records_to_batch(topic: str, partition: int, messages: Sequence[Message]) -> pa.RecordBatch:
@@ -99,37 +126,117 @@ class KafkaReader(DataSourceReader):
         self.options = options
 
     def partitions(self) -> Sequence[InputPartition]:
-        splits = split_ranges(self.options.ranges, self.options.max_rows_per_split)
+        splits = split_ranges(
+            self.options.ranges, self.options.max_rows_per_split, self.options.min_rows_per_split
+        )
         # Spark needs at least one partition; an empty one reads nothing.
-        return splits or [KafkaSplit("", 0, 0, 0)]
+        return splits or [KafkaSplit(())]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, KafkaSplit), partition
-        if partition.end <= partition.start:
+        if not partition.ranges:
             return
         yield from read_split(self.options, partition)
 
 
-def read_split(options: ReaderOptions, split: KafkaSplit) -> Iterator[pa.RecordBatch]:
-    """Exactly the records of `split`, in offset order, as Arrow batches of at most MAX_BATCH_ROWS.
+def _where(r: PartitionRange) -> str:
+    return f"{r.topic}[{r.partition}] offsets [{r.start}, {r.end})"
 
-    The read is done when the next position reaches `end`: a record at or past `end - 1`, or an EOF
+
+class _RangeRead:
+    """How far the read of one range has come."""
+
+    def __init__(self, planned: PartitionRange) -> None:
+        self.planned = planned
+        self.position = planned.start
+        self.eof_at: int | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.position >= self.planned.end
+
+    @property
+    def left(self) -> int:
+        return max(self.planned.end - self.position, 0)
+
+    def take(self, records: Sequence[Message]) -> pa.RecordBatch | None:
+        """The records of ``records`` (consecutive ones of this partition) inside the range."""
+        # Records always carry an offset; only grows within a partition.
+        offsets = cast(list[int], list(map(_offset, records)))
+        # Keep start <= offset < end.
+        lo = bisect.bisect_left(offsets, self.position)
+        hi = bisect.bisect_left(offsets, self.planned.end)
+        self.position = max(self.position, offsets[-1] + 1)
+        if hi <= lo:
+            return None
+        return records_to_batch(self.planned.topic, self.planned.partition, records[lo:hi])
+
+    def settle(self) -> bool:
+        """Moves on after an end-of-partition event: done when it is at or past ``end``, past a gap
+        (compacted records, transaction markers) below a record not yet visible otherwise. True when
+        the position moved."""
+        if self.eof_at is None or self.eof_at <= self.position:
+            return False
+        self.position = min(self.eof_at, self.planned.end)
+        return True
+
+    def stuck(self, timeout: float) -> KafkaDataSourceError:
+        state = f"the partition ends at {self.eof_at}" if self.eof_at is not None else "no records arrived"
+        return KafkaDataSourceError(
+            f"{SHORT_NAME}: reading {_where(self.planned)}: stuck at offset {self.position} for "
+            f"{timeout:.1f}s ({state}); the planned records are missing"
+        )
+
+
+def _message_key(message: Message) -> tuple[str, int]:
+    partition = message.partition()
+    return message.topic() or "", -1 if partition is None else partition
+
+
+def _runs(
+    records: list[Message], only: tuple[str, int] | None, topic: str | None
+) -> Iterator[tuple[tuple[str, int], list[Message]]]:
+    """``records`` cut into runs of one partition each, with the partition's key: all of them when
+    the split reads ``only`` one partition; by partition number when its partitions are all of one
+    ``topic``; by topic and partition otherwise."""
+    if only is not None:
+        yield only, records
+        return
+    if topic is not None:
+        partitions = np.fromiter(map(_partition, records), dtype=np.int64, count=len(records))
+        edges = [0, *(np.flatnonzero(np.diff(partitions)) + 1).tolist(), len(records)]
+        for lo, hi in itertools.pairwise(edges):
+            yield (topic, int(partitions[lo])), records[lo:hi]
+        return
+    for key, run in itertools.groupby(records, key=_message_key):
+        yield key, list(run)
+
+
+def read_split(options: ReaderOptions, split: KafkaSplit) -> Iterator[pa.RecordBatch]:
+    """Exactly the records of each range of ``split``, in offset order within a partition, as Arrow
+    batches of at most MAX_BATCH_ROWS.
+
+    A range is done when the next position reaches `end`: a record at or past `end - 1`, or an EOF
     event at or past `end` (the last offsets may be a gap: compacted records, transaction markers).
     An EOF below `end` means the planned records are not (yet) visible; after `read.timeout.ms`
-    without progress the read fails instead of returning short."""
-    where = f"{split.topic}[{split.partition}] offsets [{split.start}, {split.end})"
+    without progress on any range the read fails instead of returning short."""
     timeout = options.read_timeout_ms / 1000
+    reads = {r.key: _RangeRead(r) for r in split.ranges if r.end > r.start}
+    if not reads:
+        return
+    only = split.ranges[0].key if len(split.ranges) == 1 else None
+    topics = {r.topic for r in split.ranges}
+    topic = next(iter(topics)) if len(topics) == 1 else None
     consumer = Consumer(options.consumer_settings())
     try:
         # Metadata first: assigned before it, librdkafka waits a retry backoff before its first fetch.
         consumer.list_topics(timeout=timeout)
-        consumer.assign([KafkaTopicPartition(split.topic, split.partition, split.start)])
-        position = split.start
-        eof_at: int | None = None
+        consumer.assign([KafkaTopicPartition(r.topic, r.partition, r.start) for r in split.ranges if r.count])
         deadline = time.monotonic() + timeout
-        while position < split.end:
+        while reads:
+            wanted = sum(r.left for r in reads.values())
             messages = consumer.consume(
-                num_messages=min(split.end - position, MAX_BATCH_ROWS), timeout=_CONSUME_WAIT_SECONDS
+                num_messages=min(wanted, MAX_BATCH_ROWS), timeout=_CONSUME_WAIT_SECONDS
             )
             records: list[Message] = messages
             # KafkaError is always truthy (and cannot be compared with None).
@@ -140,36 +247,36 @@ def read_split(options: ReaderOptions, split: KafkaSplit) -> Iterator[pa.RecordB
                     if error is None:
                         records.append(m)
                     elif error.code() == KafkaError._PARTITION_EOF:
+                        state = reads.get(_message_key(m))
                         offset = m.offset()
-                        eof_at = offset if offset is not None else eof_at
+                        if state is not None and offset is not None:
+                            state.eof_at = offset
                     elif error.fatal() or not error.retriable():
-                        raise KafkaDataSourceError(
-                            f"{SHORT_NAME}: reading {where} failed at {position}: {error}"
+                        state = reads.get(_message_key(m))
+                        where = (
+                            f"{_where(state.planned)} failed at {state.position}"
+                            if state is not None
+                            else f"{', '.join(_where(r) for r in split.ranges)} failed"
                         )
+                        raise KafkaDataSourceError(f"{SHORT_NAME}: reading {where}: {error}")
                     else:
-                        log.debug("reading %s: %s", where, error)
-            if records:
-                # Records always carry an offset; only grows within a partition.
-                offsets = cast(list[int], list(map(_offset, records)))
-                # Keep start <= offset < end.
-                lo = bisect.bisect_left(offsets, position)
-                hi = bisect.bisect_left(offsets, split.end)
-                if hi > lo:
-                    yield records_to_batch(split.topic, split.partition, records[lo:hi])
-                position = max(position, offsets[-1] + 1)
+                        log.debug("reading %s: %s", [_where(r) for r in split.ranges], error)
+            progressed = bool(records)
+            for key, run in _runs(records, only, topic) if records else ():
+                state = reads.get(key)
+                if state is not None:
+                    batch = state.take(run)
+                    if batch is not None:
+                        yield batch
+            for key, state in list(reads.items()):
+                progressed = state.settle() or progressed
+                if state.done:
+                    del reads[key]
+                    # Stop fetching it: the rest of the split is what is waited for.
+                    consumer.pause([KafkaTopicPartition(key[0], key[1])])
+            if progressed:
                 deadline = time.monotonic() + timeout
-            if eof_at is not None and eof_at >= position:
-                if eof_at >= split.end:
-                    break
-                if eof_at > position:
-                    # A gap below a record not yet visible: progress all the same.
-                    position = eof_at
-                    deadline = time.monotonic() + timeout
-            if position < split.end and time.monotonic() > deadline:
-                state = f"the partition ends at {eof_at}" if eof_at is not None else "no records arrived"
-                raise KafkaDataSourceError(
-                    f"{SHORT_NAME}: reading {where}: stuck at offset {position} for {timeout:.1f}s "
-                    f"({state}); the planned records are missing"
-                )
+            elif reads and time.monotonic() > deadline:
+                raise min(reads.values(), key=lambda r: r.planned.key).stuck(timeout)
     finally:
         consumer.close()

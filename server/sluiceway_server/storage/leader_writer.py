@@ -17,6 +17,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from sluiceway.connect.kafka_clients import connect_first
 from sluiceway_server.storage.kafka_log import LogPosition, NotLeaderError
 
 log = logging.getLogger(__name__)
@@ -88,8 +89,10 @@ class LeaderWriter:
     def start(self, timeout: float) -> None:
         """Take over the transactional id: once this returns, the previous holder is fenced and any
         transaction it left open is aborted."""
+        deadline = time.monotonic() + timeout
         producer = Producer(dict(self._config))
-        producer.init_transactions(timeout)
+        connect_first(producer, timeout)
+        producer.init_transactions(max(deadline - time.monotonic(), 0.1))
         self._producer = producer
         self._thread = threading.Thread(target=self._serve, name="leader-writer", daemon=True)
         self._thread.start()

@@ -20,7 +20,7 @@ from typing import Any, Final
 from confluent_kafka import KafkaException, Producer
 
 from sluiceway.connect.config_providers import ConfigProviders, ConfigProvidersError
-from sluiceway.connect.kafka_clients import offset_commit_config, task_transactional_id
+from sluiceway.connect.kafka_clients import connect_first, offset_commit_config, task_transactional_id
 from sluiceway.kafka_errors import is_transient
 from sluiceway_server.config import DEFAULTS
 from sluiceway_server.storage.status_store import StatusStore
@@ -112,6 +112,7 @@ class TaskFencer:
             }
         )
         try:
+            connect_first(producer, deadline - time.monotonic())
             while True:
                 try:
                     producer.init_transactions(max(deadline - time.monotonic(), 0.1))

@@ -152,6 +152,9 @@ def test_datagen_batches_write_gap_free_sequences_per_task(
         "topic": topic,
         "max.records": "25000",
         "batch.max.records": "10000",
+        # Batches of exactly 10,000 records: a first batch on a cold Spark server that takes longer
+        # than the default 5 s would make the next one smaller.
+        "batch.duration.ms": "600000",
         "tasks.max": "2",
     }
     for task in range(2):

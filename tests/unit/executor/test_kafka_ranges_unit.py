@@ -170,19 +170,65 @@ def test_arrow_schema_is_what_spark_expects() -> None:
 def test_ranges_split_into_chunks() -> None:
     ranges = [PartitionRange("t", 0, 0, 10), PartitionRange("t", 1, 5, 6), PartitionRange("u", 0, 3, 3)]
     assert split_ranges(ranges, 4) == [
-        KafkaSplit("t", 0, 0, 4),
-        KafkaSplit("t", 0, 4, 8),
-        KafkaSplit("t", 0, 8, 10),
-        KafkaSplit("t", 1, 5, 6),
+        KafkaSplit((PartitionRange("t", 0, 0, 4),)),
+        KafkaSplit((PartitionRange("t", 0, 4, 8),)),
+        KafkaSplit((PartitionRange("t", 0, 8, 10),)),
+        KafkaSplit((PartitionRange("t", 1, 5, 6),)),
     ]
 
 
-@given(st.integers(0, 10_000), st.integers(0, 10_000), st.integers(1, 3_000))
-def test_splits_cover_the_range_exactly(start: int, span: int, size: int) -> None:
-    splits = split_ranges([PartitionRange("t", 0, start, start + span)], size)
-    assert sum(s.end - s.start for s in splits) == span
-    assert all(0 < s.end - s.start <= size for s in splits)
-    assert all(a.end == b.start for a, b in itertools.pairwise(splits))
+def test_small_ranges_of_many_partitions_share_one_split() -> None:
+    ranges = [PartitionRange("t", p, 100, 2_600) for p in range(4)]
+    assert split_ranges(ranges, 500_000, 100_000) == [KafkaSplit(tuple(ranges))]
+
+
+def test_ranges_are_shared_evenly_among_as_many_splits_as_they_fill() -> None:
+    ranges = [PartitionRange("t", p, 0, 37_500) for p in range(4)]
+    splits = split_ranges(ranges, 500_000, 100_000)
+    # 150,000 offsets fill two splits of 100,000: two ranges each, not three and one.
+    assert [sum(r.count for r in s.ranges) for s in splits] == [75_000, 75_000]
+
+
+def test_big_ranges_keep_a_split_each() -> None:
+    ranges = [PartitionRange("t", p, 0, 250_000) for p in range(2)]
+    assert split_ranges(ranges, 500_000, 100_000) == [KafkaSplit((r,)) for r in ranges]
+
+
+def test_two_chunks_of_one_partition_never_share_a_split() -> None:
+    # Both chunks of partition 0 would fit in one split of 100,000, but one consumer cannot read two
+    # ranges of one partition side by side.
+    splits = split_ranges([PartitionRange("t", 0, 0, 30), PartitionRange("u", 1, 0, 5)], 20, 100_000)
+    assert [s.ranges for s in splits] == [
+        (PartitionRange("t", 0, 0, 20),),
+        (PartitionRange("t", 0, 20, 30), PartitionRange("u", 1, 0, 5)),
+    ]
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 1_000), st.integers(0, 1_000)), max_size=8),
+    st.integers(10, 300),
+    st.integers(1, 2_000),
+)
+def test_splits_cover_every_range_exactly_once(
+    spans: list[tuple[int, int, int]], max_rows: int, min_rows: int
+) -> None:
+    # Ranges of distinct partitions, as a plan gives them.
+    ranges = [PartitionRange("t", p, start, start + span) for p, (_, start, span) in enumerate(spans)]
+    splits = split_ranges(ranges, max_rows, min_rows)
+    for planned in ranges:
+        pieces = sorted((r for s in splits for r in s.ranges if r.key == planned.key), key=lambda r: r.start)
+        assert sum(r.count for r in pieces) == planned.count
+        assert all(a.end == b.start for a, b in itertools.pairwise(pieces))
+        assert all(0 < r.count <= max_rows for r in pieces)
+    for split in splits:
+        assert split.ranges
+        assert len({r.key for r in split.ranges}) == len(split.ranges)
+    total = sum(r.count for r in ranges)
+    chunks = sum(-(-r.count // max_rows) for r in ranges)
+    if total:
+        # As many splits as the offsets fill at min_rows, unless chunks of one partition force more.
+        most_chunks = max(-(-r.count // max_rows) for r in ranges)
+        assert len(splits) == max(min(chunks, -(-total // min_rows)), most_chunks)
 
 
 def _reader_options(**overrides: str) -> dict[str, str]:

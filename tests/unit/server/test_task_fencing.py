@@ -43,6 +43,9 @@ class FakeProducer:
         self.inits = 0
         self.closed = False
 
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> object:
+        return None
+
     def init_transactions(self, timeout: float = -1) -> None:
         self.inits += 1
         if self.errors:
