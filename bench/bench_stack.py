@@ -43,12 +43,12 @@ class Stack:
         return self.work / "logs" / "executor.log"
 
 
-def wait(probe: Callable[[], bool], timeout: float, what: str) -> None:
+def wait(probe: Callable[[], bool], timeout: float, what: str, poll: float = 0.1) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if probe():
             return
-        time.sleep(0.1)
+        time.sleep(poll)
     raise TimeoutError(f"timed out waiting for {what}")
 
 

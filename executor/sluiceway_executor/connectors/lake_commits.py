@@ -13,15 +13,18 @@ staging and reads the offsets file of the newest batch of each ``task=N`` direct
 of a task that can have been published without its offsets being committed is its last one.
 
 Both jobs run their file operations on a Spark worker (``mapInArrow``, ``pyarrow.fs``), so they
-reach the same file systems the batch's own job wrote to. Publishing skips its job when the
-executor itself sees the staged batch (its ``_SUCCESS`` marker, under a name no other batch has):
-then it is the same directory, and the executor writes the offsets and renames it itself, which
-costs no Spark job. The rename is atomic on a local or network file system and on HDFS, not on
+reach the same file systems the batch's own job wrote to. Each is skipped when the executor can
+prove it sees the same directory as Spark's driver, and then does the work itself: publishing
+when the executor finds the staged batch's ``_SUCCESS`` marker (the driver writes it, under a name
+no other batch has); the start-up read when Spark's driver finds a file of a new random name that
+the executor has just written into the task's staging directory (checked by analysing a read of
+it, which runs no job). The rename is atomic on a local or network file system and on HDFS, not on
 object stores such as S3, which have no rename.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -119,11 +122,42 @@ def _publish_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
     yield pa.RecordBatch.from_pylist([{"published": done}], schema=pa.schema([("published", pa.int64())]))
 
 
-def _newest_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Removes the row's task's staging leftovers and lists the ranges of the newest batch of each
-    task directory under the row's path."""
-    import pyarrow as pa
+_NEWEST_SCHEMA: Final = "batch string, topic string, partition int, start long, end long"
+
+
+def _newest_ranges(filesystem: pafs.FileSystem, root: str, task_id: int) -> list[dict[str, Any]]:
+    """Removes what task ``task_id`` left in staging under ``root``, then lists the ranges of the
+    newest batch of each task directory there (the rows of ``_NEWEST_SCHEMA``)."""
     from pyarrow import fs
+
+    leftovers = f"{root}/{STAGING}/task={task_id}"
+    if filesystem.get_file_info(leftovers).type == fs.FileType.Directory:
+        filesystem.delete_dir(leftovers)
+    found: list[dict[str, Any]] = []
+    for task in filesystem.get_file_info(fs.FileSelector(root, allow_not_found=True)):
+        if task.type != fs.FileType.Directory or not task.base_name.startswith("task="):
+            continue
+        names = [
+            info.path
+            for info in filesystem.get_file_info(fs.FileSelector(task.path))
+            if info.type == fs.FileType.Directory and info.base_name.startswith("batch=")
+        ]
+        if not names:
+            continue
+        newest = max(names)
+        try:
+            with filesystem.open_input_stream(f"{newest}/{MANIFEST}") as stream:
+                content = json.loads(stream.read().decode())
+        except FileNotFoundError:
+            continue  # written before batches carried their offsets
+        for item in content.get("ranges", []):
+            found.append({"batch": str(content.get("batch", "")), **item})
+    return found
+
+
+def _newest_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``_newest_ranges`` of each row's path and task, on a Spark worker."""
+    import pyarrow as pa
 
     schema = pa.schema(
         [
@@ -138,27 +172,7 @@ def _newest_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for batch in batches:
         for row in batch.to_pylist():
             filesystem, root = _filesystem(row["path"])
-            leftovers = f"{root}/{STAGING}/task={row['task']}"
-            if filesystem.get_file_info(leftovers).type == fs.FileType.Directory:
-                filesystem.delete_dir(leftovers)
-            for task in filesystem.get_file_info(fs.FileSelector(root, allow_not_found=True)):
-                if task.type != fs.FileType.Directory or not task.base_name.startswith("task="):
-                    continue
-                names = [
-                    info.path
-                    for info in filesystem.get_file_info(fs.FileSelector(task.path))
-                    if info.type == fs.FileType.Directory and info.base_name.startswith("batch=")
-                ]
-                if not names:
-                    continue
-                newest = max(names)
-                try:
-                    with filesystem.open_input_stream(f"{newest}/{MANIFEST}") as stream:
-                        content = json.loads(stream.read().decode())
-                except FileNotFoundError:
-                    continue  # written before batches carried their offsets
-                for item in content.get("ranges", []):
-                    found.append({"batch": str(content.get("batch", "")), **item})
+            found.extend(_newest_ranges(filesystem, root, int(row["task"])))
     yield pa.RecordBatch.from_pylist(found, schema=schema)
 
 
@@ -200,15 +214,79 @@ def publish(spark: SparkSession, staging: str, final: str, content: str, *, here
         raise ConnectException(f"publishing the batch in {staging} as {final} did not happen")
 
 
-def newest_written(spark: SparkSession, root: str, task_id: int) -> Mapping[TopicPartition, OffsetRange]:
+def _made_dirs(path: str) -> list[str]:
+    """Creates ``path`` and its missing parents; the directories it created, deepest first."""
+    missing: list[str] = []
+    here = path
+    while not os.path.isdir(here):
+        missing.append(here)
+        parent = os.path.dirname(here)
+        if parent == here:
+            break
+        here = parent
+    os.makedirs(path, exist_ok=True)
+    return missing
+
+
+def _seen_by_spark(spark: SparkSession, root: str, task_id: int) -> str | None:
+    """The local path of ``root`` when this process and Spark's driver see the same directory
+    there, else None. The proof: a file of a new random name that this process writes into the
+    task's staging directory, which Spark then finds at ``root``'s own spelling of that path (an
+    analysis, no Spark job). The file is left for ``_newest_ranges`` to remove with the rest of
+    the staging directory; when Spark does not find it, it and the directories made for it go."""
+    from pyspark.errors import AnalysisException
+
+    local = _local_path(root)
+    if local is None:
+        return None
+    name = f"_probe-{uuid.uuid4().hex}"
+    local_dir = os.path.join(local, STAGING, f"task={task_id}")
+    made: list[str] = []
+    try:
+        made = _made_dirs(local_dir)
+        with open(os.path.join(local_dir, name), "x", encoding="utf-8"):
+            pass
+    except OSError:
+        _remove_probe(local_dir, name, made)
+        return None
+    try:
+        spark.read.format("binaryFile").load(staging_dir(root, task_id, name)).schema  # noqa: B018
+    except AnalysisException:
+        _remove_probe(local_dir, name, made)
+        return None
+    return local
+
+
+def _remove_probe(local_dir: str, name: str, made: list[str]) -> None:
+    """Removes a probe file that proved nothing, and the directories made for it while empty."""
+    with contextlib.suppress(OSError):
+        os.remove(os.path.join(local_dir, name))
+    for directory in made:
+        try:
+            os.rmdir(directory)
+        except OSError:
+            break
+
+
+def newest_written(
+    spark: SparkSession, root: str, task_id: int, *, here: bool = True
+) -> Mapping[TopicPartition, OffsetRange]:
     """For each partition, the range of the newest published batch holding it (among the newest
-    batch of each task directory), after removing what task ``task_id`` left in staging."""
+    batch of each task directory), after removing what task ``task_id`` left in staging: by this
+    process when Spark's driver sees the same directory (``_seen_by_spark``) and ``here`` allows
+    it, else on a Spark worker."""
     from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
-    job = spark.range(0, 1, 1, 1).select(F.lit(root).alias("path"), F.lit(task_id).alias("task"))
-    schema = "batch string, topic string, partition int, start long, end long"
+    local = _seen_by_spark(spark, root, task_id) if here else None
+    if local is not None:
+        from pyarrow import fs
+
+        rows: Sequence[Mapping[str, Any]] = _newest_ranges(fs.LocalFileSystem(), local, task_id)
+    else:
+        job = spark.range(0, 1, 1, 1).select(F.lit(root).alias("path"), F.lit(task_id).alias("task"))
+        rows = [row.asDict() for row in job.mapInArrow(_newest_rows, _NEWEST_SCHEMA).collect()]
     newest: dict[TopicPartition, tuple[str, OffsetRange]] = {}
-    for row in job.mapInArrow(_newest_rows, schema).collect():
+    for row in rows:
         key = TopicPartition(row["topic"], int(row["partition"]))
         held = OffsetRange(key.topic, key.partition, int(row["start"]), int(row["end"]))
         if key not in newest or row["batch"] > newest[key][0]:

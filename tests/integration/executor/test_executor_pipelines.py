@@ -18,6 +18,7 @@ from pyspark.sql import SparkSession
 from sluiceway.connect import OffsetRange
 from sluiceway.connect import TopicPartition as ConnectTopicPartition
 from sluiceway.offsets import OffsetPair
+from sluiceway_executor.connectors import lake_commits
 from sluiceway_executor.connectors.lake_commits import (
     batch_dir,
     batch_key,
@@ -472,6 +473,8 @@ def test_spark_file_sink_never_writes_again_a_batch_published_but_not_committed(
         "path": str(out),
         "format": "parquet",
         "batch.max.records": "100",
+        # Batches of exactly 100, however slow a cold Spark server makes the first one.
+        "batch.duration.ms": "600000",
     }
     task_spec = spec(f"eo-{unique}", 0, config, SPARK_FILE_SINK_TASK)
     group = consumer_group(task_spec)
@@ -519,5 +522,33 @@ def test_a_batch_is_published_by_a_spark_worker_when_the_executor_cannot_see_it(
     published = tmp_path / "lake" / "task=0" / f"batch={key}"
     assert (published / "_sluiceway_offsets.json").is_file()
     assert not (tmp_path / "lake" / "_staging" / "task=0" / key).exists()
-    assert newest_written(spark_with_sources, root, 0) == {ConnectTopicPartition("t", 0): held}
+    assert newest_written(spark_with_sources, root, 0, here=False) == {ConnectTopicPartition("t", 0): held}
     assert spark_with_sources.read.parquet(root).count() == 3
+
+
+def test_a_task_start_reads_the_lake_itself_only_when_spark_finds_its_probe(
+    spark_with_sources: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lake = tmp_path / "lake"
+    root = str(lake)
+    key = batch_key(1_700_000_000_000)
+    staging = staging_dir(root, 1, key)
+    spark_with_sources.range(3).write.parquet(staging)
+    held = OffsetRange("t", 0, 10, 13)
+    publish(spark_with_sources, staging, batch_dir(root, 1, key), manifest(1, key, [held]))
+
+    # Spark's driver finds the probe file: the executor reads the lake itself, and the probe goes
+    # with the rest of the task's staging directory.
+    assert lake_commits._seen_by_spark(spark_with_sources, root, 2) == root
+    assert [p.name[:7] for p in (lake / "_staging" / "task=2").iterdir()] == ["_probe-"]
+    (lake / "_staging" / "task=2" / "0000000000001-deadbeef").mkdir()
+    assert newest_written(spark_with_sources, root, 2) == {ConnectTopicPartition("t", 0): held}
+    assert not (lake / "_staging" / "task=2").exists()
+
+    # An executor that sees another directory under that path: Spark finds no probe, so the
+    # executor leaves nothing there and a Spark worker reads the lake.
+    elsewhere = tmp_path / "elsewhere"
+    monkeypatch.setattr(lake_commits, "_local_path", lambda location: str(elsewhere))
+    assert lake_commits._seen_by_spark(spark_with_sources, root, 2) is None
+    assert not elsewhere.exists()
+    assert newest_written(spark_with_sources, root, 2) == {ConnectTopicPartition("t", 0): held}
