@@ -231,7 +231,12 @@ def read_split(options: ReaderOptions, split: KafkaSplit) -> Iterator[pa.RecordB
     try:
         # Metadata first: assigned before it, librdkafka waits a retry backoff before its first fetch.
         consumer.list_topics(timeout=timeout)
-        consumer.assign([KafkaTopicPartition(r.topic, r.partition, r.start) for r in split.ranges if r.count])
+        consumer.assign(
+            [
+                KafkaTopicPartition(s.planned.topic, s.planned.partition, s.planned.start)
+                for s in reads.values()
+            ]
+        )
         deadline = time.monotonic() + timeout
         while reads:
             wanted = sum(r.left for r in reads.values())

@@ -38,7 +38,7 @@ class BatchSizer:
 
     def next_limit(self) -> int:
         """The most records the next batch takes."""
-        limit = min(self._limit, self._limits.max_records)
+        limit = self._limit  # never above batch.max.records (observe keeps it there)
         if self._record_bytes:
             limit = min(limit, int(self._limits.max_bytes / self._record_bytes))
         return max(limit, 1)
