@@ -8,7 +8,7 @@ the same run on the same machine:
 
 Each product run goes through the whole system: a real control plane, a real executor, the
 connector created over the API. A sink run is timed until its consumer group has committed the
-topic's end; a source run until its last task's batch, holding the last records, has returned and
+topic's end (probed every 20 ms); a source run until its last task's batch, holding the last records, has returned and
 committed (from the executor's log). Record counts are checked on every run.
 
     .venv/bin/python bench/bench_pipelines.py --records 1000000 --runs 3 --report FILE --plot FILE.png
@@ -446,7 +446,7 @@ def render(
         "```",
         "",
         "Product runs are timed from the create call: a sink run until its consumer group has committed",
-        "the topic's end, a source run until its last task's last batch has returned (the executor's",
+        "the topic's end (probed every 20 ms), a source run until its last task's last batch has returned (the executor's",
         "log). Counts are verified after each run.",
         "",
         "### Throughput (records/s)",
@@ -472,7 +472,7 @@ def render(
         "A source run is timed to the end of its last task's last batch in the executor's log (the",
         "batch returns once Spark's producers have every record acknowledged, like the raw producer's",
         "flush); the benchmark's own probe of the topic's end sees it later by one slow probe. A sink",
-        "run is timed by its probe of the committed offsets, which is quick.",
+        "run is timed by its probe of the committed offsets, every 20 ms and quick.",
         "Start-up is from the create call until every task's run began (config validation, task",
         "configs, assignment, the pipeline's start and its offset committer). The steps are those of",
         "the busiest task, summed over its batches; its tasks run side by side.",
