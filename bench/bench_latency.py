@@ -214,7 +214,10 @@ def main() -> int:
             "| step | batches | median (ms) | max (ms) |",
             "|---|---|---|---|",
             *step_rows("DataGenSource", source_steps, after, ("write", "commit")),
-            *step_rows("SparkFileSink", sink_steps, after, ("plan", "write", "commit")),
+            *step_rows("SparkFileSink", sink_steps, after, ("plan", "plan_ahead", "write", "commit")),
+            "",
+            "A sink batch is planned ahead (plan_ahead) while the batch before commits, unless that",
+            "batch was empty; its commit row is the commit with that plan beside it.",
             "",
             f"The same Spark jobs alone, for a batch of {args.rate // args.tasks:,} records (one second "
             "of one task), median of 5 runs after one untimed:",

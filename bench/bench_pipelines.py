@@ -8,8 +8,9 @@ the same run on the same machine:
 
 Each product run goes through the whole system: a real control plane, a real executor, the
 connector created over the API. A sink run is timed until its consumer group has committed the
-topic's end (probed every 20 ms); a source run until its last task's batch, holding the last records, has returned and
-committed (from the executor's log). Record counts are checked on every run.
+topic's end (probed every 20 ms); a source run until its last task's batch, holding the last
+records, has returned and committed (from the executor's log). Record counts are checked on every
+run.
 
     .venv/bin/python bench/bench_pipelines.py --records 1000000 --runs 3 --report FILE --plot FILE.png
 """
@@ -446,8 +447,8 @@ def render(
         "```",
         "",
         "Product runs are timed from the create call: a sink run until its consumer group has committed",
-        "the topic's end (probed every 20 ms), a source run until its last task's last batch has returned (the executor's",
-        "log). Counts are verified after each run.",
+        "the topic's end (probed every 20 ms), a source run until its last task's last batch has",
+        "returned (the executor's log). Counts are verified after each run.",
         "",
         "### Throughput (records/s)",
         "",
@@ -475,7 +476,8 @@ def render(
         "run is timed by its probe of the committed offsets, every 20 ms and quick.",
         "Start-up is from the create call until every task's run began (config validation, task",
         "configs, assignment, the pipeline's start and its offset committer). The steps are those of",
-        "the busiest task, summed over its batches; its tasks run side by side.",
+        "the busiest task, summed over its batches; its tasks run side by side. A batch after the",
+        "first is planned while the one before commits (plan_ahead, not in these columns).",
         "",
         "| run | timed | probe saw it | start-up | batches per task | plan | write | commit |",
         "|---|---|---|---|---|---|---|---|",

@@ -55,6 +55,7 @@ from sluiceway_executor.pipelines.pipeline import (
     BatchOutcome,
     Pipeline,
     PipelineFactory,
+    PlansAhead,
     SchedulesHeartbeats,
     canonical,
 )
@@ -151,6 +152,19 @@ class _CommitterOpening:
     def wait(self) -> _Opened:
         self._thread.join()
         return self._opened
+
+
+class _PlanningAhead:
+    """``pipeline.plan_ahead(outcome)`` on a thread of its own (``join`` waits for it)."""
+
+    def __init__(self, pipeline: PlansAhead, outcome: BatchOutcome, task: str) -> None:
+        self._thread = threading.Thread(
+            target=pipeline.plan_ahead, args=(outcome,), name=f"plan-{task}", daemon=True
+        )
+        self._thread.start()
+
+    def join(self) -> None:
+        self._thread.join()
 
 
 class TaskRunner:
@@ -480,7 +494,18 @@ class TaskRunner:
             if not allowed:
                 log.info("task %s: stopping without committing its last batch", self.name)
                 return False
-            result: CommitOutcome = committer.commit(list(outcome.offsets), self._commit_timeout)
+            # The next batch is planned while this one commits (PlansAhead); nothing else touches
+            # the pipeline until that plan is done.
+            planning = (
+                _PlanningAhead(pipeline, outcome, self.name)
+                if isinstance(pipeline, PlansAhead) and not self._stopping.is_set()
+                else None
+            )
+            try:
+                result: CommitOutcome = committer.commit(list(outcome.offsets), self._commit_timeout)
+            finally:
+                if planning is not None:
+                    planning.join()
             if result.status is CommitStatus.FENCED:
                 self.fenced = True
                 log.info(

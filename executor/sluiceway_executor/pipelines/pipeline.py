@@ -1,6 +1,7 @@
 """The interface between the runner and a task's pipeline: `Pipeline`, `PipelineFactory`, what one
 batch did (`BatchOutcome`), the heartbeat schedule a source pipeline may expose to the runner
-(`SchedulesHeartbeats`), and the canonical text of a source partition both index offsets by."""
+(`SchedulesHeartbeats`), the head start a pipeline may take on its next batch (`PlansAhead`), and
+the canonical text of a source partition both index offsets by."""
 
 from __future__ import annotations
 
@@ -12,7 +13,15 @@ from typing import Any, Protocol, runtime_checkable
 from sluiceway.offsets import OffsetPair
 from sluiceway_executor.pipelines.spec import TaskSpec
 
-__all__ = ["BatchOutcome", "Pipeline", "PipelineFactory", "SchedulesHeartbeats", "canonical", "merge_offsets"]
+__all__ = [
+    "BatchOutcome",
+    "Pipeline",
+    "PipelineFactory",
+    "PlansAhead",
+    "SchedulesHeartbeats",
+    "canonical",
+    "merge_offsets",
+]
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,19 @@ class SchedulesHeartbeats(Protocol):
 
     def seconds_until_heartbeat(self) -> float | None:
         """Seconds until the next heartbeat is due (0: at the next batch); None: no heartbeats."""
+        ...
+
+
+@runtime_checkable
+class PlansAhead(Protocol):
+    """A pipeline that plans its next batch while the runner commits the offsets of the one before,
+    so the commit's round trips leave the batch loop's critical path."""
+
+    def plan_ahead(self, outcome: BatchOutcome) -> None:
+        """Plans the batch after ``outcome`` as if its offsets were committed, for the next
+        ``run_batch`` to take. Runs on a thread of its own while the runner commits, which calls
+        nothing else on the pipeline until this returns. If the commit does not happen the task's
+        run ends, and the plan is never used."""
         ...
 
 

@@ -84,6 +84,15 @@ def resume_offset(committed: int | None, written: OffsetRange | None, earliest: 
     return written.end if start == written.start and written.end > written.start else committed
 
 
+def _ends(outcome: BatchOutcome) -> dict[TopicPartitionKey, int]:
+    """The next offset of each partition a batch read (its sink offsets, see ``sink_offsets``)."""
+    return {
+        (str(partition["kafka_topic"]), int(partition["kafka_partition"])): int(offset["kafka_offset"])
+        for partition, offset in outcome.offsets
+        if offset is not None
+    }
+
+
 def _topics_setting(spec: TaskSpec) -> tuple[list[str] | None, str | None]:
     def setting(key: str) -> str:
         return (spec.task_config.get(key) or spec.connector_config.get(key) or "").strip()
@@ -121,6 +130,8 @@ class SinkPipeline:
         internal = [t for t in self._topics or () if self._policy.is_internal_topic(t)]
         if internal:
             raise ConnectException(f"a sink connector may not read internal topics: {', '.join(internal)}")
+        # The next batch's ranges and the seconds they took to plan, when planned ahead.
+        self._ahead: tuple[list[PartitionRange], float] | None = None
         self._sizer = BatchSizer(batch_limits(spec.connector_config))
         self._limit = self._sizer.next_limit()  # the limit of the batch planned last
         admin_config = kafka_client_config(worker_config, "admin", spec.connector_config)
@@ -154,10 +165,12 @@ class SinkPipeline:
 
     # ------------------------------------------------------------------ planning
 
-    def plan(self) -> list[PartitionRange]:
-        """The ranges the next batch reads: this task's partitions from the committed offsets to
-        their exact ends, at most the sizer's limit in all (``share_records``), which the records
-        sampled on the way count towards (``batch.max.bytes``)."""
+    def plan(self, assumed: Mapping[TopicPartitionKey, int] | None = None) -> list[PartitionRange]:
+        """The ranges the next batch reads: this task's partitions from the committed offsets (or
+        the ``assumed`` ones, a batch's ends whose commit is under way) to their exact ends, at most
+        the sizer's limit in all (``share_records``), which the records sampled on the way count
+        towards (``batch.max.bytes``)."""
+        assumed = assumed or {}
         admin = self._admin
         assert admin is not None, "start() first"
         everything = list_partitions(
@@ -166,7 +179,11 @@ class SinkPipeline:
         mine = task_partitions(everything, self.spec.task_index, self.spec.task_count)
         if not mine:
             return []
-        unknown = [tp for tp in mine if (tp.topic, tp.partition) not in self._committed]
+        unknown = [
+            tp
+            for tp in mine
+            if (tp.topic, tp.partition) not in self._committed and (tp.topic, tp.partition) not in assumed
+        ]
         earliest = earliest_offsets(admin, mine, KAFKA_CALL_TIMEOUT_S)
         if unknown:
             found = committed_offsets(admin, self.group, unknown, KAFKA_CALL_TIMEOUT_S)
@@ -190,7 +207,10 @@ class SinkPipeline:
             for key, end in ends.items():
                 if self._committed.get(key) is None:
                     self._committed[key] = end
-        committed = {(tp.topic, tp.partition): self._committed.get((tp.topic, tp.partition)) for tp in mine}
+        committed = {
+            key: assumed[key] if key in assumed else self._committed.get(key)
+            for key in ((tp.topic, tp.partition) for tp in mine)
+        }
         pending = plan_ranges(committed, earliest, ends, None)
         self._limit = limit = self._sizer.next_limit()
         shares = share_records({r.key: r.count for r in pending}, limit)
@@ -226,12 +246,33 @@ class SinkPipeline:
 
     # ------------------------------------------------------------------ batches
 
+    def plan_ahead(self, outcome: BatchOutcome) -> None:
+        """Plans the next batch from ``outcome``'s ends (see ``PlansAhead``). A plan that fails here
+        is left to ``run_batch``, which plans again and fails on its own if it must."""
+        began = time.monotonic()
+        self._ahead = None
+        try:
+            ranges = self.plan(_ends(outcome))
+        except Exception:
+            log.debug(
+                "task %s: planning ahead failed; the next batch plans again", self.spec.name, exc_info=True
+            )
+            return
+        self._ahead = (ranges, time.monotonic() - began)
+
     def run_batch(self, batch_id: int) -> BatchOutcome:
         began = time.monotonic()
-        ranges = self.plan()
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            # Planned while the batch before committed: its seconds were off this batch's path.
+            ranges, ahead_seconds = ahead
+            plan_step = {"plan_ahead": ahead_seconds}
+        else:
+            ranges = self.plan()
+            plan_step = {"plan": time.monotonic() - began}
         planned = time.monotonic()
         if not ranges:
-            return BatchOutcome(records=0, steps={"plan": planned - began})
+            return BatchOutcome(records=0, steps=plan_step)
         raw = self.read(ranges)
         context = BatchContext(
             self.spec.connector,
@@ -252,18 +293,11 @@ class SinkPipeline:
             records=records,
             offsets=sink_offsets(ranges),
             topics=frozenset(r.topic for r in ranges),
-            steps={"plan": planned - began, "write": written - planned},
+            steps={**plan_step, "write": written - planned},
         )
 
     def committed(self, outcome: BatchOutcome) -> None:
-        for partition, offset in outcome.offsets:
-            if offset is None:
-                continue
-            key = (str(partition["kafka_topic"]), int(partition["kafka_partition"]))
-            self._committed[key] = int(offset["kafka_offset"])
-
-    def committed_offsets(self) -> dict[TopicPartitionKey, int | None]:
-        return dict(self._committed)
+        self._committed.update(_ends(outcome))
 
     def stop(self) -> None:
         task, self._task = self._task, None

@@ -28,7 +28,7 @@ from sluiceway_executor.connectors.lake_commits import (
     staging_dir,
 )
 from sluiceway_executor.pipelines.factory import SparkPipelineFactory
-from sluiceway_executor.pipelines.pipeline import BatchOutcome, Pipeline
+from sluiceway_executor.pipelines.pipeline import BatchOutcome, Pipeline, PlansAhead
 from sluiceway_executor.pipelines.sink import consumer_group
 from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_server.embedded import EmbeddedBroker
@@ -506,6 +506,44 @@ def test_spark_file_sink_never_writes_again_a_batch_published_but_not_committed(
     second.stop()
     # The new run starts after the published batch, not at the group's offset (100).
     assert [offset for outcome in outcomes for _, offset in outcome.offsets] == [{"kafka_offset": 300}]
+    rows = spark_with_sources.read.parquet(str(out)).select("value").collect()
+    assert sorted(json.loads(row["value"])["n"] for row in rows) == list(range(300))
+
+
+def test_a_sink_batch_planned_ahead_starts_where_the_batch_before_ended(
+    factory: SparkPipelineFactory,
+    spark_with_sources: SparkSession,
+    worker: dict[str, str],
+    admin: AdminClient,
+    broker: EmbeddedBroker,
+    unique: str,
+    tmp_path: Path,
+) -> None:
+    topic = f"ahead-{unique}"
+    create_topic(admin, topic, 2)
+    produce(broker, topic, [json.dumps({"n": n}).encode() for n in range(300)])
+    out = tmp_path / "lake"
+    config = {
+        "name": f"ahead-{unique}",
+        "connector.class": "SparkFileSink",
+        "topics": topic,
+        "path": str(out),
+        "batch.max.records": "100",
+        "batch.duration.ms": "600000",
+    }
+    pipeline = factory(spec(f"ahead-{unique}", 0, config, SPARK_FILE_SINK_TASK), worker)
+    assert isinstance(pipeline, PlansAhead)
+    pipeline.start()
+    outcomes = [pipeline.run_batch(0)]
+    # Each next batch is planned from the ends of the one before, whose commit (never made to
+    # Kafka here) the runner would be waiting for meanwhile.
+    for batch_id in range(1, 4):
+        pipeline.plan_ahead(outcomes[-1])
+        pipeline.committed(outcomes[-1])
+        outcomes.append(pipeline.run_batch(batch_id))
+        assert "plan_ahead" in outcomes[-1].steps and "plan" not in outcomes[-1].steps
+    pipeline.stop()
+    assert [o.records for o in outcomes] == [100, 100, 100, 0]
     rows = spark_with_sources.read.parquet(str(out)).select("value").collect()
     assert sorted(json.loads(row["value"])["n"] for row in rows) == list(range(300))
 
