@@ -230,6 +230,7 @@ def exact_end_offsets(
     timeout: float,
     client_config: Mapping[str, str] | None = None,
     sizes: RecordSizes | None = None,
+    admin: AdminClient | None = None,
 ) -> dict[TopicPartitionKey, int]:
     """The true end (the next offset to be written; for read_committed, the last stable offset) of
     each partition, exact on Apache Kafka and on Tansu.
@@ -237,14 +238,17 @@ def exact_end_offsets(
     ListOffsets gives a lower bound L per partition. One consumer, assigned every partition at
     max(L - 1, 0) with `enable.partition.eof`, fetches to the partition-EOF event: its offset is the
     end reported by a real fetch. Starting one below L means at most the partition's last batch is
-    transferred (on Kafka, one record). The records that fetch brings are added to ``sizes``."""
+    transferred (on Kafka, one record). The records that fetch brings are added to ``sizes``.
+    ``admin`` asks for the lower bounds (a client of the caller's, kept from call to call); without
+    it, one is made for this call."""
     if not partitions:
         return {}
     deadline = time.monotonic() + timeout
     what = f"exact end offsets of {len(partitions)} partition(s)"
     common: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, **(client_config or {})}
     common.setdefault("client.id", "sluiceway-end-offsets")
-    admin = AdminClient(dict(common), logger=log)
+    if admin is None:
+        admin = AdminClient(dict(common), logger=log)
     lower = listed_end_offsets(admin, partitions, _remaining(deadline, what))
     consumer = Consumer(
         {

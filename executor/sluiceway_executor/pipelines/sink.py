@@ -200,7 +200,9 @@ class SinkPipeline:
                     )
                 self._committed[key] = resumed
         sizes = RecordSizes()
-        ends = exact_end_offsets(self._bootstrap, mine, KAFKA_CALL_TIMEOUT_S, self._consumer_config, sizes)
+        ends = exact_end_offsets(
+            self._bootstrap, mine, KAFKA_CALL_TIMEOUT_S, self._consumer_config, sizes, admin=admin
+        )
         self._sizer.observe_sizes(sizes.records, sizes.total_bytes)
         if self._start_at_end:
             # auto.offset.reset=latest: a partition seen without a committed offset starts at its end.
