@@ -72,8 +72,9 @@ class PlansAhead(Protocol):
     def plan_ahead(self, outcome: BatchOutcome) -> None:
         """Plans the batch after ``outcome`` as if its offsets were committed, for the next
         ``run_batch`` to take. Runs on a thread of its own while the runner commits, which calls
-        nothing else on the pipeline until this returns. If the commit does not happen the task's
-        run ends, and the plan is never used."""
+        nothing else on the pipeline until this returns. It does not raise: a plan it cannot make
+        is left to ``run_batch``. If the commit does not happen the task's run ends, and the plan
+        is never used."""
         ...
 
 
