@@ -228,44 +228,44 @@ def _made_dirs(path: str) -> list[str]:
     return missing
 
 
-def _seen_by_spark(spark: SparkSession, root: str, task_id: int) -> str | None:
+def _remove_made(made: list[str]) -> None:
+    """Removes the directories ``_made_dirs`` made (deepest first) that are still there and empty,
+    so that Spark, perhaps as another user, creates them itself when it writes there."""
+    for directory in made:
+        if not os.path.isdir(directory):
+            continue
+        try:
+            os.rmdir(directory)
+        except OSError:
+            return  # not empty: neither are its parents
+
+
+def _seen_by_spark(spark: SparkSession, root: str, task_id: int) -> tuple[str, list[str]] | None:
     """The local path of ``root`` when this process and Spark's driver see the same directory
-    there, else None. The proof: a file of a new random name that this process writes into the
-    task's staging directory, which Spark then finds at ``root``'s own spelling of that path (an
-    analysis, no Spark job). The file is left for ``_newest_ranges`` to remove with the rest of
-    the staging directory; when Spark does not find it, it and the directories made for it go."""
+    there, with the directories made for the proof; else None. The proof: a file of a new random
+    name that this process writes into the task's staging directory, which Spark then finds at
+    ``root``'s own spelling of that path (an analysis, no Spark job). The file is left for
+    ``_newest_ranges`` to remove with the rest of the staging directory; when Spark does not find
+    it, it and the directories made for it go at once."""
     from pyspark.errors import AnalysisException
 
     local = _local_path(root)
     if local is None:
         return None
-    name = f"_probe-{uuid.uuid4().hex}"
     local_dir = os.path.join(local, STAGING, f"task={task_id}")
+    probe = os.path.join(local_dir, f"_probe-{uuid.uuid4().hex}")
     made: list[str] = []
     try:
         made = _made_dirs(local_dir)
-        with open(os.path.join(local_dir, name), "x", encoding="utf-8"):
+        with open(probe, "x", encoding="utf-8"):
             pass
-    except OSError:
-        _remove_probe(local_dir, name, made)
+        spark.read.format("binaryFile").load(staging_dir(root, task_id, os.path.basename(probe))).schema  # noqa: B018
+    except (OSError, AnalysisException):
+        with contextlib.suppress(OSError):
+            os.remove(probe)
+        _remove_made(made)
         return None
-    try:
-        spark.read.format("binaryFile").load(staging_dir(root, task_id, name)).schema  # noqa: B018
-    except AnalysisException:
-        _remove_probe(local_dir, name, made)
-        return None
-    return local
-
-
-def _remove_probe(local_dir: str, name: str, made: list[str]) -> None:
-    """Removes a probe file that proved nothing, and the directories made for it while empty."""
-    with contextlib.suppress(OSError):
-        os.remove(os.path.join(local_dir, name))
-    for directory in made:
-        try:
-            os.rmdir(directory)
-        except OSError:
-            break
+    return local, made
 
 
 def newest_written(
@@ -277,11 +277,13 @@ def newest_written(
     it, else on a Spark worker."""
     from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
-    local = _seen_by_spark(spark, root, task_id) if here else None
-    if local is not None:
+    seen = _seen_by_spark(spark, root, task_id) if here else None
+    if seen is not None:
         from pyarrow import fs
 
+        local, made = seen
         rows: Sequence[Mapping[str, Any]] = _newest_ranges(fs.LocalFileSystem(), local, task_id)
+        _remove_made(made)
     else:
         job = spark.range(0, 1, 1, 1).select(F.lit(root).alias("path"), F.lit(task_id).alias("task"))
         rows = [row.asDict() for row in job.mapInArrow(_newest_rows, _NEWEST_SCHEMA).collect()]

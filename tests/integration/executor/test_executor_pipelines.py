@@ -577,11 +577,16 @@ def test_a_task_start_reads_the_lake_itself_only_when_spark_finds_its_probe(
 
     # Spark's driver finds the probe file: the executor reads the lake itself, and the probe goes
     # with the rest of the task's staging directory.
-    assert lake_commits._seen_by_spark(spark_with_sources, root, 2) == root
+    assert lake_commits._seen_by_spark(spark_with_sources, root, 2) == (root, [f"{root}/_staging/task=2"])
     assert [p.name[:7] for p in (lake / "_staging" / "task=2").iterdir()] == ["_probe-"]
     (lake / "_staging" / "task=2" / "0000000000001-deadbeef").mkdir()
     assert newest_written(spark_with_sources, root, 2) == {ConnectTopicPartition("t", 0): held}
     assert not (lake / "_staging" / "task=2").exists()
+    # A lake not written yet: the directories made for the probe do not stay (Spark makes them,
+    # as its own user, when it writes the first batch).
+    fresh = tmp_path / "fresh" / "lake"
+    assert newest_written(spark_with_sources, str(fresh), 0) == {}
+    assert not (tmp_path / "fresh").exists()
 
     # An executor that sees another directory under that path: Spark finds no probe, so the
     # executor leaves nothing there and a Spark worker reads the lake.
