@@ -453,6 +453,25 @@ def test_spark_file_sink_formats_with_partition_by(
     assert sorted(json.loads(row["value"])["n"] for row in rows) == list(range(500))
 
 
+def lake_of_300(
+    admin: AdminClient, broker: EmbeddedBroker, topic: str, partitions: int, out: Path
+) -> dict[str, str]:
+    """A new topic of 300 JSON records {"n": 0..299}, and the config of a SparkFileSink connector
+    named after it that writes it to ``out`` in batches of exactly 100."""
+    create_topic(admin, topic, partitions)
+    produce(broker, topic, [json.dumps({"n": n}).encode() for n in range(300)])
+    return {
+        "name": topic,
+        "connector.class": "SparkFileSink",
+        "topics": topic,
+        "path": str(out),
+        "format": "parquet",
+        "batch.max.records": "100",
+        # Batches of exactly 100, however slow a cold Spark server makes the first one.
+        "batch.duration.ms": "600000",
+    }
+
+
 def test_spark_file_sink_never_writes_again_a_batch_published_but_not_committed(
     factory: SparkPipelineFactory,
     spark_with_sources: SparkSession,
@@ -463,20 +482,9 @@ def test_spark_file_sink_never_writes_again_a_batch_published_but_not_committed(
     tmp_path: Path,
 ) -> None:
     topic = f"eo-{unique}"
-    create_topic(admin, topic, 1)
-    produce(broker, topic, [json.dumps({"n": n}).encode() for n in range(300)])
     out = tmp_path / "lake"
-    config = {
-        "name": f"eo-{unique}",
-        "connector.class": "SparkFileSink",
-        "topics": topic,
-        "path": str(out),
-        "format": "parquet",
-        "batch.max.records": "100",
-        # Batches of exactly 100, however slow a cold Spark server makes the first one.
-        "batch.duration.ms": "600000",
-    }
-    task_spec = spec(f"eo-{unique}", 0, config, SPARK_FILE_SINK_TASK)
+    config = lake_of_300(admin, broker, topic, 1, out)
+    task_spec = spec(topic, 0, config, SPARK_FILE_SINK_TASK)
     group = consumer_group(task_spec)
 
     first = factory(task_spec, worker)
@@ -520,18 +528,9 @@ def test_a_sink_batch_planned_ahead_starts_where_the_batch_before_ended(
     tmp_path: Path,
 ) -> None:
     topic = f"ahead-{unique}"
-    create_topic(admin, topic, 2)
-    produce(broker, topic, [json.dumps({"n": n}).encode() for n in range(300)])
     out = tmp_path / "lake"
-    config = {
-        "name": f"ahead-{unique}",
-        "connector.class": "SparkFileSink",
-        "topics": topic,
-        "path": str(out),
-        "batch.max.records": "100",
-        "batch.duration.ms": "600000",
-    }
-    pipeline = factory(spec(f"ahead-{unique}", 0, config, SPARK_FILE_SINK_TASK), worker)
+    config = lake_of_300(admin, broker, topic, 2, out)
+    pipeline = factory(spec(topic, 0, config, SPARK_FILE_SINK_TASK), worker)
     assert isinstance(pipeline, PlansAhead)
     pipeline.start()
     outcomes = [pipeline.run_batch(0)]
