@@ -192,13 +192,15 @@ def test_hung_plugin_fails_alone() -> None:
 
 def test_deadline_names_the_stage_and_the_work_finishes() -> None:
     async def test(bed: Bed) -> None:
-        slow = {"connector.class": CONTROLLABLE, "start.delay.ms": "400"}
+        # start() takes 1.5 s, so a deadline of 1 s falls inside it, with room for validation to
+        # be slow on a busy machine (with a deadline of 0.15 s it once ran out during validation).
+        slow = {"connector.class": CONTROLLABLE, "start.delay.ms": "1500"}
         with pytest.raises(RequestTimeoutError) as info:
-            await with_deadline(bed.herder.create_connector("slow", slow, TargetState.STARTED), 0.15)
+            await with_deadline(bed.herder.create_connector("slow", slow, TargetState.STARTED), 1.0)
         assert info.value.stage == "starting the connector"
         await settle(bed, "slow", State.RUNNING, tasks=1)
 
-    run(test)
+    run(test, plugin_timeout=5.0)
 
 
 def test_restart_plans_and_not_found() -> None:
