@@ -5,7 +5,8 @@ A runner starts its task's pipeline and, on a thread of its own meanwhile, opens
 committer (which fences any earlier holder of the task's commits, see ``offset_commits.py``; a
 committer opened for a pipeline that then fails to start commits nothing and is closed), reports
 RUNNING once both are done, then runs one batch after another and commits each batch's offsets to
-Kafka itself before the next batch. A paused
+Kafka itself before the next batch (a pipeline that plans ahead plans that batch meanwhile, see
+``PlansAhead``). A paused
 assignment reports PAUSED and runs no pipeline, no committer and no batches. Offsets are committed
 only after the batch's data is durable, so a batch is either committed whole or redone whole: at
 least once, with at most one duplicate batch per interruption.
@@ -152,19 +153,6 @@ class _CommitterOpening:
     def wait(self) -> _Opened:
         self._thread.join()
         return self._opened
-
-
-class _PlanningAhead:
-    """``pipeline.plan_ahead(outcome)`` on a thread of its own (``join`` waits for it)."""
-
-    def __init__(self, pipeline: PlansAhead, outcome: BatchOutcome, task: str) -> None:
-        self._thread = threading.Thread(
-            target=pipeline.plan_ahead, args=(outcome,), name=f"plan-{task}", daemon=True
-        )
-        self._thread.start()
-
-    def join(self) -> None:
-        self._thread.join()
 
 
 class TaskRunner:
@@ -351,7 +339,7 @@ class TaskRunner:
         except Exception as exc:
             return self._failure("starting the task failed", traceback.format_exc(), exc, session)
         # The committer opens (a Kafka round trip or more) while the pipeline starts (for a sink,
-        # a Spark job that reads what its files hold).
+        # reading what its files already hold).
         opening = _CommitterOpening(
             self._committer_factory, resolved, self._worker_config, self._commit_timeout
         )
@@ -496,11 +484,12 @@ class TaskRunner:
                 return False
             # The next batch is planned while this one commits (PlansAhead); nothing else touches
             # the pipeline until that plan is done.
-            planning = (
-                _PlanningAhead(pipeline, outcome, self.name)
-                if isinstance(pipeline, PlansAhead) and not self._stopping.is_set()
-                else None
-            )
+            planning: threading.Thread | None = None
+            if isinstance(pipeline, PlansAhead) and not self._stopping.is_set():
+                planning = threading.Thread(
+                    target=pipeline.plan_ahead, args=(outcome,), name=f"plan-{self.name}", daemon=True
+                )
+                planning.start()
             try:
                 result: CommitOutcome = committer.commit(list(outcome.offsets), self._commit_timeout)
             finally:
