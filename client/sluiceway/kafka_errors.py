@@ -1,5 +1,10 @@
-"""Which Kafka client errors pass by themselves, for every retry loop of the control plane and the
-executors (offset commits and fencing, topic creation, the Admin API calls of offset changes)."""
+"""Which Kafka client errors pass by themselves, for the retry loops of the control plane and the
+executors (offset commits and fencing, topic creation, the Admin API calls of offset changes, the
+stores' end-offset reads). Two places ask the error alone on purpose: the leader's
+``commit_transaction`` retry (storage/leader_writer.py), where librdkafka's retriable flag is the
+contract for calling commit again, and the consumers of the sink planner and of the reader inside
+Spark, where an error the consumer reports but does not flag retriable ends the read (the consumer
+recovers from the others by itself)."""
 
 from __future__ import annotations
 

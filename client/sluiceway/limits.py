@@ -1,4 +1,5 @@
-"""The documented limits of the API and the executor protocol, in one place.
+"""The documented limits of the API and the executor protocol, all but one in one place
+(`max.plugin.name.length` is in server/sluiceway_server/api/names.py).
 
 The server enforces them and answers INVALID_ARGUMENT with ErrorInfo reason `LIMIT_EXCEEDED`,
 metadata `limit` (one of the names below, lower-cased with dots, e.g. `max.config.bytes`), `max` and

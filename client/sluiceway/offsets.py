@@ -6,20 +6,25 @@ executors and the client library."""
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from google.protobuf import struct_pb2
 
 from sluiceway.api.v1 import common_pb2
 
 __all__ = [
+    "SINK_OFFSETS_CHANGE",
     "OffsetPair",
     "OffsetValueError",
     "map_from_proto",
     "map_to_proto",
+    "new_sink_offsets_change",
     "offsets_from_proto",
     "offsets_to_proto",
+    "sink_offsets_change",
     "source_offset_key",
     "source_offset_value",
 ]
@@ -28,6 +33,13 @@ OffsetPair = tuple[dict[str, Any], dict[str, Any] | None]
 """A source partition and its offset (None resets it), or a sink partition and its Kafka offset."""
 
 _INT64 = (-(2**63), 2**63 - 1)
+
+SINK_OFFSETS_CHANGE: Final[Mapping[str, Any]] = {"sluiceway": "sink-offsets-change"}
+"""Ours, not Kafka Connect's: the partition under which the control plane records, in the worker's
+offsets topic, the latest KIP-875 change (alter or reset) of a sink connector's offsets, as
+``{"id", "time_ms"}``. Sink task assignments carry it; a sink that keeps its offsets with its data
+(SparkFileSink) records the id with each batch, so that a batch written before the latest change is
+not taken for one written but never committed."""
 
 
 class OffsetValueError(ValueError):
@@ -99,3 +111,17 @@ def source_offset_key(connector: str, partition: Mapping[str, Any]) -> bytes:
 def source_offset_value(offset: Mapping[str, Any] | None) -> bytes | None:
     """A source offset's record value (None: a tombstone, the partition reset)."""
     return None if offset is None else _json(dict(offset), sort_keys=False)
+
+
+def new_sink_offsets_change() -> dict[str, Any]:
+    """The offset of a new ``SINK_OFFSETS_CHANGE`` record: a fresh id and the time it was made."""
+    return {"id": uuid.uuid4().hex, "time_ms": int(time.time() * 1000)}
+
+
+def sink_offsets_change(offsets: Iterable[OffsetPair]) -> str:
+    """The id of the ``SINK_OFFSETS_CHANGE`` record among ``offsets`` (a sink task assignment's),
+    or "" when the connector's offsets were never changed through the control plane."""
+    for partition, offset in offsets:
+        if partition == SINK_OFFSETS_CHANGE and offset is not None:
+            return str(offset.get("id") or "")
+    return ""

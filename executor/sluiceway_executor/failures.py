@@ -7,8 +7,9 @@ A task fails for one of three reasons, and each is handled differently by its ru
   committed offsets; no restart attempt is counted and the task is never FAILED for it.
 - ``INFRASTRUCTURE``: something the task depends on is unreachable for now (a Kafka broker, a
   timeout on the way to it). The task is started again after a pause, without counting an attempt.
-- ``TASK``: an error of the connector or of the data. The task is FAILED and restarted by the
-  automatic-restart policy, if any.
+- ``TASK``: an error of the connector or of the data. The task shows RESTARTING and runs again
+  when its automatic-restart policy says so; it becomes FAILED only once the policy gives up (or
+  when restarts are off).
 
 The Spark Connect client reports a lost session in several ways: gRPC UNAVAILABLE once its own
 retries give up, the server's INVALID_HANDLE error classes, a client-side "no active session"

@@ -6,9 +6,9 @@ A source pipeline asks three things of this module:
   that keeps the SDK's default, which returns nothing, is never asked and costs nothing;
 - the connector's heartbeat settings (``heartbeat_settings``): ``heartbeat.interval.ms`` and
   ``heartbeat.records.topic`` from the connector config, or, where the connector leaves a key unset
-  or empty, from the worker config the control plane sent (which holds only the keys set
-  explicitly, so a key missing there has Kafka Connect's default: 0, i.e. off, and
-  ``connect-heartbeats``);
+  or empty, from the worker config the control plane sent (a key missing there has Kafka
+  Connect's default: 0, i.e. off, and ``connect-heartbeats``; an empty one is an error, which the
+  control plane and the executor's own config already refuse at start-up);
 - when to call the hook (``HeartbeatTimer``): once the interval has passed since the task started
   or since the last heartbeat, checked before each batch; every call, with or without records,
   schedules the next one an interval later.
@@ -26,8 +26,10 @@ from dataclasses import dataclass
 from typing import Final
 
 from sluiceway.connect import ConnectException, DataFrameSourceTask, SourceTask, Task
+from sluiceway.connect.config import java_trim
 from sluiceway.connect.framework_config import HEARTBEAT_INTERVAL_MS_CONFIG, HEARTBEAT_RECORDS_TOPIC_CONFIG
 from sluiceway.connect.topic_creation_config import DEFAULT_TOPIC_CREATION_GROUP, TopicCreationGroup
+from sluiceway.connect.worker_fallbacks import connector_setting
 from sluiceway_executor.topic_creation import TopicCreator
 
 __all__ = [
@@ -76,12 +78,21 @@ class HeartbeatSettings:
 
 
 def _chosen(key: str, connector_config: Mapping[str, str], worker_config: Mapping[str, str]) -> str | None:
-    """The connector's value of ``key`` when it sets one, else the worker's; None when neither does."""
-    for config in (connector_config, worker_config):
-        raw = config.get(key)
-        if raw is not None and raw.strip():
-            return raw.strip()
-    return None
+    """The connector's value of ``key`` when it sets one that is not empty, else the worker's; None
+    when neither has the key."""
+    own = connector_setting(connector_config, key)
+    if own is not None:
+        return own
+    raw = worker_config.get(key)
+    if raw is None:
+        return None
+    worker = java_trim(raw)
+    if not worker:
+        # Falling back to the default here would send heartbeats somewhere nobody configured.
+        raise ConnectException(
+            f"the worker's {key} is empty; set it in the worker config (or remove it for its default)"
+        )
+    return worker
 
 
 def heartbeat_settings(
@@ -89,7 +100,8 @@ def heartbeat_settings(
 ) -> HeartbeatSettings:
     """The heartbeat settings of a connector: each key from the connector config when set there and
     not empty, else from the worker config, else its default. Raises ConnectException for an
-    interval that is not a whole number of milliseconds, 0 or more."""
+    interval that is not a whole number of milliseconds, 0 or more, and for a worker value that is
+    empty."""
     raw = _chosen(HEARTBEAT_INTERVAL_MS_CONFIG, connector_config, worker_config)
     interval = DEFAULT_HEARTBEAT_INTERVAL_MS
     if raw is not None:

@@ -4,6 +4,10 @@
 The control plane does not send its secrets (e.g. `producer.sasl.password`) over the attach stream,
 so an executor that needs Kafka credentials, or any other worker key with a value of its own, reads
 it here. Later sources win: Welcome's worker config, then the file, then the environment.
+
+The worker keys that connectors fall back to when they leave their own empty (heartbeat.*,
+task.restart.*) may not be empty here either: laid over Welcome's, an empty value would hide the
+control plane's without a word.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+from sluiceway.connect.worker_fallbacks import WORKER_FALLBACK_KEYS
 from sluiceway.properties import PropertiesSyntaxError, env_overrides, load_properties
 
 __all__ = [
@@ -77,13 +82,26 @@ def load_own_config(file: Path | None = None, env: Mapping[str, str] | None = No
     settings: dict[str, str] = {}
     if file is not None:
         try:
-            settings.update(load_properties(file))
+            from_file = load_properties(file)
         except OSError as exc:
             raise OwnConfigError(f"--config: cannot read {file}: {exc.strerror or exc}") from None
         except PropertiesSyntaxError as exc:
             raise OwnConfigError(f"--config: {file}: {exc}") from None
-    settings.update(env_overrides(os.environ if env is None else env, ENV_KEYS, ENV_PREFIXES))
+        _check_not_empty(from_file, f"--config {file}")
+        settings.update(from_file)
+    from_env = env_overrides(os.environ if env is None else env, ENV_KEYS, ENV_PREFIXES)
+    _check_not_empty(from_env, "a SLUICEWAY_* variable")
+    settings.update(from_env)
     return settings
+
+
+def _check_not_empty(settings: Mapping[str, str], source: str) -> None:
+    for key in sorted(WORKER_FALLBACK_KEYS & settings.keys()):
+        if not settings[key].strip():
+            raise OwnConfigError(
+                f"{source}: {key} must not be empty (an empty value would hide the control plane's); "
+                "remove it to use the control plane's value"
+            )
 
 
 def merge_worker_config(received: Mapping[str, str], own: Mapping[str, str]) -> dict[str, str]:

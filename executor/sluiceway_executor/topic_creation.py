@@ -10,8 +10,12 @@ CreateTopics request, each with the settings of its topic creation group
 the meantime, is taken as it is: its partitions and settings are never changed. The topics met are
 remembered, so later batches ask Kafka nothing about them.
 
-A topic that cannot be created (an illegal name, a refusal from the broker, no answer in time)
-raises ConnectException, which fails the task before any record is written to it.
+A cluster may not let the task's producer look topics up or create them, or may not have the
+calls at all. Then, as KIP-158 lets a task rely on the broker's own creation, the task logs one
+warning per topic, naming the permission it lacked or the call the broker lacks, counts the topic
+as met and goes on: the broker may create the topic when the records arrive, or the write fails
+with the broker's error. Any other failure (an illegal name, a refused setting, no answer in time)
+raises ConnectException, which fails the task before any record is written to the topic.
 
 The same machinery serves topics the framework itself writes to for a task, such as KIP-910's
 heartbeat topic: a creator made with ``always=`` a group is active whatever the connector's
@@ -25,7 +29,7 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
@@ -43,7 +47,7 @@ from sluiceway.connect.topic_creation_config import (
 )
 from sluiceway.kafka_errors import is_transient
 
-__all__ = ["TopicCreator", "topic_creation_enabled"]
+__all__ = ["TopicAdmin", "TopicCreator", "refusal", "topic_creation_enabled"]
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +59,45 @@ _HINT: Final = (
 )
 
 
-# Answers that may go away when asked again (a broker restarting, a controller moving).
+# Besides the two authorization failures, the answers after which the task goes on without
+# checking or creating the topic: the broker does not have the call (librdkafka finds that out
+# itself, _UNSUPPORTED_FEATURE; a broker sent a request it cannot parse answers INVALID_REQUEST).
+_NOT_SUPPORTED: Final = frozenset(
+    {KafkaError.UNSUPPORTED_VERSION, KafkaError._UNSUPPORTED_FEATURE, KafkaError.INVALID_REQUEST}
+)
+_DESCRIBE: Final = "Describe"
+_CREATE: Final = "Create"
+_CALLS: Final = {_DESCRIBE: "DescribeTopics", _CREATE: "CreateTopics"}
+
+
+class TopicAdmin(Protocol):
+    """The two Admin API calls a TopicCreator makes (confluent_kafka's AdminClient has them)."""
+
+    def describe_topics(self, topics: TopicCollection, **kwargs: Any) -> dict[str, Future[Any]]: ...
+
+    def create_topics(self, new_topics: list[NewTopic], **kwargs: Any) -> dict[str, Future[Any]]: ...
+
+
+def refusal(operation: str, topic: str, exc: BaseException) -> str | None:
+    """Why the cluster would not let ``operation`` ("Describe" or "Create") be done on ``topic``,
+    when the answer is one the task goes on after (a missing permission, a call the broker does
+    not support); None for every other failure, which fails the task."""
+    error = _error_of(exc)
+    if error is None:
+        return None
+    code = error.code()
+    if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+        # Kafka also lets a principal create any topic with Create on the cluster.
+        where = f"on topic {topic!r}" + (" or on the cluster" if operation == _CREATE else "")
+    elif code == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+        where = "on the cluster" + (f" or on topic {topic!r}" if operation == _CREATE else "")
+    elif code in _NOT_SUPPORTED:
+        return f"the broker does not support {_CALLS.get(operation, operation)} ({error.name()})"
+    else:
+        return None
+    return f"the producer's principal needs {operation} {where} ({error.name()})"
+
+
 def topic_creation_enabled(worker_config: Mapping[str, str]) -> bool:
     """The worker's ``topic.creation.enable``; true when the control plane sent no value."""
     raw = worker_config.get(TOPIC_CREATION_ENABLE_CONFIG)
@@ -91,7 +133,8 @@ class TopicCreator:
 
     ``always``, ``label`` and ``hint`` serve topics of the framework's own (see the module doc): the
     one group every topic is created with, how messages name its settings instead of "topic
-    creation group NAME", and what a failure message advises.
+    creation group NAME", and what a failure message advises. ``admin`` replaces the admin client
+    the creator would make.
     """
 
     def __init__(
@@ -104,12 +147,14 @@ class TopicCreator:
         always: TopicCreationGroup | None = None,
         label: str = "",
         hint: str = _HINT,
+        admin: TopicAdmin | None = None,
     ) -> None:
         self._task = task or "the task"
         self._timeout = timeout
         self._label = label
         self._hint = hint
-        self._admin: AdminClient | None = None
+        # Given by tests that need answers a test broker never gives; else made on first need.
+        self._admin: TopicAdmin | None = admin
         self._known: set[str] = set()
         self._groups: tuple[TopicCreationGroup, ...] = ()
         self._admin_config: dict[str, str] = {}
@@ -138,8 +183,10 @@ class TopicCreator:
 
     def ensure(self, topics: Iterable[str]) -> None:
         """Returns once every topic of ``topics`` exists, creating the missing ones; does nothing
-        when topic creation is not active for this task. Raises ConnectException naming the topic,
-        its group and the reason when a topic can neither be found nor created."""
+        when topic creation is not active for this task. A topic the cluster will not let the task
+        look up or create, for lack of permission or of the call, is warned about once and left to
+        the write. Raises ConnectException naming the topic, its group and the reason when a topic
+        can neither be found nor created for any other reason."""
         if not self.active:
             return
         pending = sorted(set(topics) - self._known)
@@ -166,10 +213,25 @@ class TopicCreator:
 
     # ------------------------------------------------------------------ Kafka
 
-    def _client(self) -> AdminClient:
+    def _client(self) -> TopicAdmin:
         if self._admin is None:
             self._admin = AdminClient(dict(self._admin_config))
         return self._admin
+
+    def _go_on(self, operation: str, topic: str, why: str) -> None:
+        """Warns that ``topic`` is left to the write; the caller counts it as met, so once per task."""
+        group = self.group_for(topic)
+        log.warning(
+            "%s: topic %r is written to without being %s first: %s. The broker may create it when "
+            "the records arrive (without the settings of the %s: %s), else the write fails with "
+            "the broker's error.",
+            self._task,
+            topic,
+            "looked up" if operation == _DESCRIBE else "created",
+            why,
+            self._settings_name(group),
+            group.describe(),
+        )
 
     @staticmethod
     def _remaining(deadline: float) -> float:
@@ -177,7 +239,10 @@ class TopicCreator:
 
     def _missing(self, topics: list[str], deadline: float) -> list[str]:
         """The topics of ``topics`` the cluster does not have. DescribeTopics names them without
-        ever creating one (a metadata request naming a topic may have the broker create it)."""
+        ever creating one (a metadata request naming a topic may have the broker create it). A topic
+        the broker will not describe to the task is warned about and not counted as missing: without
+        Describe the principal has no Write on it either (Kafka's Write implies Describe), so the
+        write's own error says more than a creation attempt would."""
         missing: list[str] = []
         ask = list(topics)
         while ask:
@@ -186,6 +251,8 @@ class TopicCreator:
                     TopicCollection(ask), request_timeout=self._remaining(deadline)
                 )
             except KafkaException as exc:
+                if self._went_on(_DESCRIBE, ask, exc):
+                    return missing
                 raise self._failure(ask[0], f"could not look it up: {exc}") from exc
             again: list[str] = []
             for topic in ask:
@@ -195,6 +262,8 @@ class TopicCreator:
                     error = _error_of(exc)
                     if error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                         missing.append(topic)
+                    elif self._went_on(_DESCRIBE, [topic], exc):
+                        continue
                     elif _transient(exc) and time.monotonic() < deadline:
                         again.append(topic)
                     else:
@@ -205,7 +274,8 @@ class TopicCreator:
         return missing
 
     def _create(self, topics: list[str], deadline: float) -> None:
-        """Creates ``topics`` with the settings of their groups; one that exists by now is fine."""
+        """Creates ``topics`` with the settings of their groups; one that exists by now is fine, and
+        so is one the broker will not create for the task (warned about)."""
         ask = list(topics)
         while ask:
             groups = {topic: self.group_for(topic) for topic in ask}
@@ -224,6 +294,8 @@ class TopicCreator:
                     new_topics, request_timeout=remaining, operation_timeout=remaining
                 )
             except KafkaException as exc:
+                if self._went_on(_CREATE, ask, exc):
+                    return
                 raise self._failure(ask[0], f"the broker did not create it: {exc}") from exc
             again: list[str] = []
             for topic, group in groups.items():
@@ -237,6 +309,8 @@ class TopicCreator:
                             self._task,
                             topic,
                         )
+                    elif self._went_on(_CREATE, [topic], exc):
+                        continue
                     elif _transient(exc) and time.monotonic() < deadline:
                         again.append(topic)
                     else:
@@ -252,6 +326,16 @@ class TopicCreator:
             if again:
                 time.sleep(_RETRY_PAUSE_S)
             ask = again
+
+    def _went_on(self, operation: str, topics: list[str], exc: BaseException) -> bool:
+        """Whether ``exc`` is a refusal the task goes on after; if so each of ``topics`` is warned
+        about (once: ensure() then counts them as met)."""
+        for topic in topics:
+            why = refusal(operation, topic, exc)
+            if why is None:
+                return False
+            self._go_on(operation, topic, why)
+        return True
 
     def _settings_name(self, group: TopicCreationGroup) -> str:
         return self._label or f"topic creation group {group.name!r}"

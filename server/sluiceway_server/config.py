@@ -61,7 +61,9 @@ DEFAULTS: dict[str, str] = {
     # Directories of connector modules that a dotted connector.class may name, besides the
     # plugins installed under the sluiceway.connectors entry points.
     "plugin.path": "",
-    # Directories that file-based connectors may read and write under (empty: anywhere).
+    # Directories that file-based connectors may read and write under. Empty: anywhere while the
+    # API is loopback-only without authentication; with auth.tokens.file or a listener other hosts
+    # reach, file connectors are refused until this names their directories.
     "connector.allowed.paths": "",
     # Which producer.override.*, consumer.override.* and admin.override.* keys a connector may set:
     # All, None or Allowlist (the keys in connector.client.config.override.allowlist).
@@ -79,7 +81,8 @@ DEFAULTS: dict[str, str] = {
     # its tasks create the topics they write to when missing (false: the keys are ignored).
     "topic.creation.enable": "true",
     # KIP-910: how often source tasks are asked for heartbeat records (0: never), and the topic
-    # they go to; a connector's own heartbeat.* keys win. Executors read them from Welcome.
+    # they go to (never empty); a connector's own heartbeat.* keys win unless empty. Executors read
+    # them from Welcome.
     "heartbeat.interval.ms": "0",
     "heartbeat.records.topic": "connect-heartbeats",
     # Automatic restarts of tasks that fail by their own error (sluiceway.connect.restart_config);
@@ -198,6 +201,13 @@ class WorkerConfig:
             )
         if self.get_int("heartbeat.interval.ms") < 0:
             raise WorkerConfigError("heartbeat.interval.ms", "must not be negative")
+        if not self.get("heartbeat.records.topic").strip():
+            # A connector's empty heartbeat.records.topic means this one (KIP-910), so it needs a value.
+            raise WorkerConfigError(
+                "heartbeat.records.topic",
+                "must not be empty: it is the topic of every connector that does not name its own "
+                "(remove the setting for the default, connect-heartbeats)",
+            )
         for key in ("topic.tracking.enable", "topic.tracking.allow.reset", "topic.creation.enable"):
             self.get_bool(key)
         try:

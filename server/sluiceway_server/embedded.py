@@ -1,5 +1,6 @@
 """Local processes for the all-in-one stack and the test bed: the Tansu broker and a
-Spark Connect server, each on a free loopback port, started and stopped cleanly."""
+Spark Connect server, each on the loopback port asked for or else a free one, started and stopped
+cleanly."""
 
 from __future__ import annotations
 

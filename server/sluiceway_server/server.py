@@ -52,7 +52,12 @@ from sluiceway_server.cluster.term import LeaderTerm
 from sluiceway_server.config import WorkerConfig
 from sluiceway_server.herder.herder import Herder
 from sluiceway_server.security.audit import AuditLog
-from sluiceway_server.security.setup import replica_transport, tokens_file, warn_if_exposed
+from sluiceway_server.security.setup import (
+    note_confined_paths,
+    replica_transport,
+    tokens_file,
+    warn_if_exposed,
+)
 from sluiceway_server.security.tls import listener_tls
 from sluiceway_server.storage import (
     ConfigStore,
@@ -271,6 +276,7 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
     # a dead executor's tasks run elsewhere; for KIP-875, before a stopped connector's offsets change.
     fencer = TaskFencer(config.props, status_store=status_store)
     policy = WorkerPolicy.from_worker_config(config.props)  # checked by WorkerConfig.validate
+    note_confined_paths(policy)
     herder = Herder(
         worker_id=advertised,
         config_store=config_store,
@@ -354,9 +360,12 @@ def _leadership(
     session_timeout_ms = config.get_int("session.timeout.ms")
 
     async def read_leader_logs(limit: float) -> None:
+        # The offsets topic too: the first assignments of a term carry what it holds (source
+        # offsets, and the latest change of a sink's offsets, which a sink task must not miss).
         await asyncio.gather(
             asyncio.to_thread(herder.config_store.read_to_end, limit),
             asyncio.to_thread(herder.status_store.read_to_end, limit),
+            asyncio.to_thread(herder.offsets.storage.offset_store.read_to_end, limit),
         )
 
     return Leadership(

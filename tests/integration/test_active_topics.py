@@ -4,8 +4,10 @@ Connect, TopicService over the gRPC socket, and the status topic read back with 
 A DataGenSource with two tasks and a SparkFileSink share one topic; each connector's set gets that
 topic with exactly one status-topic record; restart and reconfigure keep it; a reset while running
 tombstones it and the running tasks record it again; deletion tombstones it. A set left behind by
-a deleted connector can be read and reset. With tracking disabled nothing is recorded and the API
-answers PERMISSION_DENIED; with resets disabled only the reset is refused."""
+a deleted connector can be read and reset; resetting a deleted connector's set succeeds however
+often it is repeated, as does resetting a name that never was a connector. With tracking disabled
+nothing is recorded and the API answers PERMISSION_DENIED; with resets disabled only the reset is
+refused."""
 
 from __future__ import annotations
 
@@ -136,7 +138,8 @@ def test_a_reset_while_running_empties_the_set_and_running_tasks_record_their_to
     wait_until(lambda: _topics(client, gen) == {topic}, TIMEOUT, 0.5, f"{gen}'s set\n{stack.logs()}")
 
     request_id = uuid.uuid4().hex
-    client.reset_active_topics(gen, request_id=request_id)
+    done = client.reset_active_topics(gen, request_id=request_id)
+    assert (list(done.removed_topics), done.connector_exists) == ([topic], True)
 
     # The tasks never stopped: the executor forgot what it had reported and reports the topic again.
     def refilled() -> list[Any] | None:
@@ -175,12 +178,46 @@ def test_the_set_of_a_deleted_connector_can_be_read_and_reset(stack: PipelineSta
 
     answer = wait_until(recorded, 20, 0.2, "the recorded set")
     assert (list(answer.topics), answer.connector_exists) == ([topic], False)
-    stack.client.reset_active_topics(gone)
+    first = stack.client.reset_active_topics(gone)
+    assert (list(first.removed_topics), first.connector_exists) == ([topic], False)
     with pytest.raises(NotFoundError):
         stack.client.active_topics(gone)
-    with pytest.raises(NotFoundError):
-        stack.client.reset_active_topics(gone)
+    # Reapplied with nothing left: the same success, and no second tombstone.
+    again = stack.client.reset_active_topics(gone)
+    assert (list(again.removed_topics), again.connector_exists) == ([], False)
     assert topic_records(stack, gone) == {topic: [value, None]}
+
+
+def test_resetting_a_deleted_connectors_topics_succeeds_again_and_again(
+    stack: PipelineStack, unique: str
+) -> None:
+    client, topic, gen = stack.client, f"deleted-{unique}", f"gen-{unique}"
+    client.create_connector(gen, _datagen(topic))
+    wait_until(lambda: _topics(client, gen) == {topic}, TIMEOUT, 0.5, f"{gen}'s set\n{stack.logs()}")
+    client.delete_connector(gen)
+    wait_until(lambda: topic_records(stack, gen)[topic][-1] is None, TIMEOUT, 0.5, "tombstone on delete")
+    history = topic_records(stack, gen)
+
+    # The deletion emptied the set; each reset afterwards is answered OK and writes nothing.
+    for done in (
+        client.reset_active_topics(gen),
+        client.reset_active_topics(gen, request_id=uuid.uuid4().hex),
+    ):
+        assert (done.name, list(done.removed_topics), done.connector_exists) == (
+            f"connectors/{gen}",
+            [],
+            False,
+        )
+    with pytest.raises(NotFoundError):
+        client.active_topics(gen)
+    time.sleep(1)
+    assert topic_records(stack, gen) == history
+
+    # A name that never was a connector cannot be told from a deleted one: the same answer.
+    never = f"never-{unique}"
+    done = client.reset_active_topics(never)
+    assert (list(done.removed_topics), done.connector_exists) == ([], False)
+    assert topic_records(stack, never) == {}
 
 
 def test_bad_names_are_refused_over_the_socket(stack: PipelineStack) -> None:

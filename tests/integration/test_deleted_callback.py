@@ -1,9 +1,11 @@
 """KIP-883 over the real gRPC socket and broker: `Connector.deleted()` runs once, after `stop()`,
-when and only when a connector is deleted; a raising or hanging callback does not hold up the
+when and only when a connector is deleted, for sources and sinks; a connector whose plugin does not
+run (stopped, paused) is never started for it; a raising or hanging callback does not hold up the
 deletion; a control plane killed while the callback runs leaves it to the next one, which calls it.
 
-The plugin (`deletion_connectors.RecordingSourceConnector`, loaded by the control plane) appends
-every lifecycle call with its process id to a file, so each test reads what happened where."""
+The plugins (`deletion_connectors.RecordingSourceConnector` and `RecordingSinkConnector`, loaded by
+the control plane) append every lifecycle call with its process id to a file, so each test reads
+what happened where."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from tests.integration.api_helpers import read_topic, wait_until
 pytestmark = pytest.mark.integration
 
 RECORDING = "deletion_connectors.RecordingSourceConnector"
+RECORDING_SINK = "deletion_connectors.RecordingSinkConnector"
 Outcome = connectors_pb2.DeletedCallback
 Factory = Callable[..., ControlPlaneProcess]
 
@@ -86,14 +89,6 @@ def test_deleted_runs_once_after_stop_on_delete_and_never_in_the_rest_of_the_lif
             client.get_connector(name)
         wait_until(lambda: _callback_record(plane, name)[-1:] == [None], 20, 0.2, "the record cleared")
 
-        # A stopped connector has no running instance: a new one is started with its config,
-        # stopped, then told it was deleted.
-        stopped_calls, stopped = tmp_path / "stopped", f"stopped-{unique}"
-        client.create_connector(stopped, _config(stopped_calls), initial_state="STOPPED")
-        answer = client.delete_connector(stopped, wait=True)
-        assert answer.deleted_callback.outcome == Outcome.OUTCOME_SUCCEEDED, answer
-        assert _names(stopped_calls) == ["start", "stop", "deleted:begin", "deleted:end"]
-
 
 def test_a_raising_or_hanging_deleted_does_not_hold_up_the_deletion(
     control_plane_factory: Factory, unique: str, tmp_path: Path
@@ -154,9 +149,67 @@ def test_a_control_plane_killed_during_deleted_leaves_the_call_to_the_next_one(
     time.sleep(1)
     events = _events(calls)
     assert [e for e, _ in events].count("deleted:end") == 1
-    # The new control plane ran it on an instance of its own: started with the recorded config,
-    # stopped, then deleted() to its end.
-    assert [e for e, pid in events if pid != first_pid] == ["start", "stop", "deleted:begin", "deleted:end"]
+    # The new control plane ran it on a plugin object of its own, given the recorded config but
+    # never started: deleted() alone, to its end.
+    assert [e for e, pid in events if pid != first_pid] == ["deleted:begin", "deleted:end"]
     wait_until(lambda: _callback_record(plane, name)[-1:] == [None], 20, 0.2, "the record cleared")
     with SluicewayClient(plane.address, timeout=30) as client, pytest.raises(NotFoundError):
         client.get_connector(name)
+
+
+@pytest.mark.parametrize("kind", ["source", "sink"])
+def test_deleted_is_never_preceded_by_a_start_made_for_it(
+    control_plane: ControlPlaneProcess, unique: str, tmp_path: Path, kind: str
+) -> None:
+    """For a source and a sink of our own: a running connector is stopped, then told; one created
+    STOPPED, or stopped after running, is told on a new object and never started for it (KIP-875:
+    a stopped connector is not started); one paused out of STOPPED was started and stopped by the
+    pause (KIP-875), and is not started again for the callback either."""
+
+    def config(calls: Path) -> dict[str, str]:
+        if kind == "sink":
+            return {"connector.class": RECORDING_SINK, "calls.file": str(calls), "topics": f"in-{unique}"}
+        return _config(calls)
+
+    def deleted(client: SluicewayClient, name: str) -> None:
+        answer = client.delete_connector(name, wait=True)
+        assert answer.deleted_callback.outcome == Outcome.OUTCOME_SUCCEEDED, answer
+        with pytest.raises(NotFoundError):
+            client.get_connector(name)
+
+    with SluicewayClient(control_plane.address, timeout=30) as client:
+        running, running_calls = f"{kind}-running-{unique}", tmp_path / "running"
+        client.create_connector(running, config(running_calls))
+        wait_until(lambda: _running(client, running), 20, 0.1, "running")
+        deleted(client, running)
+        assert _names(running_calls) == ["start", "stop", "deleted:begin", "deleted:end"]
+        # The object that ran the connector is the one told.
+        assert len({pid for _, pid in _events(running_calls)}) == 1
+
+        stopped, stopped_calls = f"{kind}-stopped-{unique}", tmp_path / "stopped"
+        client.create_connector(stopped, config(stopped_calls), initial_state="STOPPED")
+        wait_until(lambda: client.connector_status(stopped).connector.state == common_pb2.STATE_STOPPED)
+        deleted(client, stopped)
+        assert _names(stopped_calls) == ["deleted:begin", "deleted:end"]
+
+        later, later_calls = f"{kind}-later-{unique}", tmp_path / "later"
+        client.create_connector(later, config(later_calls))
+        wait_until(lambda: _running(client, later), 20, 0.1, "running")
+        client.stop_connector(later)
+        wait_until(lambda: _names(later_calls) == ["start", "stop"], 20, 0.1, "stopped")
+        deleted(client, later)
+        assert _names(later_calls) == ["start", "stop", "deleted:begin", "deleted:end"]
+
+        paused, paused_calls = f"{kind}-paused-{unique}", tmp_path / "paused"
+        client.create_connector(paused, config(paused_calls), initial_state="STOPPED")
+        wait_until(lambda: client.connector_status(paused).connector.state == common_pb2.STATE_STOPPED)
+        client.pause_connector(paused)
+
+        def paused_with_task() -> bool:
+            status = client.connector_status(paused)
+            return status.connector.state == common_pb2.STATE_PAUSED and len(status.tasks) == 1
+
+        wait_until(paused_with_task, 20, 0.1, "paused with its task")
+        assert _names(paused_calls) == ["start", "stop"]
+        deleted(client, paused)
+        assert _names(paused_calls) == ["start", "stop", "deleted:begin", "deleted:end"]

@@ -14,6 +14,10 @@ own `max.records`, so the `seq` in a heartbeat value tells which connector sent 
 A second control plane with the worker defaults (heartbeats off) runs one DataGen connector: no
 `connect-heartbeats` topic appears.
 
+Empty values: a connector whose `heartbeat.records.topic` and `heartbeat.interval.ms` are empty
+strings runs with the worker's (KIP-910: empty means the worker's topic), and the config keeps them
+as given; a control plane whose own `heartbeat.records.topic` is empty does not start.
+
 The record-level path (the hook runs inside Spark in the `sluiceway-source-task` data source) is
 checked with the pipeline alone, on the record-level DataGen task.
 """
@@ -21,6 +25,7 @@ checked with the pipeline alone, on the record-level DataGen task.
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 import uuid
 from collections.abc import Callable
@@ -36,6 +41,8 @@ from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_server.embedded import (
     EmbeddedBroker,
     EmbeddedSparkConnect,
+    control_plane_argv,
+    free_port,
 )
 from tests.conftest import ControlPlaneProcess
 from tests.integration.api_helpers import read_topic
@@ -182,6 +189,63 @@ def test_no_heartbeat_topic_with_the_worker_defaults(
         stack.client.delete_connector(name)
     finally:
         stack.close()
+
+
+def test_empty_heartbeat_settings_of_a_connector_take_the_workers(
+    control_plane_factory: Callable[..., ControlPlaneProcess],
+    spark_connect: EmbeddedSparkConnect,
+    broker: EmbeddedBroker,
+    admin: AdminClient,
+) -> None:
+    u = uuid.uuid4().hex[:10]
+    worker_topic, last = f"hb-{u}-worker", 7
+    plane = control_plane_factory(
+        **FAST_EXECUTOR_SESSION,
+        **{"heartbeat.interval.ms": str(WORKER_INTERVAL_MS), "heartbeat.records.topic": worker_topic},
+    )
+    stack = attach_executor(plane, spark_connect, "heartbeats")
+    try:
+        name = f"empty-{u}"
+        empty = {
+            "heartbeat.records.topic": "",
+            "heartbeat.interval.ms": "",
+            # The restart keys follow the same rule (README): empty is the worker's value.
+            "task.restart.max.attempts": "",
+        }
+        stack.client.create_connector(name, datagen(f"data-{u}-empty", last, **empty))
+        # Stored as given: the empty values stay empty, nothing is filled in.
+        stored = stack.client.get_connector(name).config
+        assert {key: stored[key] for key in empty} == empty
+        stack.wait_for(generated(stack.client, name, last), "the data")
+        # The worker's interval and topic: heartbeats keep coming there while the task is idle.
+        stack.wait_for(lambda: topic_exists(admin, worker_topic), "the worker's heartbeat topic")
+        stack.wait_for(
+            lambda: len(heartbeats(broker.bootstrap_servers, worker_topic)) >= 2,
+            "heartbeats in the worker's topic",
+        )
+        assert {(v["task"], v["seq"]) for v in heartbeats(broker.bootstrap_servers, worker_topic)} == {
+            (0, last - 1)
+        }
+        assert set(stack.client.active_topics(name).topics) == {f"data-{u}-empty", worker_topic}
+        assert not topic_exists(admin, "connect-heartbeats")
+        stack.client.delete_connector(name)
+    finally:
+        stack.close()
+
+
+def test_a_control_plane_with_an_empty_heartbeat_topic_does_not_start(broker: EmbeddedBroker) -> None:
+    # Connectors that leave theirs empty would use it: start-up stops and names the key, instead of
+    # falling back to connect-heartbeats.
+    argv = control_plane_argv(
+        broker.bootstrap_servers,
+        f"127.0.0.1:{free_port()}",
+        f"cluster-{uuid.uuid4().hex[:8]}",
+        {"heartbeat.records.topic": ""},
+    )
+    ended = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert ended.returncode == 2, ended
+    assert "invalid worker configuration: heartbeat.records.topic: must not be empty" in ended.stderr
+    assert "listening" not in ended.stdout
 
 
 # ------------------------------------------------------------------ record-level tasks (pipeline only)

@@ -4,7 +4,9 @@ real executor start exactly at the new offsets.
 A DataGenSource told that its last generated seq is 99 writes seq 100 onwards to Kafka, with no gap,
 and after a reset starts again at seq 0. A SparkFileSink whose committed Kafka offset is set to 150
 writes records 150..199 to Parquet and nothing before them; a reset deletes its consumer group, and it
-then reads the topic from the start again."""
+then reads the topic from the start again. A SparkFileSink rewound to records it has written already
+(to the start of its newest batch, by an alter or a reset, or into that batch) writes them again:
+the lake then holds them once more, beside the batches of the earlier runs."""
 
 from __future__ import annotations
 
@@ -43,6 +45,9 @@ ALTERED_SEQ = 99
 PRODUCED = 200
 SINK_START = 150
 SINK_BATCH = 100
+# SparkFileSink rewound: records in the topic, all in one batch, and an offset inside that batch.
+REWOUND = 300
+REWOUND_MIDDLE = 120
 TIMEOUT = 60.0
 
 
@@ -172,3 +177,63 @@ def test_spark_file_sink_starts_at_the_altered_offset_and_at_the_start_after_a_r
         TIMEOUT,
     )
     assert Counter(parquet_seqs(spark, out)) == Counter([*range(PRODUCED), *range(SINK_START, PRODUCED)])
+
+
+def test_spark_file_sink_writes_the_records_again_after_each_alter_or_reset(
+    stack: PipelineStack, broker: EmbeddedBroker, spark: SparkSession, unique: str, tmp_path: Path
+) -> None:
+    """Each run writes the whole topic in one batch, so every rewind below lands on the start of
+    the newest batch in the lake (or, for the reset, the partition's earliest offset): where a
+    batch written but never committed would start too. The sink must write the records again."""
+    client = stack.client
+    name, topic = f"rewind-{unique}", f"offsets-rewind-{unique}"
+    out = tmp_path / "parquet"
+    create_topic(broker, topic)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5})
+    for seq in range(REWOUND):
+        producer.produce(topic, json.dumps({"task": 0, "seq": seq}).encode(), key=f"0-{seq}".encode())
+    assert producer.flush(30) == 0
+    partition = {"kafka_topic": topic, "kafka_partition": 0}
+    at_end = [(partition, {"kafka_offset": REWOUND})]
+
+    client.create_connector(
+        name,
+        {
+            "connector.class": "SparkFileSink",
+            "topics": topic,
+            "path": str(out),
+            "format": "parquet",
+            "tasks.max": 1,
+            "batch.max.records": REWOUND,
+            # One batch of all the records, however slow a cold Spark server makes it.
+            "batch.duration.ms": 600_000,
+        },
+    )
+    expected: Counter[int] = Counter(range(REWOUND))
+
+    def run_to_the_end(what: str) -> None:
+        client.resume_connector(name)
+        stack.wait_for(lambda: committed_offsets(client, name) == at_end, what, TIMEOUT)
+        # A batch's files are published before its offsets are committed.
+        assert Counter(parquet_seqs(spark, out)) == expected
+        client.stop_connector(name)
+
+    stack.wait_for(lambda: committed_offsets(client, name) == at_end, "the first run", TIMEOUT)
+    assert Counter(parquet_seqs(spark, out)) == expected
+    client.stop_connector(name)
+
+    # Altered to 0, the start of the one batch in the lake: every record is written again.
+    client.alter_offsets(name, [{"partition": partition, "offset": {"kafka_offset": 0}}])
+    expected.update(range(REWOUND))
+    run_to_the_end("the run after the alter to 0")
+
+    # Reset: no committed offset, and the newest batch starts at the earliest offset.
+    client.reset_offsets(name)
+    assert committed_offsets(client, name) == []
+    expected.update(range(REWOUND))
+    run_to_the_end("the run after the reset")
+
+    # Into the middle of the newest batch: from that offset on only.
+    client.alter_offsets(name, [{"partition": partition, "offset": {"kafka_offset": REWOUND_MIDDLE}}])
+    expected.update(range(REWOUND_MIDDLE, REWOUND))
+    run_to_the_end(f"the run after the alter to {REWOUND_MIDDLE}")

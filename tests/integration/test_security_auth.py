@@ -27,7 +27,7 @@ from sluiceway.api.v1 import (
     topics_pb2,
 )
 from sluiceway.client import SluicewayClient
-from sluiceway.errors import NotFoundError, PermissionDeniedError
+from sluiceway.errors import NotFoundError, PermissionDeniedError, SluicewayError
 from sluiceway.transport import TransportSecurity
 from sluiceway_server.embedded import EmbeddedBroker
 from tests.conftest import ControlPlaneProcess
@@ -238,6 +238,36 @@ def test_each_role_does_its_work_and_every_mutation_is_audited_once(
     ]
     text = Path(secured.settings["audit.log.file"]).read_text()
     assert secret_value not in text and "DataGenSource" not in text
+
+
+def test_with_authentication_file_connectors_need_allowed_paths(
+    secured: ControlPlaneProcess, broker: EmbeddedBroker, unique: str
+) -> None:
+    # The plane authenticates callers and names no connector.allowed.paths: even an admin may not
+    # point a file connector anywhere on the machines that run it.
+    name = f"file-{unique}"
+    before = len(audit_lines(secured))
+    with client_as(secured, ADMIN) as admin:
+        with pytest.raises(SluicewayError) as caught:
+            admin.create_connector(
+                name, {"connector.class": "FileStreamSink", "topics": "t", "file": "/tmp/out.txt"}
+            )
+        error = caught.value
+        assert (error.code, error.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_CONFIG")
+        assert [v.field for v in error.field_violations] == ['connector.config["file"]']
+        description = error.field_violations[0].description
+        assert "authentication is on (auth.tokens.file)" in description
+        assert "set connector.allowed.paths in the worker config" in description
+        with pytest.raises(NotFoundError):
+            admin.get_connector(name)
+    config_keys = [key for key, _ in read_topic(broker.bootstrap_servers, secured.topics["config"])]
+    assert not [key for key in config_keys if key and key.endswith(name)]
+    made = [
+        (line["method"], line["outcome"])
+        for line in audit_lines(secured)[before:]
+        if line["connector"] == name
+    ]
+    assert made == [("CreateConnector", "INVALID_ARGUMENT")]
 
 
 def attach(

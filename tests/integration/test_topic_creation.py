@@ -1,7 +1,9 @@
 """KIP-158 end to end: a source connector's topics are created by the executor, before the first
 record reaches them, with the settings of their topic creation group; existing topics are left as
 they are; a topic that cannot be created fails the task; a worker with `topic.creation.enable=false`
-creates nothing; an invalid `topic.creation.*` setting is refused over gRPC.
+creates nothing; an invalid `topic.creation.*` setting is refused over gRPC, and so are keys of
+the rule syntax a draft of KIP-158 had (`topic.creation`, `topic.creation.{rule}.regex`) and keys of
+groups `topic.creation.groups` does not list, which Kafka would ignore.
 
 Real broker (Tansu), Spark Connect, control plane and executor. The source is
 `testing_connectors.TopicRoutingSourceConnector`: one batch in which each record names its own
@@ -193,6 +195,58 @@ def test_an_invalid_topic_creation_setting_is_refused_over_grpc(
     assert not topic_exists(admin, topic)
 
 
+DRAFT_RULES = {
+    "topic.creation": "firstRule,defaultRule",
+    "topic.creation.firstRule.regex": "MyPrefix.*",
+    "topic.creation.firstRule.partitions": "5",
+    "topic.creation.defaultRule.regex": ".*",
+}
+
+
+def test_draft_rule_syntax_is_refused_naming_each_key_and_nothing_is_stored(
+    stack: PipelineStack, broker: EmbeddedBroker, admin: AdminClient
+) -> None:
+    u = uuid.uuid4().hex[:10]
+    topic, name = f"tc-{u}-draft", f"draft-{u}"
+    valid = {"topic.creation.default.replication.factor": "-1", "topic.creation.default.partitions": "2"}
+    config = routing([topic], **valid, **DRAFT_RULES)
+    with pytest.raises(SluicewayError) as caught:
+        stack.client.create_connector(name, config)
+    error = caught.value
+    assert (error.code, error.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_CONFIG")
+    fields = {v.field: v.description for v in error.field_violations}
+    assert set(fields) == {f'connector.config["{key}"]' for key in DRAFT_RULES}
+    assert "draft of KIP-158" in fields['connector.config["topic.creation"]']
+    assert (
+        "'firstRule' is not listed in topic.creation.groups"
+        in (fields['connector.config["topic.creation.firstRule.partitions"]'])
+    )
+    assert set(error.metadata["config_keys"].split(",")) == set(DRAFT_RULES)
+    # Nothing stored, nothing created.
+    with pytest.raises(SluicewayError) as missing:
+        stack.client.get_connector(name)
+    assert missing.value.code == grpc.StatusCode.NOT_FOUND
+    config_keys = [key for key, _ in read_topic(broker.bootstrap_servers, stack.plane.topics["config"])]
+    assert not [key for key in config_keys if key and key.endswith(name)]
+    assert not topic_exists(admin, topic)
+    # Validation answers the same, key by key.
+    answer = stack.client.validate_config({**config, "name": name})
+    assert {c.value.name for c in answer.configs if c.value.errors} == set(DRAFT_RULES)
+
+    # A running connector keeps its config when an update brings such a key.
+    stack.client.create_connector(name, routing([topic], **valid), initial_state="PAUSED")
+    try:
+        stored = dict(stack.client.get_connector(name).config)
+        with pytest.raises(SluicewayError) as refused:
+            stack.client.patch_connector_config(name, {"topic.creation.firstRule.regex": ".*"})
+        assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        # The field of PatchConnectorConfigRequest that holds the key.
+        assert [v.field for v in refused.value.field_violations] == ['set["topic.creation.firstRule.regex"]']
+        assert dict(stack.client.get_connector(name).config) == stored
+    finally:
+        stack.client.delete_connector(name)
+
+
 def test_a_worker_with_topic_creation_disabled_creates_nothing(
     control_plane_factory: Callable[..., ControlPlaneProcess],
     spark_connect: EmbeddedSparkConnect,
@@ -222,5 +276,12 @@ def test_a_worker_with_topic_creation_disabled_creates_nothing(
         # The broker made the topic when the records came (its auto-creation defaults).
         assert partitions(admin, topic) != 7
         assert settings(admin, topic).get("cleanup.policy") != "compact"
+        # The draft's rule keys are wrong on every worker, this one included.
+        with pytest.raises(SluicewayError) as caught:
+            stack.client.create_connector(f"draft-{u}", routing([topic], **DRAFT_RULES))
+        assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert {v.field for v in caught.value.field_violations} == {
+            f'connector.config["{key}"]' for key in DRAFT_RULES
+        }
     finally:
         stack.close()

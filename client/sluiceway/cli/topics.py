@@ -37,6 +37,13 @@ def _get(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _reset(ctx: Context, args: argparse.Namespace) -> int:
-    ctx.client.reset_active_topics(args.name)
-    ctx.emit({}, lambda: ctx.write(f"Reset the active topics of connector {connector_id(args.name)}.\n"))
+    done = ctx.client.reset_active_topics(args.name)
+
+    def text() -> None:
+        if done.connector_exists:
+            ctx.write(f"Reset the active topics of connector {connector_id(args.name)}.\n")
+        else:
+            ctx.write(f"Connector {connector_id(args.name)} does not exist; no active topics of it remain.\n")
+
+    ctx.emit(done, text)
     return 0

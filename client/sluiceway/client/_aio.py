@@ -390,9 +390,10 @@ class AsyncSluicewayClient:
 
     async def reset_active_topics(
         self, name: str, *, request_id: str | None = None, timeout: TimeoutArg = UNSET
-    ) -> None:
+    ) -> topics_pb2.ResetActiveTopicsResponse:
+        """KIP-558: empties the connector's set; succeeds again for a deleted connector."""
         request = _requests.reset_active_topics(name, request_id)
-        await self._unary(self._topics.ResetActiveTopics, request, timeout)
+        return await self._unary(self._topics.ResetActiveTopics, request, timeout)
 
     async def server_info(self, *, timeout: TimeoutArg = UNSET) -> cluster_pb2.ServerInfo:
         return await self._unary(self._cluster.GetServerInfo, _requests.server_info(), timeout)

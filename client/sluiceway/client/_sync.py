@@ -381,9 +381,10 @@ class SluicewayClient:
 
     def reset_active_topics(
         self, name: str, *, request_id: str | None = None, timeout: TimeoutArg = UNSET
-    ) -> None:
+    ) -> topics_pb2.ResetActiveTopicsResponse:
+        """KIP-558: empties the connector's set; succeeds again for a deleted connector."""
         request = _requests.reset_active_topics(name, request_id)
-        self._unary(self._topics.ResetActiveTopics, request, timeout)
+        return self._unary(self._topics.ResetActiveTopics, request, timeout)
 
     def server_info(self, *, timeout: TimeoutArg = UNSET) -> cluster_pb2.ServerInfo:
         return self._unary(self._cluster.GetServerInfo, _requests.server_info(), timeout)

@@ -33,7 +33,11 @@ class RetriableException(ConnectException):
 
 
 class ConnectorContext(Protocol):
-    """The control plane's handle for a running connector (Kafka's ConnectorContext)."""
+    """The control plane's handle for a connector object (Kafka's ConnectorContext)."""
+
+    def config(self) -> Mapping[str, str]:
+        """The connector's config as the plugin gets it (references resolved): what ``start`` got,
+        or, on an object that was never started (see ``Connector.deleted``), its last config."""
 
     def request_task_reconfiguration(self) -> None:
         """Asks the control plane to call ``task_configs`` again (e.g. the source's tables changed)."""
@@ -52,7 +56,7 @@ class Connector(abc.ABC):
     Kafka and another system; executors run the tasks.
 
     Instances are created with no arguments; ``validate``, ``config`` and ``alter_offsets`` may be
-    called on an instance that was never started.
+    called on an instance that was never started, and so may ``deleted`` (after ``initialize``).
     """
 
     _context: ConnectorContext | None = None
@@ -94,12 +98,18 @@ class Connector(abc.ABC):
         """KIP-883: the connector was deleted; clean up what it made outside Kafka (tables, triggers,
         accounts). Does nothing unless overridden.
 
-        The control plane calls it once, after ``stop()``, on the object that ran the connector, and
-        only on deletion (never on stop, pause, restart or a config change). A connector that was
-        not running (stopped, paused, failed) gets a new object, started with its last config and
-        stopped first. It is limited by ``plugin.callback.timeout.ms``; raising or overrunning is
-        logged and reported to a delete call that waits, and never undoes the deletion. If the
-        control plane dies while it runs, the next one calls it again: keep it idempotent.
+        Called only when the connector is deleted (never on stop, pause, restart or a config
+        change), and ``start()`` is never called just so that ``deleted()`` can run:
+
+        - if the connector was running here, its own object gets ``stop()`` and then ``deleted()``;
+        - otherwise (stopped, paused, failed, or the control plane that ran it is gone) a new
+          object is made and initialized, never started, and gets ``deleted()`` alone.
+
+        So read what to clean up from ``self.context.config()``, which holds the connector's last
+        config in both cases, rather than from state kept by ``start()``. It is limited by
+        ``plugin.callback.timeout.ms``; raising or overrunning is logged and reported to a delete
+        call that waits, and never undoes the deletion. If the control plane dies while it runs,
+        the next one calls it again on a new object: keep it idempotent.
         """
 
 

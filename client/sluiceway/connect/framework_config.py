@@ -398,12 +398,12 @@ _HEARTBEAT_INTERVAL_DOC = (
     "How often, in milliseconds, each task of this connector is asked for heartbeat records (KIP-910): "
     "records a task can send when it has no data, to move its source offsets; they go to "
     "heartbeat.records.topic and their offsets are committed. The ask comes before a batch once the "
-    "interval has passed since the last one. 0 turns heartbeats off for this connector; unset takes "
-    "the worker's heartbeat.interval.ms (default 0, off). Only tasks that implement "
+    "interval has passed since the last one. 0 turns heartbeats off for this connector; unset or "
+    "empty takes the worker's heartbeat.interval.ms (default 0, off). Only tasks that implement "
     "produce_heartbeat_records are asked. Best set in minutes or hours."
 )
 _HEARTBEAT_TOPIC_DOC = (
-    "The topic this connector's heartbeat records go to (KIP-910); unset takes the worker's "
+    "The topic this connector's heartbeat records go to (KIP-910); unset or empty takes the worker's "
     "heartbeat.records.topic (default connect-heartbeats). A task creates it, when missing, before "
     "its first heartbeat record, on the cluster its producer writes to, with the broker's default "
     "partitions and replication factor; an existing topic is used as it is."

@@ -11,7 +11,8 @@ operator restarts. Losing Spark Connect or a Kafka broker is not the task's fail
 waits for them without counting an attempt (see ``sluiceway_executor.failures``).
 
 Every key is a worker key (the default for all connectors, sent to executors in Welcome) and a
-connector key that, when set, wins for that connector's tasks.
+connector key that, when set, wins for that connector's tasks; a connector value that is empty counts
+as unset. A worker value may not be empty.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from sluiceway.connect.config import (
     Range,
     Validator,
     Width,
+    java_trim,
 )
 
 __all__ = [
@@ -60,7 +62,7 @@ WORKER_RESTART_DEFAULTS: Final[Mapping[str, str]] = {
 # How far a pause may stray from its nominal length either way (0.2: between 80% and 120%).
 JITTER: Final = 0.2
 
-_UNSET = "Unset: the worker's value"
+_UNSET = "Unset or empty: the worker's value"
 _DOCS: Final[Mapping[str, str]] = {
     RESTART_ENABLE_CONFIG: (
         "Whether a task that fails by an error of its connector or of its data is started again by "
@@ -137,12 +139,13 @@ class RestartPolicy:
     def from_configs(
         cls, worker_config: Mapping[str, str], connector_config: Mapping[str, str] | None = None
     ) -> RestartPolicy:
-        """The policy of a connector's tasks: each key from ``connector_config`` when set there, else
-        from ``worker_config``, else its default. Raises ConfigException naming a bad key."""
+        """The policy of a connector's tasks: each key from ``connector_config`` when set there and
+        not empty, else from ``worker_config``, else its default. Raises ConfigException naming a bad
+        key, among them an empty worker value (which would otherwise hide the default silently)."""
         chosen = {name: worker_config[name] for name in WORKER_RESTART_DEFAULTS if name in worker_config}
         for name in WORKER_RESTART_DEFAULTS:
-            value = (connector_config or {}).get(name)
-            if value is not None and value.strip():
+            value = java_trim((connector_config or {}).get(name) or "")
+            if value:
                 chosen[name] = value
         values = _worker_config_def().parse(chosen)
         return cls(

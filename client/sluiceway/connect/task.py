@@ -239,13 +239,18 @@ class BatchContext:
     run of the task (it starts at 0 again after every restart). For a sink batch, ``ranges`` are
     the Kafka offsets it holds, one range per partition; a source batch has none. For a source
     batch, ``max_records`` is the most records the executor wants in it (the connector's
-    ``batch.*`` bounds and what earlier batches took; None: no bound), which a task should keep to."""
+    ``batch.*`` bounds and what earlier batches took; None: no bound), which a task should keep to.
+    For a sink batch, ``offsets_change`` names the latest change of the connector's offsets made
+    through the control plane (a KIP-875 alter or reset) before the task started ("" when there was
+    none); a sink that stores ``ranges`` with its data stores it too (see
+    ``DataFrameSinkTask.written_offsets``)."""
 
     connector: str
     task_id: int
     batch_id: int
     ranges: tuple[OffsetRange, ...] = ()
     max_records: int | None = None
+    offsets_change: str = ""
 
 
 @dataclass(frozen=True)
@@ -301,16 +306,21 @@ class DataFrameSinkTask(Task):
     @abc.abstractmethod
     def write_batch(self, batch: DataFrame, context: BatchContext) -> None: ...
 
-    def written_offsets(self, spark: SparkSession, task_id: int) -> Mapping[TopicPartition, OffsetRange]:
+    def written_offsets(
+        self, spark: SparkSession, task_id: int, offsets_change: str = ""
+    ) -> Mapping[TopicPartition, OffsetRange]:
         """For a sink that stores, atomically with each batch's data, which offsets the batch holds
-        (``context.ranges``): the range of the newest batch it holds for each partition, whichever
-        task wrote it. Called once before each run's first batch, after ``start``; also the place to
-        clear what an interrupted batch of task ``task_id`` left behind.
+        (``context.ranges``) and ``context.offsets_change``: the range of the newest batch it holds
+        for each partition, whichever task wrote it, leaving out a batch stored with another
+        ``offsets_change`` than this one. Called once before each run's first batch, after
+        ``start``; also the place to clear what an interrupted batch of task ``task_id`` left behind.
 
         A batch written whose offsets were not committed (the executor died in between) is then
         skipped instead of written again: a partition whose committed offset is the start of its
         newest written range, or that has no committed offset while that range starts at the
-        partition's earliest offset, resumes at the range's end. Any other committed offset (a reset
-        or an alter of the offsets, say) is where the partition resumes. The default holds nothing,
-        and every partition resumes at its committed offset."""
+        partition's earliest offset, resumes at the range's end. Any other committed offset is where
+        the partition resumes. A batch written before the connector's offsets were last altered or
+        reset says nothing about a commit, since the change came after it: it must be left out, and
+        the partition then resumes at the offset the change set, writing those records again. The
+        default holds nothing, and every partition resumes at its committed offset."""
         return {}

@@ -12,7 +12,10 @@ with its group's partition count and replication factor, handing every other
 (`executor/sluiceway_executor/topic_creation.py`). A topic that already exists is never changed.
 
 `topic_creation_config_def` validates these keys; `topic_creation_groups` and `group_for_topic`
-are the model the executors run with.
+are the model the executors run with. `unread_topic_creation_keys` finds the `topic.creation*` keys
+no group reads, among them those of the rule syntax an early draft of KIP-158 had (a
+`topic.creation` list of rules, each with a `regex`): Kafka ignores such keys, validation refuses
+them.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ __all__ = [
     "group_for_topic",
     "topic_creation_config_def",
     "topic_creation_groups",
+    "unread_topic_creation_keys",
     "uses_topic_creation",
 ]
 
@@ -140,6 +144,82 @@ def uses_topic_creation(props: Mapping[str, str]) -> bool:
     """Whether a source config sets any ``topic.creation.*`` key (KIP-158's opt-in); only then are
     the topic creation keys validated and, on a worker with ``topic.creation.enable``, acted on."""
     return any(key.startswith(TOPIC_CREATION_PREFIX) for key in props)
+
+
+# The rule syntax of an early draft of KIP-158, dropped before Kafka shipped it: `topic.creation`
+# listed rule names and `topic.creation.{rule}.regex` chose a rule's topics.
+DRAFT_RULES_CONFIG: Final = "topic.creation"
+DRAFT_REGEX_CONFIG: Final = "regex"
+
+_DRAFT_RULES_PROBLEM: Final = (
+    "this is the rule list of a draft of KIP-158, which Kafka never shipped and nothing reads; list "
+    f"groups in {TOPIC_CREATION_GROUPS_CONFIG} and give each one include patterns "
+    "(topic.creation.<group>.include)"
+)
+_ENABLE_PROBLEM: Final = (
+    f"{TOPIC_CREATION_ENABLE_CONFIG} is a worker setting and does nothing in a connector config; a "
+    "source connector uses topic creation by setting topic.creation.default.replication.factor and "
+    "topic.creation.default.partitions"
+)
+
+
+def _owning_group(rest: str, groups: Sequence[str]) -> tuple[str, str] | None:
+    """The group (the longest name, as group names may hold dots) and setting that
+    ``topic.creation.{rest}`` belongs to, or None when it belongs to none of ``groups``."""
+    owners = [g for g in groups if rest.startswith(f"{g}.") and len(rest) > len(g) + 1]
+    if not owners:
+        return None
+    group = max(owners, key=len)
+    return group, rest[len(group) + 1 :]
+
+
+def unread_topic_creation_keys(props: Mapping[str, str]) -> dict[str, str]:
+    """Key → why it is refused, for each ``topic.creation*`` key of a source config that no topic
+    creation group reads: ``topic.creation`` itself and ``topic.creation.{rule}.regex`` (the draft's
+    rule syntax), ``topic.creation.enable`` (a worker key), ``topic.creation.{group}.{setting}`` for
+    a group that is neither ``default`` nor listed in ``topic.creation.groups``, and
+    ``topic.creation.{word}`` without a setting. Kafka ignores all of these; a connector that sets
+    them expects topics to be created in a way nothing will do, so validation refuses them (whatever
+    the worker's ``topic.creation.enable``, since they are wrong on every worker)."""
+    raw_groups = props.get(TOPIC_CREATION_GROUPS_CONFIG)
+    listed = parse_type(TOPIC_CREATION_GROUPS_CONFIG, raw_groups, ConfigType.LIST) if raw_groups else []
+    groups = [DEFAULT_TOPIC_CREATION_GROUP, *(g for g in listed if g)]
+    problems: dict[str, str] = {}
+    for key in props:
+        if key == DRAFT_RULES_CONFIG:
+            problems[key] = _DRAFT_RULES_PROBLEM
+            continue
+        if not key.startswith(TOPIC_CREATION_PREFIX) or key == TOPIC_CREATION_GROUPS_CONFIG:
+            continue
+        if key == TOPIC_CREATION_ENABLE_CONFIG:
+            problems[key] = _ENABLE_PROBLEM
+            continue
+        rest = key[len(TOPIC_CREATION_PREFIX) :]
+        owner = _owning_group(rest, groups)
+        if owner is None:
+            rule, dot, setting = rest.partition(".")
+            if not dot or not setting:
+                problems[key] = (
+                    f"not a topic creation key: expected {TOPIC_CREATION_GROUPS_CONFIG} or "
+                    "topic.creation.<group>.<setting>"
+                )
+            elif setting == DRAFT_REGEX_CONFIG:
+                problems[key] = (
+                    f"a rule regex of a draft of KIP-158, which Kafka never shipped and nothing reads; "
+                    f"list {rule!r} in {TOPIC_CREATION_GROUPS_CONFIG} and give it include patterns "
+                    f"(topic.creation.{rule}.include)"
+                )
+            else:
+                problems[key] = (
+                    f"group {rule!r} is not listed in {TOPIC_CREATION_GROUPS_CONFIG}, so nothing reads "
+                    f"this key; list the group there, or set topic.creation.default.* instead"
+                )
+        elif owner[1] == DRAFT_REGEX_CONFIG:
+            problems[key] = (
+                f"a rule regex of a draft of KIP-158, which Kafka never shipped and nothing reads; a "
+                f"group takes its topics by topic.creation.{owner[0]}.include and .exclude patterns"
+            )
+    return problems
 
 
 def _parsed_or_none(name: str, props: Mapping[str, str], type_: ConfigType, check: Validator | None) -> Any:

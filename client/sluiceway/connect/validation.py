@@ -2,7 +2,9 @@
 ``AbstractHerder.validateConnectorConfig``, returning plain data.
 
 Sluiceway's own keys (the common ones, then the source or sink ones) are checked first, then the
-plugin's ``validate`` runs. Every problem is attached to the key it concerns and nothing is raised
+plugin's ``validate`` runs. An empty value of a key that stands for the worker's
+(``WORKER_FALLBACK_KEYS``: heartbeat.*, task.restart.*) is checked as if unset: it means the
+worker's value. Every problem is attached to the key it concerns and nothing is raised
 for a bad config; if the plugin's ``config`` or ``validate`` itself raises, that becomes an error on
 ``connector.class``.
 """
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
-from sluiceway.connect.config import ConfigDef, ConfigKey, ConfigType, ConfigValue
+from sluiceway.connect.config import ConfigDef, ConfigKey, ConfigType, ConfigValue, java_trim
 from sluiceway.connect.framework_config import (
     CONFIG_RELOAD_ACTION_CONFIG,
     CONNECTOR_CLASS_CONFIG,
@@ -46,6 +48,8 @@ from sluiceway.connect.framework_config import (
     uses_topic_creation,
 )
 from sluiceway.connect.plugins import PluginDesc, PluginNotFoundError, PluginRegistry, PluginType
+from sluiceway.connect.topic_creation_config import unread_topic_creation_keys
+from sluiceway.connect.worker_fallbacks import WORKER_FALLBACK_KEYS
 from sluiceway.connect.worker_policy import WorkerPolicy, path_errors
 from sluiceway.secrets import looks_secret
 
@@ -149,6 +153,12 @@ def _add_error(values: dict[str, ConfigValue], name: str, raw: Any, message: str
 
 def _is_blank(value: str | None) -> bool:
     return value is None or not value.strip()
+
+
+def _without_empty_fallbacks(props: Mapping[str, str]) -> dict[str, str]:
+    """``props`` less the empty values of WORKER_FALLBACK_KEYS, which mean "the worker's value" and
+    so are checked as unset (an empty heartbeat topic or restart pause is no value of its own)."""
+    return {k: v for k, v in props.items() if k not in WORKER_FALLBACK_KEYS or java_trim(v)}
 
 
 def _refuse_not_supported(definition: ConfigDef, values: dict[str, ConfigValue]) -> None:
@@ -258,8 +268,10 @@ def validate_connector_config(
 
     ``policy`` is the worker's (default: that of a worker that sets none of its keys). With its
     ``topic_creation`` on, a source connector's ``topic.creation.*`` keys are validated too
-    (KIP-158); its rules on internal topics, client overrides and local paths (keys the plugin
-    defines with a ``path_kind``) add errors on the keys they refuse.
+    (KIP-158); on any worker, a source connector's ``topic.creation*`` keys that no group reads are
+    refused (``unread_topic_creation_keys``). The policy's rules on internal topics, client
+    overrides and local paths (keys the plugin defines with a ``path_kind``) add errors on the keys
+    they refuse.
     """
     policy = policy or WorkerPolicy()
     raw: Mapping[str, str | None] = config
@@ -285,7 +297,7 @@ def validate_connector_config(
     if desc is None:
         # Without a plugin only the keys common to every connector can be checked.
         definition = common_config_def()
-        values = {v.name: v for v in definition.validate(props)}
+        values = {v.name: v for v in definition.validate(_without_empty_fallbacks(props))}
         _refuse_not_supported(definition, values)
         _apply_policy(policy, props, None, values)
         if resolve_error is not None:
@@ -295,8 +307,13 @@ def validate_connector_config(
     definition = framework_config_def(desc.type)
     if desc.type is PluginType.SOURCE and policy.topic_creation and uses_topic_creation(props):
         definition = definition.merge(topic_creation_config_def(props))
-    values = {v.name: v for v in definition.validate(props)}
+    values = {v.name: v for v in definition.validate(_without_empty_fallbacks(props))}
     _refuse_not_supported(definition, values)
+    if desc.type is PluginType.SOURCE:
+        # KIP-158's keys are a source connector's; on a sink every topic.creation* key is an
+        # unknown key like any other (as in Kafka), so nothing there suggests a topic is created.
+        for key, problem in unread_topic_creation_keys(props).items():
+            _add_error(values, key, props[key], problem)
 
     if requested is not None and not _is_blank(included):
         assert included is not None

@@ -2,6 +2,12 @@
 plugin modules may come from, which local directories file connectors may use, and which Kafka
 client settings a connector may override.
 
+File connectors may use any path only on a worker whose API is for this machine alone: listening on
+loopback, without authentication (`make run`). With `auth.tokens.file` set, or a listener other
+hosts can reach, every path key is refused until `connector.allowed.paths` names the directories
+it may use: callers are then not all the machine's owner, and a FileStream connector reads or writes
+any file Spark can.
+
 The control plane builds one from its worker config and applies it when it validates a connector
 config; an executor builds one from the worker config it runs tasks with (the leader's, with its
 own settings laid over it) and applies it again before and while a task runs. A key missing from
@@ -11,6 +17,7 @@ the mapping reads as the control plane's default for it.
 from __future__ import annotations
 
 import enum
+import ipaddress
 import os
 import re
 import urllib.parse
@@ -27,6 +34,8 @@ __all__ = [
     "OverridePolicy",
     "WorkerPolicy",
     "WorkerPolicyError",
+    "exposure",
+    "is_loopback_host",
     "path_errors",
 ]
 
@@ -36,6 +45,9 @@ OVERRIDE_POLICY_CONFIG: Final = "connector.client.config.override.policy"
 OVERRIDE_ALLOWLIST_CONFIG: Final = "connector.client.config.override.allowlist"
 TOPIC_CREATION_ENABLE_CONFIG: Final = "topic.creation.enable"
 HEARTBEAT_TOPIC_CONFIG: Final = "heartbeat.records.topic"
+LISTENERS_CONFIG: Final = "listeners"
+AUTH_TOKENS_FILE_CONFIG: Final = "auth.tokens.file"
+_DEFAULT_LISTENERS: Final = "127.0.0.1:8083"
 
 # The worker's own topics, with the control plane's defaults for them.
 STORAGE_TOPIC_KEYS: Final[Mapping[str, str]] = {
@@ -84,6 +96,29 @@ def _directories(props: Mapping[str, str], key: str) -> tuple[str, ...]:
     return tuple(found)
 
 
+def is_loopback_host(host: str) -> bool:
+    """Whether a listener or peer host (`localhost`, `127.0.0.1`, `[::1]`) is this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def exposure(props: Mapping[str, str]) -> str | None:
+    """Why the worker's API is open to more than this machine's owner, for messages: authentication
+    is on, or a listener (any of `listeners`, as written) is off loopback; None when neither."""
+    if props.get(AUTH_TOKENS_FILE_CONFIG, "").strip():
+        return f"authentication is on ({AUTH_TOKENS_FILE_CONFIG})"
+    for entry in props.get(LISTENERS_CONFIG, _DEFAULT_LISTENERS).split(","):
+        address = entry.strip().split("://", 1)[-1]
+        # An empty host binds every interface, as WorkerConfig.listen_address reads it.
+        if address and not is_loopback_host(address.rpartition(":")[0]):
+            return f"the API listens on {address}, which other hosts can reach ({LISTENERS_CONFIG})"
+    return None
+
+
 def _inside(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
 
@@ -99,6 +134,9 @@ class WorkerPolicy:
     override_policy: OverridePolicy = OverridePolicy.ALL
     override_allowlist: frozenset[str] = field(default_factory=frozenset)
     topic_creation: bool = True
+    # Why path keys need allowed_paths on this worker (see ``exposure``); None: any path while
+    # allowed_paths is empty.
+    exposed: str | None = None
 
     @classmethod
     def from_worker_config(cls, props: Mapping[str, str]) -> WorkerPolicy:
@@ -127,8 +165,12 @@ class WorkerPolicy:
             override_policy=policy,
             override_allowlist=allowlist,
             topic_creation=raw_creation == "true",
+            exposed=exposure(props),
         )
-        heartbeat_topic = (props.get(HEARTBEAT_TOPIC_CONFIG) or _DEFAULT_HEARTBEAT_TOPIC).strip()
+        heartbeat_topic = props.get(HEARTBEAT_TOPIC_CONFIG, _DEFAULT_HEARTBEAT_TOPIC).strip()
+        if not heartbeat_topic:
+            # Connectors that leave theirs empty use this one (KIP-910): it cannot be empty itself.
+            raise WorkerPolicyError(HEARTBEAT_TOPIC_CONFIG, "must not be empty")
         if built.is_internal_topic(heartbeat_topic):
             raise WorkerPolicyError(HEARTBEAT_TOPIC_CONFIG, f"{heartbeat_topic} is an internal topic")
         return built
@@ -173,17 +215,29 @@ class WorkerPolicy:
 
     # ------------------------------------------------------------------ local paths
 
+    @property
+    def confines_paths(self) -> bool:
+        """Whether path keys are checked at all: allowed paths are set, or the worker is exposed."""
+        return bool(self.allowed_paths) or self.exposed is not None
+
     def path_problem(self, value: str, kind: PathKind = PathKind.FILE) -> str | None:
         """Why the path ``value`` of a key of ``kind`` is outside connector.allowed.paths, or None.
 
-        With no allowed paths every value passes. Otherwise the value must be an absolute path
+        With no allowed paths every value passes, unless the worker is exposed (``exposed``): then
+        every value is refused, with the setting to set. Otherwise the value must be an absolute path
         (for URI keys also a ``file:`` URI, whose path is percent-decoded) that stays inside one of
         the directories both as written with ``..`` resolved and with symbolic links resolved on this
         machine; any other URI scheme names a store that no local directory confines.
         """
-        if not self.allowed_paths:
-            return None
         raw = value.strip()
+        if not self.allowed_paths:
+            if self.exposed is None:
+                return None
+            return (
+                f"{raw} is refused: {self.exposed}, so connectors may only use the directories "
+                f"{ALLOWED_PATHS_CONFIG} names, and it names none; set {ALLOWED_PATHS_CONFIG} in the "
+                "worker config to the directories file connectors may use"
+            )
         allowed = ", ".join(self.allowed_paths)
         candidates = [raw]
         if kind is PathKind.URI and _SCHEME.match(raw):

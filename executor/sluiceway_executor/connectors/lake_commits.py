@@ -10,7 +10,10 @@ by time across runs and executors.
 
 When a task starts, another small job removes what an interrupted batch of the same task left in
 staging and reads the offsets file of the newest batch of each ``task=N`` directory: the only batch
-of a task that can have been published without its offsets being committed is its last one.
+of a task that can have been published without its offsets being committed is its last one. The
+offsets file also names the latest change of the connector's offsets (KIP-875) made before the
+batch was written (``BatchContext.offsets_change``); a batch written before the change the task now
+starts with is left out (``held_ranges``), since the change moved the offsets after it.
 
 Both jobs run their file operations on a Spark worker (``mapInArrow``, ``pyarrow.fs``), so they
 reach the same file systems the batch's own job wrote to. Each is skipped when the executor can
@@ -30,7 +33,7 @@ import os
 import time
 import urllib.parse
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from sluiceway.connect import ConnectException, OffsetRange, TopicPartition
@@ -45,6 +48,7 @@ __all__ = [
     "STAGING",
     "batch_dir",
     "batch_key",
+    "held_ranges",
     "manifest",
     "newest_written",
     "publish",
@@ -69,17 +73,34 @@ def batch_dir(root: str, task_id: int, key: str) -> str:
     return f"{root}/task={task_id}/batch={key}"
 
 
-def manifest(task_id: int, key: str, ranges: Sequence[OffsetRange]) -> str:
+def manifest(task_id: int, key: str, ranges: Sequence[OffsetRange], offsets_change: str = "") -> str:
     return json.dumps(
         {
             "batch": key,
             "task": task_id,
+            "offsets_change": offsets_change,
             "ranges": [
                 {"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end} for r in ranges
             ],
         },
         sort_keys=True,
     )
+
+
+def held_ranges(rows: Iterable[Mapping[str, Any]], offsets_change: str) -> dict[TopicPartition, OffsetRange]:
+    """For each partition, the range of the newest batch holding it among ``rows`` (the ranges of
+    the newest batch of each task directory, as ``_NEWEST_SCHEMA`` has them), leaving out those of
+    a batch written under another offsets change than ``offsets_change``: the change came after
+    that batch, so whether the batch was committed no longer tells where the partition resumes."""
+    newest: dict[TopicPartition, tuple[str, OffsetRange]] = {}
+    for row in rows:
+        if str(row.get("change") or "") != offsets_change:
+            continue
+        key = TopicPartition(row["topic"], int(row["partition"]))
+        held = OffsetRange(key.topic, key.partition, int(row["start"]), int(row["end"]))
+        if key not in newest or row["batch"] > newest[key][0]:
+            newest[key] = (row["batch"], held)
+    return {key: held for key, (_, held) in newest.items()}
 
 
 # ---------------------------------------------------------------- on a Spark worker
@@ -122,7 +143,7 @@ def _publish_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
     yield pa.RecordBatch.from_pylist([{"published": done}], schema=pa.schema([("published", pa.int64())]))
 
 
-_NEWEST_SCHEMA: Final = "batch string, topic string, partition int, start long, end long"
+_NEWEST_SCHEMA: Final = "batch string, change string, topic string, partition int, start long, end long"
 
 
 def _newest_ranges(filesystem: pafs.FileSystem, root: str, task_id: int) -> list[dict[str, Any]]:
@@ -150,8 +171,9 @@ def _newest_ranges(filesystem: pafs.FileSystem, root: str, task_id: int) -> list
                 content = json.loads(stream.read().decode())
         except FileNotFoundError:
             continue  # written before batches carried their offsets
+        batch, change = str(content.get("batch", "")), str(content.get("offsets_change") or "")
         for item in content.get("ranges", []):
-            found.append({"batch": str(content.get("batch", "")), **item})
+            found.append({"batch": batch, "change": change, **item})
     return found
 
 
@@ -162,6 +184,7 @@ def _newest_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     schema = pa.schema(
         [
             ("batch", pa.string()),
+            ("change", pa.string()),
             ("topic", pa.string()),
             ("partition", pa.int32()),
             ("start", pa.int64()),
@@ -269,12 +292,12 @@ def _seen_by_spark(spark: SparkSession, root: str, task_id: int) -> tuple[str, l
 
 
 def newest_written(
-    spark: SparkSession, root: str, task_id: int, *, here: bool = True
+    spark: SparkSession, root: str, task_id: int, offsets_change: str = "", *, here: bool = True
 ) -> Mapping[TopicPartition, OffsetRange]:
     """For each partition, the range of the newest published batch holding it (among the newest
-    batch of each task directory), after removing what task ``task_id`` left in staging: by this
-    process when Spark's driver sees the same directory (``_seen_by_spark``) and ``here`` allows
-    it, else on a Spark worker."""
+    batch of each task directory) that was written under ``offsets_change`` (``held_ranges``),
+    after removing what task ``task_id`` left in staging: by this process when Spark's driver sees
+    the same directory (``_seen_by_spark``) and ``here`` allows it, else on a Spark worker."""
     from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
     seen = _seen_by_spark(spark, root, task_id) if here else None
@@ -287,10 +310,4 @@ def newest_written(
     else:
         job = spark.range(0, 1, 1, 1).select(F.lit(root).alias("path"), F.lit(task_id).alias("task"))
         rows = [row.asDict() for row in job.mapInArrow(_newest_rows, _NEWEST_SCHEMA).collect()]
-    newest: dict[TopicPartition, tuple[str, OffsetRange]] = {}
-    for row in rows:
-        key = TopicPartition(row["topic"], int(row["partition"]))
-        held = OffsetRange(key.topic, key.partition, int(row["start"]), int(row["end"]))
-        if key not in newest or row["batch"] > newest[key][0]:
-            newest[key] = (row["batch"], held)
-    return {key: held for key, (_, held) in newest.items()}
+    return held_ranges(rows, offsets_change)

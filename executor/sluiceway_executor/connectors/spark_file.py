@@ -75,8 +75,10 @@ def config_def() -> ConfigDef:
                 "files are added to. Each batch is written to `_staging/task=N/ID`, then published whole by "
                 "renaming it to `task=N/batch=ID` (read back as `task` and `batch` columns) with the "
                 "Kafka offsets it holds in `_sluiceway_offsets.json`; a batch published but not "
-                "committed is not written again. The rename is atomic on local and network file "
-                "systems and HDFS, not on object stores such as S3. When the worker sets "
+                "committed is not written again. After the connector's offsets are altered or "
+                "reset, the records from the new offsets are written again, beside the batches "
+                "already there. The rename is atomic on local and network file systems and HDFS, "
+                "not on object stores such as S3. When the worker sets "
                 "connector.allowed.paths, an absolute local path or file: URI inside one of those "
                 "directories."
             ),
@@ -144,7 +146,9 @@ class SparkFileSinkConnector(SinkConnector):
     def alter_offsets(
         self, connector_config: Mapping[str, str], offsets: Mapping[TopicPartition, int | None]
     ) -> bool:
-        # Offsets live only in the consumer group; the files need no change.
+        # The offsets live in the consumer group. The tasks learn of the change when they next
+        # start (the control plane records it) and write the records again from the new offsets;
+        # the batches already in the lake stay.
         return True
 
 
@@ -202,11 +206,13 @@ class SparkFileSinkTask(DataFrameSinkTask):
             batch.sparkSession,
             staging,
             batch_dir(root, context.task_id, key),
-            manifest(context.task_id, key, context.ranges),
+            manifest(context.task_id, key, context.ranges, context.offsets_change),
         )
 
-    def written_offsets(self, spark: SparkSession, task_id: int) -> Mapping[TopicPartition, OffsetRange]:
-        return newest_written(spark, self._path.rstrip("/"), task_id)
+    def written_offsets(
+        self, spark: SparkSession, task_id: int, offsets_change: str = ""
+    ) -> Mapping[TopicPartition, OffsetRange]:
+        return newest_written(spark, self._path.rstrip("/"), task_id, offsets_change)
 
     def stop(self) -> None:
         """Each batch is written by its own Spark job; nothing stays open."""

@@ -6,7 +6,9 @@ themselves only read, convert and write through Spark (their Kafka client settin
 ``sluiceway.connect.kafka_clients``). The modules (all but record_tasks.py import without Spark):
 
 - ``spec.py``: ``TaskSpec`` (one assignment as plain values) and the batch size;
-- ``pipeline.py``: the runner's interface: ``Pipeline``, ``PipelineFactory``, ``BatchOutcome``;
+- ``pipeline.py``: the runner's interface: ``Pipeline``, ``PipelineFactory``, ``BatchOutcome``, and
+  what a pipeline may also do (``SchedulesHeartbeats``, ``PlansAhead``) and ``merge_offsets``;
+- ``batch_sizing.py``: each batch's record limit and its share per partition;
 - ``loading.py``: loading a task's class;
 - ``factory.py``: ``SparkPipelineFactory``;
 - ``source.py``, ``sink.py``, ``record_tasks.py``: the batches themselves.

@@ -4,7 +4,9 @@
 A dotted `task.class` is imported only from the top-level package of an installed connector plugin
 or from a module in the worker's `plugin.path` directories (`sluiceway.connect.plugins.import_class`);
 anything else is refused before it is imported. Before a task runs, the values of the keys its
-connector declares paths must lie inside `connector.allowed.paths` (the check validation makes).
+connector declares paths must lie inside `connector.allowed.paths`, which must be set when the
+control plane is exposed (authentication on, or a listener off loopback: the worker config Welcome
+carries says so); this is the check validation makes, repeated for configs stored before it applied.
 """
 
 from __future__ import annotations
@@ -50,13 +52,14 @@ def load_task_class(
     control plane sets it), else the connector plugin's ``task_class()``.
 
     With a ``policy`` (the worker's), the registry looks in its plugin.path too, and the task's
-    configs must keep the connector's path keys inside connector.allowed.paths."""
+    configs must keep the connector's path keys inside connector.allowed.paths (which an exposed
+    worker must set)."""
     registry = registry or PluginRegistry.discover()
     if policy is not None:
         registry = registry.with_plugin_path(policy.plugin_path)
     connector_class = spec.connector_config.get("connector.class", "")
     desc = registry.resolve(connector_class)
-    if policy is not None and policy.allowed_paths:
+    if policy is not None and policy.confines_paths:
         refused = path_errors(connector_config_def(desc), (spec.connector_config, spec.task_config), policy)
         if refused:
             raise ConnectException(

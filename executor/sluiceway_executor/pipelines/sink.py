@@ -9,7 +9,10 @@ hands the records to the task. The offsets to commit are the ends of the ranges 
 Committed offsets are read from Kafka once per partition (when the task first sees it) and then
 kept in memory from the task's own successful commits. A DataFrame-level task that records each
 batch's offsets with its data (``DataFrameSinkTask.written_offsets``, SparkFileSink does) may move a
-partition's start past a batch it wrote whose commit never happened (``resume_offset``).
+partition's start past a batch it wrote whose commit never happened (``resume_offset``). Such a task
+also records the latest change of the connector's offsets its assignment carried
+(``TaskSpec.offsets_change``) and leaves out the batches written before another one: after an
+alter or a reset, the records are read again from the new offsets.
 """
 
 from __future__ import annotations
@@ -75,7 +78,8 @@ def sink_offsets(ranges: list[PartitionRange]) -> list[OffsetPair]:
 
 def resume_offset(committed: int | None, written: OffsetRange | None, earliest: int | None) -> int | None:
     """Where a partition resumes, given its committed offset and the newest range the sink holds
-    for it: past that range when the range starts at the committed offset (or, with nothing
+    for it, written since the latest change of the offsets (``written_offsets`` leaves older ones
+    out): past that range when the range starts at the committed offset (or, with nothing
     committed, at the partition's earliest offset), since then it was written but never committed;
     the committed offset otherwise (a range the commit already covers, or an offset moved on purpose)."""
     if written is None:
@@ -123,6 +127,8 @@ class SinkPipeline:
         self._committed: dict[TopicPartitionKey, int | None] = {}
         # What the task says it holds already (written_offsets), read at start.
         self._written: dict[TopicPartitionKey, OffsetRange] = {}
+        # The latest change of the offsets through the control plane: batches carry it.
+        self._offsets_change = spec.offsets_change
         self.group = consumer_group(spec)
         self._topics, self._regex = _topics_setting(spec)
         # Internal topics are never read: a named one fails the task, a regex skips them.
@@ -158,10 +164,8 @@ class SinkPipeline:
             task = self._task_class()
             task.start(self.spec.task_config)
             self._task = task
-            self._written = {
-                (tp.topic, tp.partition): held
-                for tp, held in task.written_offsets(self._spark, self.spec.task_index).items()
-            }
+            held_now = task.written_offsets(self._spark, self.spec.task_index, self._offsets_change)
+            self._written = {(tp.topic, tp.partition): held for tp, held in held_now.items()}
 
     # ------------------------------------------------------------------ planning
 
@@ -281,6 +285,7 @@ class SinkPipeline:
             self.spec.task_index,
             batch_id,
             tuple(OffsetRange(r.topic, r.partition, r.start, r.end) for r in ranges),
+            offsets_change=self._offsets_change,
         )
         if self._task is not None:
             self._task.write_batch(self.converted(raw), context)

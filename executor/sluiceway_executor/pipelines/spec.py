@@ -12,7 +12,7 @@ from sluiceway.connect.batch_config import BatchLimits
 from sluiceway.connect.config import ConfigException
 from sluiceway.connect.config_providers import ConfigProviders, ConfigReferenceError
 from sluiceway.names import parse_task_name
-from sluiceway.offsets import OffsetPair, offsets_from_proto
+from sluiceway.offsets import OffsetPair, offsets_from_proto, sink_offsets_change
 
 __all__ = ["TaskSpec", "batch_limits"]
 
@@ -29,6 +29,8 @@ class TaskSpec:
     task_config: Mapping[str, str]
     paused: bool
     task_count: int
+    # Source tasks: the committed source offsets. Sink tasks: the record of the latest change of
+    # the connector's offsets through the control plane, when there was one (``offsets_change``).
     source_offsets: tuple[OffsetPair, ...] = ()
     # The leader's name for this assignment's configs, target state and task count; the executor
     # hands it back when it attaches again (``Hello.running_tasks``).
@@ -49,6 +51,12 @@ class TaskSpec:
             source_offsets=tuple(offsets_from_proto(assignment.source_offsets)),
             fingerprint=assignment.fingerprint,
         )
+
+    @property
+    def offsets_change(self) -> str:
+        """For a sink task: the id of the latest change of its connector's offsets through the
+        control plane that its assignment carried ("" when none; ``SINK_OFFSETS_CHANGE``)."""
+        return sink_offsets_change(self.source_offsets)
 
     def resolved(self, providers: ConfigProviders) -> tuple[TaskSpec, dict[str, str]]:
         """A copy whose connector and task configs have their ``${provider:path:key}`` references

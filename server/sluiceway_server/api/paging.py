@@ -1,6 +1,8 @@
 """Pages of List calls (AIP-158): page sizes and opaque page tokens.
 
-A page holds at most `page_size` items and at most PAGE_BYTES bytes, whichever ends it first. A
+A page holds at most `page_size` items (`take`); ListConnectors and ListTasks also end a page
+before PAGE_BYTES bytes (`within_bytes`), whichever comes first. ListPlugins pages are bounded by
+count alone: a plugin's entry is small. A
 token records where the previous page ended and a digest of the request's other fields, so a
 token is only good for a request that asks for the same thing again (another parent, view or
 filter with an old token is INVALID_ARGUMENT, not a silently wrong page).

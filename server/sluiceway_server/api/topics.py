@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import grpc
-from google.protobuf import empty_pb2
 
 from sluiceway.api.v1 import topics_pb2, topics_pb2_grpc
 from sluiceway_server.api.deadline import call_timeout
@@ -44,11 +43,15 @@ class TopicServicer(topics_pb2_grpc.TopicServiceServicer):
     @mapped
     async def ResetActiveTopics(
         self, request: topics_pb2.ResetActiveTopicsRequest, context: Context
-    ) -> empty_pb2.Empty:
+    ) -> topics_pb2.ResetActiveTopicsResponse:
         name = connector_name(request.name)
 
-        async def call() -> empty_pb2.Empty:
-            await with_deadline(self.topics.reset(name), call_timeout(context, self.default_timeout))
-            return empty_pb2.Empty()
+        async def call() -> topics_pb2.ResetActiveTopicsResponse:
+            done = await with_deadline(self.topics.reset(name), call_timeout(context, self.default_timeout))
+            return topics_pb2.ResetActiveTopicsResponse(
+                name=format_connector(done.connector),
+                removed_topics=sorted(done.removed),
+                connector_exists=done.connector_exists,
+            )
 
         return await self.request_ids.run("ResetActiveTopics", request, call)

@@ -487,11 +487,15 @@ class ExecutorCoordinator:
             task_count=desired.task_count,
             fingerprint=desired.fingerprint,
         )
-        if self._is_source(desired):
-            for partition, offset in self.offsets.source_offsets(
-                desired.task.connector, desired.connector_config
-            ):
-                assignment.source_offsets.add(partition=map_to_proto(partition), offset=map_to_proto(offset))
+        connector = desired.task.connector
+        # A sink task gets the record of the latest change of its offsets (SINK_OFFSETS_CHANGE).
+        carried = (
+            self.offsets.source_offsets(connector, desired.connector_config)
+            if self._is_source(desired)
+            else self.offsets.sink_change(connector)
+        )
+        for partition, offset in carried:
+            assignment.source_offsets.add(partition=map_to_proto(partition), offset=map_to_proto(offset))
         return assignment
 
     def _send_assignment(self, member: Member, batch: list[executor_pb2.TaskAssignment]) -> None:

@@ -202,7 +202,7 @@ def choose_adopted(
     floor: Callable[[TaskId], int],
 ) -> list[Adopted]:
     """The reported tasks the executor keeps: well formed (a task name, a positive generation, a
-    state of RUNNING, PAUSED or FAILED, listed once), desired, not `taken` (owned or being revoked
+    state of RUNNING, PAUSED, RESTARTING or FAILED, listed once), desired, not `taken` (owned or being revoked
     by another member, or released and not yet placeable), and reported under a generation no
     lower than `floor(task)`, the latest generation the task was recorded or released under (a
     lower one means the task was released, or assigned elsewhere, since this executor got it).
@@ -230,7 +230,8 @@ def choose_adopted(
             log.info("executor %s does not keep %s: %s", executor_id, item.task, reason)
             continue
         assert state is not None
-        trace = (item.trace or None) if state is State.FAILED else None
+        # A task waiting for its automatic restart keeps the trace of the failure it waits after.
+        trace = (item.trace or None) if state in (State.FAILED, State.RESTARTING) else None
         kept[task] = Adopted(task, item.generation, item.fingerprint, state, trace)
     return list(kept.values())
 

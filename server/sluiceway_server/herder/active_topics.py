@@ -33,6 +33,16 @@ class ActiveTopicsView:
     connector_exists: bool
 
 
+@dataclass(frozen=True)
+class ActiveTopicsReset:
+    """What a reset did: the topics it removed from the set (none when nothing was recorded)."""
+
+    connector: str
+    removed: tuple[str, ...]
+    # False for a deleted connector, and for a name that never was one.
+    connector_exists: bool
+
+
 class ActiveTopicTracker:
     """Reads, records and resets the connectors' active topics.
 
@@ -83,9 +93,15 @@ class ActiveTopicTracker:
             raise connector_not_found(connector)
         return ActiveTopicsView(connector, tuple(topics), exists)
 
-    async def reset(self, connector: str) -> list[str]:
-        """Tombstones the connector's set, whether it runs or was deleted; returns the topics
-        removed. Running tasks record the topics they still use again."""
+    async def reset(self, connector: str) -> ActiveTopicsReset:
+        """Tombstones the connector's set, whether it runs or was deleted, and says what it removed.
+        Running tasks record the topics they still use again.
+
+        A reset of a connector that is gone succeeds whether or not a set remains, so a reset can
+        be repeated after the deletion (KIP-558) and a retry after a lost answer does not fail.
+        A deleted connector leaves nothing in the config store's view, so a name that never was a
+        connector cannot be told from a deleted one: its reset succeeds the same way, as any name's
+        does in Kafka Connect."""
         self._check_enabled()
         if not self.allow_reset:
             raise PermissionDeniedError(
@@ -93,11 +109,12 @@ class ActiveTopicTracker:
                 reason="TOPIC_TRACKING_RESET_DISABLED",
             )
         async with self._lock:
-            if not self._recorded(connector) and not self._exists(connector):
-                raise connector_not_found(connector)
+            exists = self._exists(connector)
             removed = await asyncio.to_thread(self.store.remove_topics, connector, self.store_timeout)
-        self.on_reset(connector)
-        return removed
+        # Only a connector that exists has tasks whose memory of reported topics must be cleared.
+        if exists:
+            self.on_reset(connector)
+        return ActiveTopicsReset(connector, tuple(removed), exists)
 
     # ------------------------------------------------------------------ from the cluster
 

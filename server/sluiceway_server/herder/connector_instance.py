@@ -10,6 +10,7 @@ import logging
 import traceback
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from types import MappingProxyType
 from typing import TypeVar
 
 from sluiceway.connect import Connector
@@ -78,6 +79,11 @@ class _Context:
     def __init__(self, on_reconfigure: Callable[[], None], on_error: Callable[[BaseException], None]) -> None:
         self._on_reconfigure = on_reconfigure
         self._on_error = on_error
+        # Replaced as a whole (never mutated) once the instance has resolved its config.
+        self.resolved: Mapping[str, str] = MappingProxyType({})
+
+    def config(self) -> Mapping[str, str]:
+        return self.resolved
 
     def request_task_reconfiguration(self) -> None:
         self._on_reconfigure()
@@ -91,9 +97,10 @@ class ConnectorInstance:
 
     Owns the plugin object (made in `start`, dropped in `stop`), a copy of the config it was started
     with as stored (`config`, with its `${provider:path:key}` references) and as the plugin got it
-    (`resolved`, resolved by `providers` at `start`), its state (INIT, STARTED, STOPPED or FAILED,
-    with the `failure` that made it FAILED), and one thread of its own (`connector-NAME`) on which
-    the plugin's `start`, `task_configs`, `task_class` and `stop` run.
+    (`resolved`, resolved by `providers` before the plugin first sees it), its state (INIT,
+    STARTED, STOPPED or FAILED, with the `failure` that made it FAILED), and one thread of its own
+    (`connector-NAME`) on which the plugin's `start`, `task_configs`, `task_class`, `stop` and
+    `deleted` run.
 
     Threading: the reconciler calls the methods on the control plane's event loop. The coroutines hand
     the plugin code to the instance's thread and await it, so the loop never runs it. The
@@ -110,7 +117,9 @@ class ConnectorInstance:
     failed `start` leaves the instance FAILED; a failed `task_configs` does not change the state (the
     caller decides, with `mark_failed`). `stop` calls the plugin's `stop()` only if `start` succeeded
     and the instance is still STARTED, and at most once; afterwards the state is STOPPED whatever
-    `stop()` did, and the thread is let go without waiting for it.
+    `stop()` did, and the thread is let go without waiting for it. `deleted` (KIP-883) never calls
+    `start()`: it runs on the object `stop(deleting=True)` stopped, or on a new object that is only
+    initialized, with the config resolved for its context.
     """
 
     def __init__(
@@ -160,14 +169,24 @@ class ConnectorInstance:
         error.trace = hide_resolved(error.trace, self._substituted)
         return error
 
+    def _resolve(self) -> None:
+        """Resolves the config's references for the plugin (on the instance's thread: a file
+        provider reads files)."""
+        resolution = self.providers.try_resolve(self.config)
+        if resolution.problems:
+            raise _UnresolvedError(ConfigReferenceError(resolution.problems))
+        self.resolved, self._substituted = resolution.config, resolution.substituted
+        self._context.resolved = MappingProxyType(dict(self.resolved))
+
+    def _initialized(self) -> Connector:
+        connector = self.plugin.new_instance()
+        connector.initialize(self._context)
+        return connector
+
     async def start(self) -> None:
         def run() -> None:
-            resolution = self.providers.try_resolve(self.config)
-            if resolution.problems:
-                raise _UnresolvedError(ConfigReferenceError(resolution.problems))
-            self.resolved, self._substituted = resolution.config, resolution.substituted
-            connector = self.plugin.new_instance()
-            connector.initialize(self._context)
+            self._resolve()
+            connector = self._initialized()
             connector.start(dict(self.resolved))
             self._connector = connector
 
@@ -195,9 +214,11 @@ class ConnectorInstance:
         """Stop the plugin if it was started; failures are logged and reported to the caller. When
         ``deleting``, the thread stays for `deleted()`, which must follow."""
         connector, self._connector = self._connector, None
-        if connector is not None:
-            self._last = connector
         was_started = self.state is InstanceState.STARTED
+        if connector is not None and was_started:
+            # Only an object that was running and gets stop() now is kept for deleted(); a failed
+            # one is not, so deleted() gets a new object instead.
+            self._last = connector
         self.state = InstanceState.STOPPED
         try:
             if connector is not None and was_started:
@@ -207,18 +228,27 @@ class ConnectorInstance:
                 self._executor.shutdown(wait=False)
 
     async def deleted(self) -> None:
-        """KIP-883: the plugin's `deleted()`, after `stop(deleting=True)`, on the same plugin object
-        (a new one, never started, if `start` had failed), then the thread is let go."""
+        """KIP-883: the plugin's `deleted()`, then the thread is let go. It runs on the object that
+        `stop(deleting=True)` stopped if there is one; otherwise (the instance was never started,
+        or its plugin failed) on a new object that is initialized, its context holding the resolved
+        config, but not started. A config whose references do not resolve fails it without a call
+        to the plugin, with a message naming the keys."""
 
         def run() -> None:
             connector = self._last
             if connector is None:
-                connector = self.plugin.new_instance()
-                connector.initialize(self._context)
+                self._resolve()
+                connector = self._initialized()
             connector.deleted()
 
         try:
             await self._call("deleted", run)
+        except PluginCallbackError as exc:
+            if isinstance(exc.__cause__, _UnresolvedError):
+                error = exc.__cause__.error
+                message = f"Connector {self.name}: deleted() not called: {error}"
+                raise PluginCallbackError("deleted", self.name, error, message=message) from None
+            raise
         finally:
             self._last = None
             self._executor.shutdown(wait=False)

@@ -1,12 +1,15 @@
-"""KIP-883: a deleted connector's `deleted()` callback, called once after `stop()`.
+"""KIP-883: a deleted connector's `deleted()` callback.
 
 Deleting a connector writes, before the tombstones, a `deleted-connector-{c}` record holding its
-config (ConfigStore.remove_connector_config). When the reconciler sees the deletion it stops the
-plugin instance and hands it here; the callback runs on that instance's thread, in the background,
-limited by plugin.callback.timeout.ms, so it never holds up the deletion. Once it has returned,
-raised or timed out, the record is tombstoned. A control plane that dies in between leaves the
-record, and the next one to lead calls the callback again (on a new instance, started with the
-recorded config and stopped first) — which is why plugins must keep it idempotent.
+config (ConfigStore.remove_connector_config). When the reconciler sees the deletion of a connector
+whose plugin runs, it stops the instance and hands it here, and the callback follows `stop()` on
+that same object. A connector whose plugin does not run (stopped, paused, failed) is never started
+just for the callback (a stopped connector is not started, KIP-875): a new object is initialized
+with the recorded config and gets `deleted()` alone. The callback runs in the background, limited
+by plugin.callback.timeout.ms, so it never holds up the deletion. Once it has returned, raised or
+timed out, the record is tombstoned. A control plane that dies in between leaves the record, and the
+next one to lead calls the callback again, on a new object as above — which is why plugins must keep
+it idempotent.
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ class DeletedCallbacks:
     ) -> None:
         self.config_store = config_store
         self.plugins = plugins
-        # A new instance resolves the recorded config's references before start() (ConnectorInstance).
+        # A new instance resolves the recorded config's references for its context (ConnectorInstance).
         self.providers = providers or ConfigProviders()
         self.plugin_timeout = plugin_timeout
         self.store_timeout = store_timeout
@@ -94,8 +97,9 @@ class DeletedCallbacks:
         return name not in self._running and (finished is None or finished[0] != config)
 
     def launch(self, name: str, config: Mapping[str, str], instance: ConnectorInstance | None) -> None:
-        """Calls the connector's deleted() in the background: on `instance`, stopped with
-        `stop(deleting=True)`, or on a new instance started with `config` and stopped first."""
+        """Calls the connector's deleted() in the background: on `instance`, whose running plugin
+        was stopped with `stop(deleting=True)`, or, without one, on a new instance over `config`
+        that is initialized but never started."""
         if not self.due(name, config):
             return
         task = asyncio.get_running_loop().create_task(
@@ -135,7 +139,7 @@ class DeletedCallbacks:
     ) -> DeletedCallbackResult:
         try:
             if instance is None:
-                instance = await self._stopped_instance(name, config)
+                instance = self._fresh_instance(name, config)
             await instance.deleted()
         except PluginCallbackError as exc:
             log.warning("the deleted() callback of connector %s: %s", name, exc)
@@ -147,24 +151,14 @@ class DeletedCallbacks:
         log.info("connector %s: deleted() returned", name)
         return DeletedCallbackResult(DeletedOutcome.SUCCEEDED)
 
-    async def _stopped_instance(self, name: str, config: Mapping[str, str]) -> ConnectorInstance:
-        """A new instance of the connector's plugin, started with its last config and stopped, so
-        deleted() finds it as it would after a deletion on the replica that ran it."""
+    def _fresh_instance(self, name: str, config: Mapping[str, str]) -> ConnectorInstance:
+        """An instance over the connector's last config that is never started: its deleted() runs
+        on a new plugin object that is only initialized (ConnectorInstance.deleted)."""
         plugin = self.plugins.resolve(config.get("connector.class", ""))
-        instance = ConnectorInstance(
+        # Nothing to reconfigure or fail any more: the connector is gone.
+        return ConnectorInstance(
             name, plugin, config, self.plugin_timeout, lambda: None, lambda e: None, providers=self.providers
         )
-        try:
-            await instance.start()
-        except PluginCallbackError as exc:
-            log.warning(
-                "connector %s: start() before deleted() failed; calling deleted() anyway: %s", name, exc
-            )
-        try:
-            await instance.stop(deleting=True)
-        except PluginCallbackError as exc:
-            log.warning("%s", exc)
-        return instance
 
     async def _clear(self, name: str, config: Mapping[str, str]) -> None:
         """Tombstones the record, unless a newer deletion of the same name replaced it."""

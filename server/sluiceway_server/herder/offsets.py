@@ -8,7 +8,8 @@ written, and its answer is reported as `acknowledged`. Before any offset is writ
 reset, before the offsets it clears are read), every task of the connector that may have committed
 is fenced (with a `fencer`; see storage/task_fencing.py), so that an executor the control plane no
 longer hears from, still running such a task, cannot commit over the change. Offsets are written
-through ConnectorOffsetStorage and read back before the call returns.
+through ConnectorOffsetStorage and read back before the call returns; a change of a sink's offsets
+is first recorded in the worker's offsets topic, for the sink's tasks to see when they next start.
 """
 
 from __future__ import annotations
@@ -125,6 +126,7 @@ class OffsetManager:
                 await tasks_gone(self._scheduler(), name)
                 acknowledged = await self._ask_sink(name, config, sink_offsets, "alter")
                 await self._fence(name, config, source=False)
+                await self._record_sink_change(name)
                 await self._run_sink_change(name, config, self.storage.write_sink(name, config, sink_offsets))
             else:
                 pairs = _source_offsets(offsets)
@@ -154,6 +156,7 @@ class OffsetManager:
                 committed = await self.storage.read_sink(name, config)
             cleared: SinkOffsets = dict.fromkeys(committed)
             acknowledged = await self._ask_sink(name, config, cleared, "reset")
+            await self._record_sink_change(name)
             await self._run_sink_change(name, config, self.storage.reset_sink(name, config))
         else:
             with _in_kafka("reading the source offsets topics"):
@@ -163,6 +166,15 @@ class OffsetManager:
             with _in_kafka("writing tombstones for the source offsets and reading them back"):
                 await self.storage.write_source(name, config, resets)
         return _outcome(name, acknowledged, "reset", "reset")
+
+    async def _record_sink_change(self, name: str) -> None:
+        """Records the change of a sink's offsets before making it, so that its tasks, when they
+        next start, do not take a batch their sink wrote before it for one written but never
+        committed, and write the records again from the new offsets (`SINK_OFFSETS_CHANGE`).
+        Recorded first: if the change then fails, the worst that follows is such a batch written
+        twice, never a change that the tasks ignore."""
+        with _in_kafka("recording the change of the sink offsets in the offsets topic"):
+            await self.storage.record_sink_change(name)
 
     async def _fence(self, name: str, config: Mapping[str, str], *, source: bool) -> None:
         """Fence every task of the connector that may have committed (none without a fencer)."""

@@ -121,6 +121,9 @@ class ConnectorReconciler:
         self._instances: dict[str, ConnectorInstance] = {}
         self._pending_restarts: dict[str, RestartPlan] = {}
         self._reconfigure_requested: set[str] = set()
+        # Paused connectors whose start out of STOPPED failed, with the config it failed with: they
+        # stay FAILED, as a failed running one does, until restarted, reconfigured or moved on.
+        self._failed_pauses: dict[str, dict[str, str]] = {}
         self._retry_backoff: dict[str, float] = {}
         self._background: set[asyncio.Task[None]] = set()
         # What each connector's reconciliation is doing now, for DEADLINE_EXCEEDED messages.
@@ -202,17 +205,25 @@ class ConnectorReconciler:
 
         if config is None:
             self._pending_restarts.pop(name, None)
+            self._failed_pauses.pop(name, None)
             callback = snap.pending_deleted_callbacks.get(name)
             due = callback is not None and self.deleted_callbacks.due(name, callback)
-            stopped = await self._stop_instance(name, deleting=due)
+            # deleted() follows stop() on a running plugin; a plugin that is not running (failed,
+            # or no instance: stopped, paused) is not started for it, DeletedCallbacks makes a new one.
+            running = instance is not None and instance.state is InstanceState.STARTED
+            stopped = await self._stop_instance(name, deleting=due and running)
             if due:
                 assert callback is not None
-                self.deleted_callbacks.launch(name, callback, stopped)
+                self.deleted_callbacks.launch(name, callback, stopped if running else None)
             await self.status.remove_connector(name)
             await self.topics.remove(name)
             return
 
+        # The status before this reconciliation touches it: whether a paused connector is leaving STOPPED.
+        prior = self.status.store.get_connector(name)
         target = snap.target_state(name) or TargetState.STARTED
+        if target is not TargetState.PAUSED or (restart is not None and restart.restart_connector):
+            self._failed_pauses.pop(name, None)
         if restart is not None and restart.restart_connector:
             await self.status.put_connector(name, State.RESTARTING)
             if instance is not None:
@@ -236,9 +247,7 @@ class ConnectorReconciler:
             await self.status.remove_task_statuses(name, 0)
             return
         if target is TargetState.PAUSED:
-            if instance is not None:
-                await self._stop_instance(name)
-            await self.status.put_connector(name, State.PAUSED)
+            await self._reconcile_paused(name, config, snap, instance, prior.state if prior else None)
             return
 
         # STARTED
@@ -258,7 +267,57 @@ class ConnectorReconciler:
             self._reconfigure_requested.discard(name)
             await self._publish_task_configs(name, instance, config, snap)
 
-    async def _start_instance(self, name: str, config: Mapping[str, str]) -> ConnectorInstance | None:
+    async def _reconcile_paused(
+        self,
+        name: str,
+        config: Mapping[str, str],
+        snap: ClusterConfigState,
+        instance: ConnectorInstance | None,
+        prior: State | None,
+    ) -> None:
+        """A paused connector's plugin does not run; its tasks stay, paused.
+
+        A connector paused while STOPPED has no tasks, and KIP-875 has that pause start it as a
+        resume would (Kafka as shipped does not): its plugin is started, its task configs are
+        published, then it is stopped again, and the executors get the tasks paused. The status
+        topic tells this case apart, durably and whichever replica leads: the connector still
+        shows STOPPED there, or FAILED when such a start failed. A failed one stays FAILED until
+        restarted, reconfigured, resumed or stopped (a new leader tries once more). A connector
+        created PAUSED (KIP-980) or paused while running generates nothing, as in Kafka."""
+        failed = self._failed_pauses.get(name)
+        if failed is not None:
+            if failed == dict(config):
+                return
+            del self._failed_pauses[name]
+        if instance is not None or snap.tasks(name) or prior not in (State.STOPPED, State.FAILED):
+            if instance is not None:
+                await self._stop_instance(name)
+            await self.status.put_connector(name, State.PAUSED)
+            return
+        instance = await self._start_instance(name, config, announce=False)
+        if instance is None or instance.state is not InstanceState.STARTED:
+            # FAILED, written by _start_instance (no such plugin, or start() failed).
+            self._failed_pauses[name] = dict(config)
+            await self._stop_instance(name)  # lets the failed instance's thread go
+            return
+        try:
+            configs = await self._generate_task_configs(name, instance, config)
+        except PluginCallbackError as exc:
+            self._failed_pauses[name] = dict(config)
+            await self._stop_instance(name)
+            await self.status.put_connector(name, State.FAILED, exc.trace, message=str(exc))
+            return
+        # Stopped before the write, so a failed write never leaves a paused connector's plugin running.
+        await self._stop_instance(name)
+        await self._write_task_configs(name, configs, snap)
+        # Last: a failure before this leaves the connector STOPPED, so the retry generates again.
+        await self.status.put_connector(name, State.PAUSED)
+
+    async def _start_instance(
+        self, name: str, config: Mapping[str, str], *, announce: bool = True
+    ) -> ConnectorInstance | None:
+        """Starts a new instance and writes RUNNING (unless not `announce`), or FAILED with the
+        reason; returns None if the plugin does not exist, else the instance, STARTED or FAILED."""
         try:
             desc = self.plugins.resolve(config.get("connector.class", ""))
         except PluginNotFoundError as exc:
@@ -280,7 +339,8 @@ class ConnectorReconciler:
         except PluginCallbackError as exc:
             await self.status.put_connector(name, State.FAILED, exc.trace, message=str(exc))
             return instance
-        await self.status.put_connector(name, State.RUNNING)
+        if announce:
+            await self.status.put_connector(name, State.RUNNING)
         return instance
 
     async def _stop_instance(self, name: str, *, deleting: bool = False) -> ConnectorInstance | None:
@@ -322,43 +382,56 @@ class ConnectorReconciler:
         self, name: str, instance: ConnectorInstance, config: Mapping[str, str], snap: ClusterConfigState
     ) -> None:
         try:
-            max_tasks = int(instance.resolved.get("tasks.max", "1"))
-        except ValueError:
-            max_tasks = 0
-        try:
-            if not 1 <= max_tasks <= MAX_TASKS:
-                raise PluginCallbackError(
-                    "task_configs",
-                    name,
-                    ValueError(
-                        f"tasks.max must be an integer from 1 to {MAX_TASKS} (max.tasks), "
-                        f"got {echo(config.get('tasks.max', ''))}"
-                    ),
-                )
-            with self._doing(name, "generating task configs"):
-                generated = await instance.task_configs(max_tasks)
-            if len(generated) > max_tasks:
-                raise PluginCallbackError(
-                    "task_configs",
-                    name,
-                    ValueError(
-                        f"the connector generated {len(generated)} task configs, "
-                        f"more than tasks.max={max_tasks}"
-                    ),
-                )
-            # As Kafka's Worker.connectorTaskConfigs: a task config names its task class and, for
-            # sinks, topics.
-            extra = {"task.class": await instance.task_class_name()}
-            for key in ("topics", "topics.regex"):
-                if config.get(key):
-                    extra[key] = config[key]
-            configs = [{**task, **extra} for task in generated]
-            _check_task_config_sizes(name, configs)
+            configs = await self._generate_task_configs(name, instance, config)
         except PluginCallbackError as exc:
             instance.mark_failed(exc)
             await self.status.put_connector(name, State.FAILED, exc.trace, message=str(exc))
             return
-        if [dict(t) for t in snap.tasks(name)] != configs:
+        await self._write_task_configs(name, configs, snap)
+
+    async def _generate_task_configs(
+        self, name: str, instance: ConnectorInstance, config: Mapping[str, str]
+    ) -> list[dict[str, str]]:
+        """The task configs of the started `instance`, checked and completed for the config topic;
+        raises PluginCallbackError when the plugin fails or what it made breaks a limit."""
+        try:
+            max_tasks = int(instance.resolved.get("tasks.max", "1"))
+        except ValueError:
+            max_tasks = 0
+        if not 1 <= max_tasks <= MAX_TASKS:
+            raise PluginCallbackError(
+                "task_configs",
+                name,
+                ValueError(
+                    f"tasks.max must be an integer from 1 to {MAX_TASKS} (max.tasks), "
+                    f"got {echo(config.get('tasks.max', ''))}"
+                ),
+            )
+        with self._doing(name, "generating task configs"):
+            generated = await instance.task_configs(max_tasks)
+        if len(generated) > max_tasks:
+            raise PluginCallbackError(
+                "task_configs",
+                name,
+                ValueError(
+                    f"the connector generated {len(generated)} task configs, more than tasks.max={max_tasks}"
+                ),
+            )
+        # As Kafka's Worker.connectorTaskConfigs: a task config names its task class and, for
+        # sinks, topics.
+        extra = {"task.class": await instance.task_class_name()}
+        for key in ("topics", "topics.regex"):
+            if config.get(key):
+                extra[key] = config[key]
+        configs = [{**task, **extra} for task in generated]
+        _check_task_config_sizes(name, configs)
+        return configs
+
+    async def _write_task_configs(
+        self, name: str, configs: Sequence[Mapping[str, str]], snap: ClusterConfigState
+    ) -> None:
+        """Writes the task configs unless the snapshot has exactly these."""
+        if [dict(t) for t in snap.tasks(name)] != [dict(c) for c in configs]:
             with self._doing(name, "writing task configs to the config topic"):
                 await asyncio.to_thread(self.config_store.put_task_configs, name, configs, self.store_timeout)
             await self.status.remove_task_statuses(name, len(configs))

@@ -1,18 +1,25 @@
 """A replica's security settings from its worker config: the tokens file, how it reaches the other
-replicas, and the warning for a listener that anyone on the network can use."""
+replicas, the warning for a listener that anyone on the network can use, and the notice that file
+connectors are refused until connector.allowed.paths is set on such a replica."""
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 from pathlib import Path
 
+from sluiceway.connect.worker_policy import ALLOWED_PATHS_CONFIG, WorkerPolicy, is_loopback_host
 from sluiceway.transport import TransportSecurity
 from sluiceway_server.config import WorkerConfig, WorkerConfigError
 from sluiceway_server.security.principals import TokensFile, TokensFileError
 from sluiceway_server.security.tls import ListenerTls
 
-__all__ = ["is_loopback_host", "replica_transport", "tokens_file", "warn_if_exposed"]
+__all__ = [
+    "is_loopback_host",
+    "note_confined_paths",
+    "replica_transport",
+    "tokens_file",
+    "warn_if_exposed",
+]
 
 log = logging.getLogger("sluiceway_server.security")
 
@@ -44,16 +51,6 @@ def replica_transport(config: WorkerConfig, tls: ListenerTls | None) -> Transpor
     )
 
 
-def is_loopback_host(host: str) -> bool:
-    """Whether a listener or peer host (`localhost`, `127.0.0.1`, `[::1]`) is this machine only."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def warn_if_exposed(config: WorkerConfig, authenticated: bool, encrypted: bool) -> None:
     """Logs a warning for every way the listener is open to others: no authentication on an
     address other hosts reach, or tokens sent in clear over such an address."""
@@ -73,3 +70,17 @@ def warn_if_exposed(config: WorkerConfig, authenticated: bool, encrypted: bool) 
             "Set tls.certificate.file and tls.key.file.",
             config.listen_address(),
         )
+
+
+def note_confined_paths(policy: WorkerPolicy) -> None:
+    """Logs a warning when file connectors will be refused for want of connector.allowed.paths
+    (the replica is exposed and names no directory), so the operator learns it before a user does."""
+    if policy.exposed is None or policy.allowed_paths:
+        return
+    log.warning(
+        "Connectors with path keys (FileStreamSource, FileStreamSink, SparkFileSink) are refused: %s "
+        "and %s is empty. Set %s to the directories they may use.",
+        policy.exposed,
+        ALLOWED_PATHS_CONFIG,
+        ALLOWED_PATHS_CONFIG,
+    )

@@ -1,6 +1,7 @@
 """Cluster state in Kafka (docs/ARCHITECTURE.md §5): the config, status and offsets topics, in
-Kafka Connect's own keys and JSON values, each materialised by a store over a RecordLog (KafkaLog,
-or MemoryLog in tests)."""
+Kafka Connect's own keys and JSON values, and our cluster topic, each materialised by a store over a
+RecordLog (KafkaLog, or MemoryLog in tests); the leader's fenced writer, the fencing of task
+transactional ids, and the sink connectors' offsets in their consumer groups."""
 
 from sluiceway_server.storage.config_store import (
     ClusterConfigState,

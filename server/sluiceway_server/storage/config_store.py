@@ -7,6 +7,8 @@ KafkaConfigBackingStore).
 - `target-state-{c}`: `{"state": "STARTED"}`, `{"state": "PAUSED"}`;
   STOPPED as `{"state": "PAUSED", "state.v2": "STOPPED"}`
 - `restart-connector-{c}`: `{"include-tasks": bool, "only-failed": bool}`
+- `deleted-connector-{c}`: ours, `{"properties": {...}}`, the config of a deleted connector whose
+  `deleted()` callback (KIP-883) is still due; tombstone once it ran
 
 Every record goes to partition 0: the config log must be totally ordered (Kafka Connect refuses a
 config topic with more partitions; writing to one partition keeps us correct even on such a topic)."""

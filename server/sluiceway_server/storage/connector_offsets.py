@@ -10,6 +10,8 @@ Kafka themselves).
 - Sink offsets are the committed offsets of the consumer group `connect-{connector}` (or the
   connector's `consumer.override.group.id`) on the cluster its admin settings name (the worker's,
   unless the connector sets `admin.override.bootstrap.servers`), read and written with the Admin API.
+  Each KIP-875 change of them is also recorded in the worker's offsets topic
+  (`sluiceway.offsets.SINK_OFFSETS_CHANGE`), and sink task assignments carry that record.
 
 A connector's own offsets topic is opened (created when missing, then read to its end) once, off
 the event loop; until it is open the connector's source tasks are not ready to be assigned, and
@@ -45,6 +47,7 @@ from sluiceway.connect.kafka_clients import (
     sink_consumer_group,
 )
 from sluiceway.kafka_errors import is_transient
+from sluiceway.offsets import SINK_OFFSETS_CHANGE, new_sink_offsets_change
 from sluiceway_server.storage.offset_store import OffsetStore
 
 log = logging.getLogger(__name__)
@@ -229,6 +232,18 @@ class ConnectorOffsetStorage:
 
     # ------------------------------------------------------------------ sink offsets
 
+    def sink_change(self, connector: str) -> list[StoredPair]:
+        """The record of the latest KIP-875 change of a sink connector's offsets, as the one pair
+        a sink task's assignment carries; empty when they were never changed."""
+        offset = self.offset_store.get(connector, SINK_OFFSETS_CHANGE)
+        return [] if offset is None else [(dict(SINK_OFFSETS_CHANGE), offset)]
+
+    async def record_sink_change(self, connector: str) -> None:
+        """Records a new change of a sink connector's offsets in the worker's offsets topic (read
+        back before returning), for the tasks that start after it (`sink_change`)."""
+        pairs = [(SINK_OFFSETS_CHANGE, new_sink_offsets_change())]
+        await asyncio.to_thread(self.offset_store.put, connector, pairs, self._store_timeout)
+
     async def read_sink(self, connector: str, config: Mapping[str, str]) -> dict[tuple[str, int], int]:
         return await asyncio.to_thread(
             self._read_sink, self._admin(config), self.consumer_group(connector, config)
@@ -355,7 +370,9 @@ def _merged(worker: OffsetStore, own: OffsetStore | None, connector: str) -> lis
     }
     if own is not None:
         merged.update({json.dumps(p, sort_keys=True): (p, o) for p, o in own.offsets(connector)})
-    return list(merged.values())
+    # The record of a sink's offset change is not a source offset: a source connector given the
+    # name of a deleted sink must neither show it nor get it with its tasks.
+    return [(p, o) for p, o in merged.values() if p != SINK_OFFSETS_CHANGE]
 
 
 def _code(exc: KafkaException) -> int | None:

@@ -27,6 +27,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._listoffsets import OffsetSpec
 
+from sluiceway.kafka_errors import error_of, is_transient
 from sluiceway_server.storage.topics import TopicSpec, ensure_topic, partition_count, warn_if_not_compacted
 
 log = logging.getLogger(__name__)
@@ -361,8 +362,8 @@ class KafkaLog:
                     for tp, future in futures.items()
                 }
             except KafkaException as exc:
-                error = exc.args[0] if exc.args else None
-                if not (isinstance(error, KafkaError) and error.retriable()):
+                error = error_of(exc)
+                if not is_transient(error):
                     raise
                 log.debug("%s: retrying after %s", what, error)
             _remaining(deadline, what)

@@ -194,7 +194,9 @@ class LeaderWriter:
 
     @staticmethod
     def _commit(producer: Producer) -> None:
-        # A retriable commit error (a coordinator moving, a timeout) may be retried as it is.
+        # librdkafka's contract for commit_transaction: an error it flags retriable (a coordinator
+        # moving, a timeout) means "call commit again"; anything else needs an abort or is fatal.
+        # So this loop asks the error itself rather than sluiceway.kafka_errors.is_transient.
         while True:
             try:
                 producer.commit_transaction(30)

@@ -2,8 +2,9 @@
 KafkaStatusBackingStore, KIP-558).
 
 - `status-connector-{c}`, `status-task-{c}-{n}`:
-  `{"state", "trace", "worker_id", "generation"}`, plus our own optional `"recent_errors"` and, in a
-  task status an authenticated executor reported, `"worker_principal"`
+  `{"state", "trace", "worker_id", "generation"}`, plus our own optional `"recent_errors"`; in a
+  task status an authenticated executor reported, `"worker_principal"`; and for a task RESTARTING
+  after its own failure, `"restart_attempt"` and `"next_restart_ms"`
 - `status-topic-{topic}:connector-{c}`: `{"topic": {"name", "connector", "task", "discoverTimestamp"}}`
 
 A tombstone removes the entry. Records are routed by key hash, so each key's history is ordered but

@@ -6,6 +6,7 @@ outcome back to the pipeline, as the runner does after the control plane accepte
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from pyspark.sql import SparkSession
 
 from sluiceway.connect import OffsetRange
 from sluiceway.connect import TopicPartition as ConnectTopicPartition
-from sluiceway.offsets import OffsetPair
+from sluiceway.offsets import SINK_OFFSETS_CHANGE, OffsetPair
 from sluiceway_executor.connectors import lake_commits
 from sluiceway_executor.connectors.lake_commits import (
     batch_dir,
@@ -518,6 +519,62 @@ def test_spark_file_sink_never_writes_again_a_batch_published_but_not_committed(
     assert sorted(json.loads(row["value"])["n"] for row in rows) == list(range(300))
 
 
+def test_spark_file_sink_writes_again_what_a_change_of_its_offsets_rewound(
+    factory: SparkPipelineFactory,
+    spark_with_sources: SparkSession,
+    worker: dict[str, str],
+    admin: AdminClient,
+    broker: EmbeddedBroker,
+    unique: str,
+    tmp_path: Path,
+) -> None:
+    topic = f"rewound-{unique}"
+    out = tmp_path / "lake"
+    config = lake_of_300(admin, broker, topic, 1, out)
+
+    def under(change: str) -> TaskSpec:
+        # The assignment of a sink task whose connector's offsets were last changed by `change`.
+        carried = ((dict(SINK_OFFSETS_CHANGE), {"id": change, "time_ms": 1}),)
+        return spec(topic, 0, config, SPARK_FILE_SINK_TASK, source_offsets=carried)
+
+    group = consumer_group(under("x"))
+
+    def commit(offset: int) -> None:
+        admin.alter_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0, offset)])]
+        )[group].result(timeout=30)
+
+    def lake() -> Counter[int]:
+        rows = spark_with_sources.read.parquet(str(out)).select("value").collect()
+        return Counter(json.loads(row["value"])["n"] for row in rows)
+
+    # Under change "x": batch 0 is committed, batch 1 published and then the executor dies.
+    first = factory(under("x"), worker)
+    first.start()
+    done = first.run_batch(0)
+    commit(100)
+    first.committed(done)
+    first.run_batch(1)
+    first.stop()
+    # Started again under the same change: batch 1 is still taken for one never committed.
+    second = factory(under("x"), worker)
+    second.start()
+    outcomes = run_until_empty(second)
+    second.stop()
+    assert [offset for outcome in outcomes for _, offset in outcome.offsets] == [{"kafka_offset": 300}]
+    commit(300)
+    assert lake() == Counter(range(300))
+
+    # A change rewinds the group to 200, the start of the newest batch: written again.
+    commit(200)
+    third = factory(under("y"), worker)
+    third.start()
+    outcomes = run_until_empty(third)
+    third.stop()
+    assert [offset for outcome in outcomes for _, offset in outcome.offsets] == [{"kafka_offset": 300}]
+    assert lake() == Counter([*range(300), *range(200, 300)])
+
+
 def test_a_sink_batch_planned_ahead_starts_where_the_batch_before_ended(
     factory: SparkPipelineFactory,
     spark_with_sources: SparkSession,
@@ -560,6 +617,8 @@ def test_a_batch_is_published_by_a_spark_worker_when_the_executor_cannot_see_it(
     assert (published / "_sluiceway_offsets.json").is_file()
     assert not (tmp_path / "lake" / "_staging" / "task=0" / key).exists()
     assert newest_written(spark_with_sources, root, 0, here=False) == {ConnectTopicPartition("t", 0): held}
+    # Written before a change of the offsets that the task now starts with: not counted.
+    assert newest_written(spark_with_sources, root, 0, "later", here=False) == {}
     assert spark_with_sources.read.parquet(root).count() == 3
 
 

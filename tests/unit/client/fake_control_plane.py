@@ -600,8 +600,11 @@ class TopicServicer(topics_pb2_grpc.TopicServiceServicer):
     def ResetActiveTopics(self, request: Any, context: Any) -> Any:
         self.fake.enter("ResetActiveTopics", request, context)
         _, stored = self.fake.lookup(request.name, context)
+        removed = sorted(stored.topics)
         stored.topics.clear()
-        return empty_pb2.Empty()
+        return topics_pb2.ResetActiveTopicsResponse(
+            name=request.name, removed_topics=removed, connector_exists=True
+        )
 
 
 class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):

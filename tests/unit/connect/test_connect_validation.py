@@ -255,9 +255,30 @@ def test_heartbeat_keys(registry: PluginRegistry) -> None:
     assert ok.error_count == 0
     assert value_of(ok, "heartbeat.interval.ms").value == 60000
     bad = validate_connector_config(
-        registry, datagen(**{"heartbeat.interval.ms": "-1", "heartbeat.records.topic": ""})
+        registry, datagen(**{"heartbeat.interval.ms": "-1", "heartbeat.records.topic": "hb"})
     )
-    assert set(bad.errors()) == {"heartbeat.interval.ms", "heartbeat.records.topic"}
+    assert set(bad.errors()) == {"heartbeat.interval.ms"}
+
+
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_empty_worker_fallback_keys_read_as_unset(registry: PluginRegistry, empty: str) -> None:
+    # KIP-910 and the README: an empty heartbeat.* or task.restart.* value means the worker's.
+    keys = [
+        "heartbeat.interval.ms",
+        "heartbeat.records.topic",
+        "task.restart.enable",
+        "task.restart.backoff.initial.ms",
+        "task.restart.backoff.max.ms",
+        "task.restart.max.attempts",
+    ]
+    infos = validate_connector_config(registry, datagen(**dict.fromkeys(keys, empty)))
+    assert infos.error_count == 0, infos.errors()
+    assert all(value_of(infos, key).value is None for key in keys)
+    # Also for a sink (the restart keys) and without a known plugin (only the common keys).
+    sink = file_sink(topics="t", **dict.fromkeys(keys[2:], empty))
+    assert validate_connector_config(registry, sink).error_count == 0
+    unknown = {"name": "x", "connector.class": "no.such.Plugin", "task.restart.max.attempts": empty}
+    assert set(validate_connector_config(registry, unknown).errors()) == {"connector.class"}
 
 
 def test_restart_keys_are_optional_and_checked(registry: PluginRegistry) -> None:
@@ -367,6 +388,73 @@ def test_listing_default_as_a_group_is_accepted(registry: PluginRegistry) -> Non
         registry, datagen(**{**TOPIC_CREATION_BASE, "topic.creation.groups": "default,g"})
     )
     assert infos.error_count == 0
+
+
+# The rule syntax of a draft of KIP-158 (001_... seed, as struck out there), and keys no group reads.
+DRAFT_RULES = {
+    "topic.creation": "firstRule,defaultRule",
+    "topic.creation.firstRule.regex": "MyPrefix.*",
+    "topic.creation.firstRule.replication.factor": "3",
+    "topic.creation.defaultRule.regex": ".*",
+    "topic.creation.defaultRule.partitions": "5",
+}
+
+
+@pytest.mark.parametrize("topic_creation", [True, False], ids=["creation-on", "creation-off"])
+def test_draft_rule_keys_are_refused_on_a_source_naming_each_key(
+    registry: PluginRegistry, topic_creation: bool
+) -> None:
+    config = datagen(**TOPIC_CREATION_BASE, **DRAFT_RULES)
+    errors = validate_connector_config(
+        registry, config, policy=WorkerPolicy(topic_creation=topic_creation)
+    ).errors()
+    assert set(errors) == set(DRAFT_RULES)
+    assert "rule list of a draft of KIP-158" in errors["topic.creation"][0]
+    assert "topic.creation.groups" in errors["topic.creation"][0]
+    assert "rule regex" in errors["topic.creation.firstRule.regex"][0]
+    assert "'firstRule' in topic.creation.groups" in errors["topic.creation.firstRule.regex"][0]
+    assert "group 'defaultRule' is not listed" in errors["topic.creation.defaultRule.partitions"][0]
+
+
+@pytest.mark.parametrize(
+    ("key", "fragment"),
+    [
+        ("topic.creation", "rule list of a draft"),
+        ("topic.creation.g.regex", "topic.creation.g.include and .exclude"),
+        ("topic.creation.default.regex", "topic.creation.default.include"),
+        ("topic.creation.h.partitions", "group 'h' is not listed in topic.creation.groups"),
+        ("topic.creation.h.cleanup.policy", "group 'h' is not listed"),
+        ("topic.creation..partitions", "group '' is not listed"),
+        ("topic.creation.enable", "is a worker setting"),
+        ("topic.creation.default", "not a topic creation key"),
+        ("topic.creation.", "not a topic creation key"),
+    ],
+)
+def test_each_unread_topic_creation_key_is_refused(registry: PluginRegistry, key: str, fragment: str) -> None:
+    errors = validate_connector_config(registry, datagen(**TOPIC_CREATION_BASE, **{key: "x"})).errors()
+    assert set(errors) == {key}
+    assert fragment in errors[key][0]
+
+
+def test_keys_of_declared_groups_are_read(registry: PluginRegistry) -> None:
+    # Dotted group names: a key belongs to the longest listed group it starts with.
+    config = datagen(
+        **{
+            **TOPIC_CREATION_BASE,
+            "topic.creation.groups": "g,g.compact",
+            "topic.creation.g.cleanup.policy": "delete",
+            "topic.creation.g.compact.include": "c-.*",
+            "topic.creation.g.compact.cleanup.policy": "compact",
+            "topic.creation.default.min.insync.replicas": "1",
+        },
+    )
+    assert validate_connector_config(registry, config).error_count == 0
+
+
+def test_sinks_ignore_topic_creation_keys_as_kafka_does(registry: PluginRegistry) -> None:
+    # No topic.creation* key means anything to a sink, so none suggests a topic is created.
+    config = file_sink(topics="t", **DRAFT_RULES, **{"topic.creation.default.partitions": "3"})
+    assert validate_connector_config(registry, config).error_count == 0
 
 
 def test_validate_against_a_named_plugin(registry: PluginRegistry) -> None:

@@ -81,6 +81,37 @@ def test_bad_values_name_their_key(key: str, value: str, message: str) -> None:
     assert refused.value.key == key
 
 
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_an_empty_heartbeat_topic_is_refused_not_replaced_by_the_default(empty: str) -> None:
+    with pytest.raises(WorkerPolicyError, match="must not be empty") as raised:
+        WorkerPolicy.from_worker_config({"heartbeat.records.topic": empty})
+    assert raised.value.key == "heartbeat.records.topic"
+
+
+@pytest.mark.parametrize(
+    ("settings", "reason"),
+    [
+        ({}, None),
+        ({"listeners": "127.0.0.1:8083"}, None),
+        ({"listeners": "localhost:8083, grpc://[::1]:9000"}, None),
+        ({"auth.tokens.file": " "}, None),
+        ({"auth.tokens.file": "/etc/sluiceway/tokens"}, "authentication is on (auth.tokens.file)"),
+        ({"listeners": "0.0.0.0:8083"}, "the API listens on 0.0.0.0:8083"),
+        ({"listeners": ":8083"}, "the API listens on :8083"),
+        ({"listeners": "grpc://10.1.2.3:8083"}, "the API listens on 10.1.2.3:8083"),
+        ({"listeners": "127.0.0.1:8083,[::]:8084"}, "the API listens on [::]:8084"),
+    ],
+)
+def test_exposure_is_authentication_or_a_listener_off_loopback(
+    settings: dict[str, str], reason: str | None
+) -> None:
+    exposed = WorkerPolicy.from_worker_config(settings).exposed
+    if reason is None:
+        assert exposed is None
+    else:
+        assert exposed is not None and reason in exposed
+
+
 def test_internal_topics() -> None:
     policy = WorkerPolicy.from_worker_config({"offset.storage.topic": "offs"})
     for topic in (
@@ -209,6 +240,42 @@ def test_no_allowed_paths_allows_anything() -> None:
     policy = WorkerPolicy()
     for value in ("/etc/passwd", "relative", "s3a://bucket/x"):
         assert policy.path_problem(value, PathKind.URI) is None
+
+
+def test_an_exposed_worker_without_allowed_paths_allows_no_path(allowed: Path) -> None:
+    policy = WorkerPolicy.from_worker_config({"auth.tokens.file": "/etc/tokens"})
+    assert policy.confines_paths and not WorkerPolicy().confines_paths
+    for value, kind in (
+        ("/etc/passwd", PathKind.FILE),
+        (str(allowed), PathKind.FILE),
+        ("s3a://b/x", PathKind.URI),
+    ):
+        problem = policy.path_problem(value, kind) or ""
+        assert "authentication is on (auth.tokens.file)" in problem, value
+        assert "set connector.allowed.paths in the worker config" in problem, value
+    # Named directories work as on any worker.
+    named = WorkerPolicy.from_worker_config(
+        {"listeners": "0.0.0.0:8083", "connector.allowed.paths": str(allowed)}
+    )
+    assert named.path_problem(str(allowed / "in.txt")) is None
+    assert "outside the directories" in (named.path_problem("/etc/passwd") or "")
+
+
+def test_validation_refuses_file_connectors_on_an_exposed_worker(registry: PluginRegistry) -> None:
+    policy = WorkerPolicy.from_worker_config({"listeners": "0.0.0.0:8083"})
+    configs = {
+        "file": {"name": "in", "connector.class": "FileStreamSource", "topic": "t", "file": "/tmp/in"},
+        "path": {"name": "lake", "connector.class": "SparkFileSink", "topics": "t", "path": "/tmp/lake"},
+    }
+    for key, config in configs.items():
+        errors = _errors(validate_connector_config(registry, config, policy=policy))
+        assert list(errors) == [key]
+        assert "connector.allowed.paths" in errors[key][0] and "0.0.0.0:8083" in errors[key][0]
+        # The same config passes on a loopback worker without authentication.
+        assert validate_connector_config(registry, config).error_count == 0
+    # Connectors without path keys are not affected.
+    datagen = {"name": "gen", "connector.class": "DataGenSource", "topic": "t"}
+    assert validate_connector_config(registry, datagen, policy=policy).error_count == 0
 
 
 def test_file_paths_are_confined(allowed: Path, tmp_path: Path) -> None:

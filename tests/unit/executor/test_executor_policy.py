@@ -196,6 +196,27 @@ def test_paths_outside_the_allowed_directories_are_not_run(tmp_path: Path) -> No
     )
 
 
+@pytest.mark.parametrize(
+    "exposing", [{"auth.tokens.file": "/etc/tokens"}, {"listeners": "0.0.0.0:8083"}], ids=["auth", "listener"]
+)
+def test_an_exposed_worker_runs_no_path_task_without_allowed_paths(
+    tmp_path: Path, exposing: dict[str, str]
+) -> None:
+    # The worker config Welcome carries says whether the control plane is exposed; a config stored
+    # before it was (validation refuses it now) is not run either.
+    config = {"connector.class": "FileStreamSource", "topic": "t", "file": str(tmp_path / "in.txt")}
+    with pytest.raises(ConnectException, match=r"the task is not run: file: .*set connector\.allowed\.paths"):
+        load_task_class(spec(config, dict(config)), REGISTRY, worker_policy({**WORKER, **exposing}))
+    allowed = worker_policy({**WORKER, **exposing, "connector.allowed.paths": str(tmp_path)})
+    assert load_task_class(spec(config, dict(config)), REGISTRY, allowed)[1] is FileStreamSourceTask
+    # Tasks without path keys run as before.
+    generator = {"connector.class": "DataGenSource", "topic": "t"}
+    assert (
+        load_task_class(spec(generator), REGISTRY, worker_policy({**WORKER, **exposing}))[0]
+        is PluginType.SOURCE
+    )
+
+
 # ---------------------------------------------------------------------- internal topics
 
 

@@ -6,6 +6,7 @@ test_executor_attach."""
 from __future__ import annotations
 
 import queue
+import re
 import threading
 from collections.abc import Iterator
 from concurrent import futures
@@ -83,6 +84,24 @@ def test_bad_config_file_names_it(tmp_path: Path) -> None:
     broken.write_text("a=1\nb=\\u12x4\n")
     with pytest.raises(OwnConfigError, match=r"broken.properties: line 2: malformed"):
         load_own_config(broken, {})
+
+
+@pytest.mark.parametrize(
+    "key", ["heartbeat.records.topic", "heartbeat.interval.ms", "task.restart.max.attempts"]
+)
+def test_an_empty_fallback_key_in_the_own_config_is_refused(tmp_path: Path, key: str) -> None:
+    # Laid over Welcome's, it would hide the control plane's value: start-up stops, naming it.
+    file = tmp_path / "executor.properties"
+    file.write_text(f"{key}=\n")
+    with pytest.raises(
+        OwnConfigError, match=rf"--config {re.escape(str(file))}: {re.escape(key)} must not be empty"
+    ):
+        load_own_config(file, {})
+    variable = "SLUICEWAY_" + key.upper().replace(".", "_")
+    with pytest.raises(OwnConfigError, match=rf"SLUICEWAY_\* variable: {re.escape(key)} must not be empty"):
+        load_own_config(None, {variable: " "})
+    file.write_text(f"{key}=7\n")
+    assert load_own_config(file, {}) == {key: "7"}
 
 
 def test_own_settings_win_over_welcome() -> None:

@@ -152,8 +152,17 @@ def test_an_empty_connector_value_falls_back_to_the_worker() -> None:
     worker = {"heartbeat.interval.ms": "700", "heartbeat.records.topic": "beats"}
     connector = {"heartbeat.interval.ms": "", "heartbeat.records.topic": "  "}
     assert heartbeat_settings(worker, connector) == HeartbeatSettings(700, "beats")
-    # And an empty worker topic falls back to the default.
-    assert heartbeat_settings({"heartbeat.records.topic": ""}, {}).topic == "connect-heartbeats"
+
+
+@pytest.mark.parametrize("key", ["heartbeat.records.topic", "heartbeat.interval.ms"])
+def test_an_empty_worker_value_is_an_error_not_the_default(key: str) -> None:
+    # The control plane and the executor's own config refuse it at start-up; a worker config that
+    # still carries one must not send heartbeats where nobody asked.
+    with pytest.raises(ConnectException, match=re.escape(f"the worker's {key} is empty")):
+        heartbeat_settings({key: " "}, {})
+    # A connector that names its own value does not need the worker's.
+    own = {"heartbeat.records.topic": "mine", "heartbeat.interval.ms": "5"}
+    assert heartbeat_settings({key: ""}, own) == HeartbeatSettings(5, "mine")
 
 
 @pytest.mark.parametrize("bad", ["-1", "soon", "1.5"])

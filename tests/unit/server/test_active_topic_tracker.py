@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from sluiceway_server.herder.active_topics import ActiveTopicTracker
+from sluiceway_server.herder.active_topics import ActiveTopicsReset, ActiveTopicTracker
 from sluiceway_server.herder.errors import NotFoundError, PermissionDeniedError
 from sluiceway_server.storage import MemoryLog, StatusStore, TopicStatusRecord
 
@@ -80,14 +80,14 @@ def test_reset_empties_the_set_tells_the_executors_and_the_set_refills() -> None
     resets: list[str] = []
     tracker.on_reset = resets.append
 
-    async def scenario() -> list[str]:
+    async def scenario() -> ActiveTopicsReset:
         await tracker.record("c", 0, ["orders", "audit"])
-        removed = await tracker.reset("c")
+        outcome = await tracker.reset("c")
         assert tracker.get("c").topics == ()
         await tracker.record("c", 0, ["orders"])
-        return removed
+        return outcome
 
-    assert asyncio.run(scenario()) == ["audit", "orders"]
+    assert asyncio.run(scenario()) == ActiveTopicsReset("c", ("audit", "orders"), connector_exists=True)
     assert resets == ["c"]
     assert tracker.get("c").topics == ("orders",)
 
@@ -100,11 +100,21 @@ def test_a_deleted_connectors_recorded_set_can_be_read_and_reset() -> None:
 
     view = tracker.get("c")
     assert (view.topics, view.connector_exists) == (("orders",), False)
-    assert asyncio.run(tracker.reset("c")) == ["orders"]
+    assert asyncio.run(tracker.reset("c")) == ActiveTopicsReset("c", ("orders",), connector_exists=False)
     with pytest.raises(NotFoundError):
         tracker.get("c")
-    with pytest.raises(NotFoundError):
-        asyncio.run(tracker.reset("c"))
+    # Again, with nothing left: the same success, nothing removed (KIP-558: reapplied after deletion).
+    assert asyncio.run(tracker.reset("c")) == ActiveTopicsReset("c", (), connector_exists=False)
+
+
+def test_a_reset_of_a_name_that_never_was_a_connector_succeeds_and_writes_nothing() -> None:
+    tracker, store = _tracker(Configs())
+    resets: list[str] = []
+    tracker.on_reset = resets.append
+    assert asyncio.run(tracker.reset("never")) == ActiveTopicsReset("never", (), connector_exists=False)
+    assert store.topics("never") == []
+    # No executor runs a task of a connector that does not exist: none is told to forget.
+    assert resets == []
 
 
 def test_remove_drops_the_set_even_with_tracking_disabled_now() -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from sluiceway.api.v1 import common_pb2, executor_pb2
 from sluiceway_server.cluster.assignor import TaskId
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator, Member
@@ -74,7 +76,13 @@ async def _goodbye(coordinator: ExecutorCoordinator, member: Member) -> None:
     await coordinator.handle(member, executor_pb2.ExecutorMessage(goodbye=executor_pb2.Goodbye()))
 
 
-def test_an_executor_keeps_the_tasks_it_runs_and_their_statuses_are_recorded() -> None:
+@pytest.mark.parametrize(
+    ("reported", "recorded"),
+    [(common_pb2.STATE_FAILED, State.FAILED), (common_pb2.STATE_RESTARTING, State.RESTARTING)],
+)
+def test_an_executor_keeps_the_tasks_it_runs_and_their_statuses_are_recorded(
+    reported: common_pb2.State.ValueType, recorded: State
+) -> None:
     async def scenario() -> None:
         store = status_store()
         snapshot = Snapshot()
@@ -84,7 +92,7 @@ def test_an_executor_keeps_the_tasks_it_runs_and_their_statuses_are_recorded() -
             executor_id="e1",
             running_tasks=[
                 _running_task(snapshot, 0),
-                _running_task(snapshot, 1, state=common_pb2.STATE_FAILED, trace="ValueError: bad row"),
+                _running_task(snapshot, 1, state=reported, trace="ValueError: bad row"),
             ],
         )
         member = await coordinator.attach(hello)
@@ -103,7 +111,7 @@ def test_an_executor_keeps_the_tasks_it_runs_and_their_statuses_are_recorded() -
         first, second = store.tasks("c")
         assert (first.state, first.worker_id, first.generation) == (State.RUNNING, "e1", GENERATION)
         assert (second.state, second.trace, second.generation) == (
-            State.FAILED,
+            recorded,
             "ValueError: bad row",
             GENERATION,
         )

@@ -1,9 +1,10 @@
 """The executor coordinator over memory stores: stopping closes every stream and writes no status;
 status writes under way finish before stop() returns; a late report of a deleted connector writes
-nothing; every assignment carries its fingerprint; a connector's own offsets topic that is slow to
-open holds up neither the event loop nor other connectors' assignments; and at the start of a term
-nothing is placed until the executors that ran tasks attach again or the grace passes, after which
-tasks left on an executor that never came back are fenced before they are placed.
+nothing; every assignment carries its fingerprint, and a sink task's also the latest recorded
+change of its connector's offsets; a connector's own offsets topic that is slow to open holds up
+neither the event loop nor other connectors' assignments; and at the start of a term nothing is
+placed until the executors that ran tasks attach again or the grace passes, after which tasks left
+on an executor that never came back are fenced before they are placed.
 
 The helpers here (snapshot, stores, fake fencer, coordinator factory) serve test_adoption.py too."""
 
@@ -19,7 +20,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from sluiceway.api.v1 import common_pb2, executor_pb2
-from sluiceway.offsets import map_from_proto
+from sluiceway.offsets import map_from_proto, offsets_from_proto, sink_offsets_change
 from sluiceway_server.cluster.assignor import TaskId
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator, Member
 from sluiceway_server.cluster.members import desired_tasks, executors_with_live_tasks
@@ -121,6 +122,7 @@ def make_coordinator(
     expected: Mapping[str, str] | None = None,
     grace: float = 0.0,
     session_timeout: float = 10.0,
+    connector_type: ConnectorType = ConnectorType.SOURCE,
 ) -> ExecutorCoordinator:
     current_snapshot = snapshot or Snapshot()
     writer = StatusWriter(store, "replica-1", store_timeout=5.0)
@@ -131,7 +133,7 @@ def make_coordinator(
 
     return ExecutorCoordinator(
         snapshot=current,
-        connector_type=lambda config: ConnectorType.SOURCE,
+        connector_type=lambda config: connector_type,
         status=writer,
         offsets=ConnectorOffsetStorage(
             worker_config={"bootstrap.servers": "memory"},
@@ -289,6 +291,54 @@ def test_every_assignment_carries_the_fingerprint_of_what_it_assigns() -> None:
         }
         assert all(item.fingerprint != desired[TaskId.parse(item.task)].fingerprint for item in again)
         await coordinator.stop()
+        store.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_sink_task_assignment_carries_the_latest_change_of_its_offsets() -> None:
+    snapshot = Snapshot(
+        {
+            "changed": {"connector.class": "SparkFileSink", "topics": "t"},
+            "untouched": {"connector.class": "SparkFileSink", "topics": "t"},
+        }
+    )
+
+    async def scenario() -> None:
+        store = status_store()
+        coordinator = make_coordinator(store, snapshot, connector_type=ConnectorType.SINK)
+        await coordinator.offsets.record_sink_change("changed")
+        await coordinator.offsets.record_sink_change("changed")
+        [(_, latest)] = coordinator.offsets.sink_change("changed")
+        coordinator.start()
+        member = await coordinator.attach(executor_pb2.Hello(executor_id="e1", max_tasks=10))
+        await until(lambda: len(member.owned) == 2 * TASKS, "every task assigned")
+        carried = {
+            item.task: sink_offsets_change(offsets_from_proto(item.source_offsets))
+            for item in assigned(drain(member))
+        }
+        assert carried == {
+            **{f"connectors/changed/tasks/{n}": latest["id"] for n in range(TASKS)},
+            **{f"connectors/untouched/tasks/{n}": "" for n in range(TASKS)},
+        }
+        await coordinator.stop()
+        store.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_source_connector_named_like_a_changed_sink_sees_no_record_of_that_change() -> None:
+    config = {"connector.class": "DataGenSource", "topic": "t"}
+    snapshot = Snapshot({"reused": config})
+
+    async def scenario() -> None:
+        store = status_store()
+        coordinator = make_coordinator(store, snapshot)
+        # A sink of this name had its offsets changed, then was deleted; a source took the name.
+        await coordinator.offsets.record_sink_change("reused")
+        assert coordinator.offsets.sink_change("reused")
+        assert coordinator.offsets.source_offsets("reused", config) == []
+        assert await coordinator.offsets.read_source("reused", config) == []
         store.stop()
 
     asyncio.run(scenario())

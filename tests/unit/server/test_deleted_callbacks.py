@@ -1,21 +1,24 @@
-"""KIP-883 on in-memory stores: the deleted() callback after stop() on delete, its record in the
-config topic, and the records a previous leader left behind."""
+"""KIP-883 on in-memory stores: the deleted() callback after stop() on delete, never after a start()
+made just for it, its record in the config topic, and the records a previous leader left behind."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from sluiceway_server.herder.deleted_callbacks import DeletedOutcome
 from sluiceway_server.model import State, TargetState
-from tests.plugins.deletion_connectors import RecordingSourceConnector
+from tests.plugins.deletion_connectors import RecordingSinkConnector, RecordingSourceConnector
 from tests.unit.server.test_herder_memory import Bed, run, settle
 
 PLUGIN = "RecordingSource"
+SINK = "RecordingSink"
 
 
 PLUGIN_TIMEOUT = 1.0
-PLUGINS = (RecordingSourceConnector,)
+PLUGINS = (RecordingSourceConnector, RecordingSinkConnector)
 
 
 def _events(calls: Path) -> list[str]:
@@ -86,10 +89,83 @@ def test_records_left_by_a_previous_leader_are_called_or_dropped(tmp_path: Path)
                 await asyncio.sleep(0.02)
                 result = await bed.herder.reconciler.deleted_callbacks.outcome("gone")
             assert result.outcome is DeletedOutcome.SUCCEEDED
-            assert _events(gone) == ["start", "stop", "deleted:begin", "deleted:end"]
+            # A new object, never started: its context carried the recorded config.
+            assert _events(gone) == ["deleted:begin", "deleted:end"]
             assert "x" not in bed.config_store.snapshot().pending_deleted_callbacks
             assert "deleted:begin" not in _events(alive)
         finally:
             await bed.herder.stop()
 
     asyncio.run(scenario())
+
+
+def _config(calls: Path, plugin: str, **extra: str) -> dict[str, str]:
+    topics = {"topics": "t"} if plugin == SINK else {}
+    return {"connector.class": plugin, "calls.file": str(calls), **topics, **extra}
+
+
+@pytest.mark.parametrize("plugin", [PLUGIN, SINK])
+def test_a_running_connector_is_stopped_then_told(tmp_path: Path, plugin: str) -> None:
+    calls = tmp_path / "calls"
+
+    async def scenario(bed: Bed) -> None:
+        await bed.herder.create_connector("c", _config(calls, plugin), TargetState.STARTED)
+        await settle(bed, "c", State.RUNNING, tasks=1)
+        result = await bed.herder.delete_connector("c", wait=True)
+        assert result.outcome is DeletedOutcome.SUCCEEDED
+        assert _events(calls) == ["start", "stop", "deleted:begin", "deleted:end"]
+
+    run(scenario, PLUGIN_TIMEOUT, PLUGINS)
+
+
+@pytest.mark.parametrize("plugin", [PLUGIN, SINK])
+@pytest.mark.parametrize("initial", [TargetState.STOPPED, TargetState.PAUSED])
+def test_a_connector_created_stopped_or_paused_is_told_without_being_started(
+    tmp_path: Path, plugin: str, initial: TargetState
+) -> None:
+    calls = tmp_path / "calls"
+
+    async def scenario(bed: Bed) -> None:
+        await bed.herder.create_connector("c", _config(calls, plugin), initial)
+        await settle(bed, "c", State.STOPPED if initial is TargetState.STOPPED else State.PAUSED, tasks=0)
+        result = await bed.herder.delete_connector("c", wait=True)
+        assert result.outcome is DeletedOutcome.SUCCEEDED, result
+        assert _events(calls) == ["deleted:begin", "deleted:end"]
+
+    run(scenario, PLUGIN_TIMEOUT, PLUGINS)
+
+
+@pytest.mark.parametrize("then", [TargetState.STOPPED, TargetState.PAUSED])
+def test_a_connector_stopped_or_paused_after_running_is_not_started_again(
+    tmp_path: Path, then: TargetState
+) -> None:
+    calls = tmp_path / "calls"
+
+    async def scenario(bed: Bed) -> None:
+        await bed.herder.create_connector("c", _config(calls, PLUGIN), TargetState.STARTED)
+        await settle(bed, "c", State.RUNNING, tasks=1)
+        await bed.herder.set_target_state("c", then)
+        await settle(bed, "c", State.STOPPED if then is TargetState.STOPPED else State.PAUSED)
+        assert _events(calls) == ["start", "stop"]
+        result = await bed.herder.delete_connector("c", wait=True)
+        assert result.outcome is DeletedOutcome.SUCCEEDED
+        # No second start() and no second stop(): a new object gets deleted() alone.
+        assert _events(calls) == ["start", "stop", "deleted:begin", "deleted:end"]
+
+    run(scenario, PLUGIN_TIMEOUT, PLUGINS)
+
+
+def test_a_failed_connector_is_told_on_a_new_object(tmp_path: Path) -> None:
+    calls = tmp_path / "calls"
+
+    async def scenario(bed: Bed) -> None:
+        await bed.herder.create_connector(
+            "c", _config(calls, PLUGIN, **{"fail.start": "true"}), TargetState.STARTED
+        )
+        await settle(bed, "c", State.FAILED)
+        result = await bed.herder.delete_connector("c", wait=True)
+        assert result.outcome is DeletedOutcome.SUCCEEDED
+        # The failed start() is the only one; stop() is not called on an object that never ran.
+        assert _events(calls) == ["start", "deleted:begin", "deleted:end"]
+
+    run(scenario, PLUGIN_TIMEOUT, PLUGINS)

@@ -6,8 +6,14 @@ import logging
 
 import pytest
 
+from sluiceway.connect.worker_policy import WorkerPolicy
 from sluiceway_server.config import WorkerConfig, WorkerConfigError
-from sluiceway_server.security.setup import replica_transport, tokens_file, warn_if_exposed
+from sluiceway_server.security.setup import (
+    note_confined_paths,
+    replica_transport,
+    tokens_file,
+    warn_if_exposed,
+)
 
 
 def config(**overrides: str) -> WorkerConfig:
@@ -40,6 +46,26 @@ def test_exposure_warning(
         assert warnings == []
     else:
         assert len(warnings) == 1 and expected in warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("settings", "warned"),
+    [
+        ({}, False),
+        ({"listeners": "0.0.0.0:8083"}, True),
+        ({"listeners": "0.0.0.0:8083", "connector.allowed.paths": "/data"}, False),
+        ({"auth.tokens.file": "/etc/tokens"}, True),
+    ],
+)
+def test_the_operator_learns_that_file_connectors_need_allowed_paths(
+    caplog: pytest.LogCaptureFixture, settings: dict[str, str], warned: bool
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        note_confined_paths(WorkerPolicy.from_worker_config(settings))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == int(warned)
+    if warned:
+        assert "Set connector.allowed.paths" in warnings[0] and "FileStreamSource" in warnings[0]
 
 
 def test_tls_settings_are_checked_together() -> None:

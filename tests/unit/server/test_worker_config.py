@@ -52,12 +52,30 @@ def test_precedence_file_then_env_then_overrides(tmp_path: Path) -> None:
         ("task.restart.backoff.initial.ms", "0"),
         ("task.restart.backoff.max.ms", "1m"),
         ("task.restart.max.attempts", "-2"),
+        # Empty worker values that connectors fall back to (their own empty means the worker's).
+        ("heartbeat.records.topic", ""),
+        ("heartbeat.records.topic", "  "),
+        ("heartbeat.interval.ms", ""),
+        ("task.restart.enable", ""),
+        ("task.restart.backoff.initial.ms", ""),
+        ("task.restart.backoff.max.ms", " "),
+        ("task.restart.max.attempts", ""),
     ],
 )
 def test_bad_values_name_the_key(key: str, value: str) -> None:
     with pytest.raises(WorkerConfigError) as info:
         WorkerConfig.load(overrides={key: value}, env={})
     assert info.value.key == key
+
+
+def test_an_empty_heartbeat_topic_says_what_to_do(tmp_path: Path) -> None:
+    file = tmp_path / "worker.properties"
+    file.write_text("heartbeat.records.topic=\n")
+    with pytest.raises(WorkerConfigError, match=r"^heartbeat.records.topic: must not be empty") as info:
+        WorkerConfig.load(file, env={})
+    assert "connect-heartbeats" in str(info.value)
+    with pytest.raises(WorkerConfigError, match=r"heartbeat\.records\.topic"):
+        WorkerConfig.load(env={"SLUICEWAY_HEARTBEAT_RECORDS_TOPIC": ""})
 
 
 def test_listener_forms() -> None:

@@ -747,7 +747,7 @@ class InstanceStatus(_message.Message):
     worker_id: _builtins.str
     """The executor (for tasks) or control-plane replica (for connectors) running it."""
     trace: _builtins.str
-    """Stack trace of the failure when FAILED."""
+    """Stack trace of the failure when FAILED, or when RESTARTING after a failure."""
     generation: _builtins.int
     """For a task, the generation of the assignment that reported this status: the leader epoch
     in the high 32 bits and the leader's assignment counter in the low 32 (the CLI shows

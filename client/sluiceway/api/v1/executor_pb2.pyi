@@ -120,7 +120,9 @@ class RunningTask(_message.Message):
     """The generation and fingerprint of the assignment it runs under."""
     fingerprint: _builtins.str
     state: _common_pb2.State.ValueType
-    """Its last state (RUNNING, PAUSED or FAILED) and, when FAILED, the trace."""
+    """Its last state (RUNNING, PAUSED, RESTARTING or FAILED) and, when FAILED or RESTARTING after
+    its own failure, the trace.
+    """
     trace: _builtins.str
     def __init__(
         self,
@@ -441,7 +443,9 @@ class TaskAssignment(_message.Message):
     @_builtins.property
     def source_offsets(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.PartitionOffset]:
         """Source tasks: the connector's committed source offsets when the task was assigned; the
-        executor keeps them current from its own successful commits.
+        executor keeps them current from its own successful commits. Sink tasks: the record of the
+        latest change of the connector's offsets made through the control plane (partition
+        {"sluiceway": "sink-offsets-change"}, offset {"id", "time_ms"}), when there was one.
         """
 
     def __init__(

@@ -89,3 +89,33 @@ class ResetActiveTopicsRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ResetActiveTopicsRequest: _TypeAlias = ResetActiveTopicsRequest  # noqa: Y015
+
+@_typing.final
+class ResetActiveTopicsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    REMOVED_TOPICS_FIELD_NUMBER: _builtins.int
+    CONNECTOR_EXISTS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """`connectors/{connector}`."""
+    connector_exists: _builtins.bool
+    """False for a deleted connector, and for a name that never was one."""
+    @_builtins.property
+    def removed_topics(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The topics the reset took out of the set; empty when nothing was recorded."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        removed_topics: _abc.Iterable[_builtins.str] | None = ...,
+        connector_exists: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["connector_exists", b"connector_exists", "name", b"name", "removed_topics", b"removed_topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResetActiveTopicsResponse: _TypeAlias = ResetActiveTopicsResponse  # noqa: Y015

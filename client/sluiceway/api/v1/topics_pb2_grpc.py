@@ -3,7 +3,6 @@
 import grpc
 import warnings
 
-from google.protobuf import empty_pb2 as google_dot_protobuf_dot_empty__pb2
 from sluiceway.api.v1 import topics_pb2 as sluiceway_dot_api_dot_v1_dot_topics__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -29,8 +28,8 @@ if _version_not_supported:
 class TopicServiceStub:
     """KIP-558: the topics each connector actively uses. A topic joins a connector's set the first
     time one of its tasks writes to it (source) or reads from it (sink), and stays until the set is
-    reset or the connector is deleted. The set lives in the status topic, so it outlives restarts,
-    reconfigurations and deletion of the connector itself.
+    reset or the connector is deleted. The set lives in the status topic, so it outlives restarts
+    and reconfigurations; deleting the connector removes it.
     """
 
     def __init__(self, channel):
@@ -47,20 +46,21 @@ class TopicServiceStub:
         self.ResetActiveTopics = channel.unary_unary(
                 '/sluiceway.api.v1.TopicService/ResetActiveTopics',
                 request_serializer=sluiceway_dot_api_dot_v1_dot_topics__pb2.ResetActiveTopicsRequest.SerializeToString,
-                response_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+                response_deserializer=sluiceway_dot_api_dot_v1_dot_topics__pb2.ResetActiveTopicsResponse.FromString,
                 _registered_method=True)
 
 
 class TopicServiceServicer:
     """KIP-558: the topics each connector actively uses. A topic joins a connector's set the first
     time one of its tasks writes to it (source) or reads from it (sink), and stays until the set is
-    reset or the connector is deleted. The set lives in the status topic, so it outlives restarts,
-    reconfigurations and deletion of the connector itself.
+    reset or the connector is deleted. The set lives in the status topic, so it outlives restarts
+    and reconfigurations; deleting the connector removes it.
     """
 
     def GetActiveTopics(self, request, context):
-        """The connector's set. Also answers for a deleted connector whose set was not reset yet
-        (`connector_exists` is then false); NOT_FOUND when there is neither a connector nor a set.
+        """The connector's set. A deleted connector's set is normally gone with it; records left behind
+        (a deletion still being applied, or written by Kafka Connect) are answered with
+        `connector_exists` false. NOT_FOUND when there is neither a connector nor a set.
         PERMISSION_DENIED (TOPIC_TRACKING_DISABLED) when the worker has topic.tracking.enable=false.
         Kafka Connect: GET /connectors/{name}/topics.
         """
@@ -70,8 +70,10 @@ class TopicServiceServicer:
 
     def ResetActiveTopics(self, request, context):
         """Empties the set, of a running connector (its tasks add the topics they still use again as
-        soon as they touch them) or of a deleted one. PERMISSION_DENIED with TOPIC_TRACKING_DISABLED
-        or, when topic.tracking.allow.reset=false, TOPIC_TRACKING_RESET_DISABLED.
+        soon as they touch them) or of a deleted one. Applying it again is harmless: for a deleted
+        connector it succeeds whether or not records remain, and so it does for any other name, which
+        cannot be told from a deleted one. PERMISSION_DENIED with TOPIC_TRACKING_DISABLED or, when
+        topic.tracking.allow.reset=false, TOPIC_TRACKING_RESET_DISABLED.
         Kafka Connect: PUT /connectors/{name}/topics/reset.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -89,7 +91,7 @@ def add_TopicServiceServicer_to_server(servicer, server):
             'ResetActiveTopics': grpc.unary_unary_rpc_method_handler(
                     servicer.ResetActiveTopics,
                     request_deserializer=sluiceway_dot_api_dot_v1_dot_topics__pb2.ResetActiveTopicsRequest.FromString,
-                    response_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
+                    response_serializer=sluiceway_dot_api_dot_v1_dot_topics__pb2.ResetActiveTopicsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -102,8 +104,8 @@ def add_TopicServiceServicer_to_server(servicer, server):
 class TopicService:
     """KIP-558: the topics each connector actively uses. A topic joins a connector's set the first
     time one of its tasks writes to it (source) or reads from it (sink), and stays until the set is
-    reset or the connector is deleted. The set lives in the status topic, so it outlives restarts,
-    reconfigurations and deletion of the connector itself.
+    reset or the connector is deleted. The set lives in the status topic, so it outlives restarts
+    and reconfigurations; deleting the connector removes it.
     """
 
     @staticmethod
@@ -149,7 +151,7 @@ class TopicService:
             target,
             '/sluiceway.api.v1.TopicService/ResetActiveTopics',
             sluiceway_dot_api_dot_v1_dot_topics__pb2.ResetActiveTopicsRequest.SerializeToString,
-            google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+            sluiceway_dot_api_dot_v1_dot_topics__pb2.ResetActiveTopicsResponse.FromString,
             options,
             channel_credentials,
             insecure,

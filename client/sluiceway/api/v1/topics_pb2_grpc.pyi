@@ -4,7 +4,6 @@ isort:skip_file
 """
 
 from collections import abc as _abc
-from google.protobuf import empty_pb2 as _empty_pb2
 from grpc import aio as _aio
 from sluiceway.api.v1 import topics_pb2 as _topics_pb2
 import abc as _abc_1
@@ -30,8 +29,8 @@ GRPC_VERSION: str
 class TopicServiceStub:
     """KIP-558: the topics each connector actively uses. A topic joins a connector's set the first
     time one of its tasks writes to it (source) or reads from it (sink), and stays until the set is
-    reset or the connector is deleted. The set lives in the status topic, so it outlives restarts,
-    reconfigurations and deletion of the connector itself.
+    reset or the connector is deleted. The set lives in the status topic, so it outlives restarts
+    and reconfigurations; deleting the connector removes it.
     """
 
     @_typing.overload
@@ -39,15 +38,18 @@ class TopicServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> TopicServiceAsyncStub: ...
     GetActiveTopics: _grpc.UnaryUnaryMultiCallable[_topics_pb2.GetActiveTopicsRequest, _topics_pb2.ActiveTopics]
-    """The connector's set. Also answers for a deleted connector whose set was not reset yet
-    (`connector_exists` is then false); NOT_FOUND when there is neither a connector nor a set.
+    """The connector's set. A deleted connector's set is normally gone with it; records left behind
+    (a deletion still being applied, or written by Kafka Connect) are answered with
+    `connector_exists` false. NOT_FOUND when there is neither a connector nor a set.
     PERMISSION_DENIED (TOPIC_TRACKING_DISABLED) when the worker has topic.tracking.enable=false.
     Kafka Connect: GET /connectors/{name}/topics.
     """
-    ResetActiveTopics: _grpc.UnaryUnaryMultiCallable[_topics_pb2.ResetActiveTopicsRequest, _empty_pb2.Empty]
+    ResetActiveTopics: _grpc.UnaryUnaryMultiCallable[_topics_pb2.ResetActiveTopicsRequest, _topics_pb2.ResetActiveTopicsResponse]
     """Empties the set, of a running connector (its tasks add the topics they still use again as
-    soon as they touch them) or of a deleted one. PERMISSION_DENIED with TOPIC_TRACKING_DISABLED
-    or, when topic.tracking.allow.reset=false, TOPIC_TRACKING_RESET_DISABLED.
+    soon as they touch them) or of a deleted one. Applying it again is harmless: for a deleted
+    connector it succeeds whether or not records remain, and so it does for any other name, which
+    cannot be told from a deleted one. PERMISSION_DENIED with TOPIC_TRACKING_DISABLED or, when
+    topic.tracking.allow.reset=false, TOPIC_TRACKING_RESET_DISABLED.
     Kafka Connect: PUT /connectors/{name}/topics/reset.
     """
 
@@ -55,29 +57,32 @@ class TopicServiceStub:
 class TopicServiceAsyncStub(TopicServiceStub):
     """KIP-558: the topics each connector actively uses. A topic joins a connector's set the first
     time one of its tasks writes to it (source) or reads from it (sink), and stays until the set is
-    reset or the connector is deleted. The set lives in the status topic, so it outlives restarts,
-    reconfigurations and deletion of the connector itself.
+    reset or the connector is deleted. The set lives in the status topic, so it outlives restarts
+    and reconfigurations; deleting the connector removes it.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     GetActiveTopics: _aio.UnaryUnaryMultiCallable[_topics_pb2.GetActiveTopicsRequest, _topics_pb2.ActiveTopics]  # type: ignore[assignment]
-    """The connector's set. Also answers for a deleted connector whose set was not reset yet
-    (`connector_exists` is then false); NOT_FOUND when there is neither a connector nor a set.
+    """The connector's set. A deleted connector's set is normally gone with it; records left behind
+    (a deletion still being applied, or written by Kafka Connect) are answered with
+    `connector_exists` false. NOT_FOUND when there is neither a connector nor a set.
     PERMISSION_DENIED (TOPIC_TRACKING_DISABLED) when the worker has topic.tracking.enable=false.
     Kafka Connect: GET /connectors/{name}/topics.
     """
-    ResetActiveTopics: _aio.UnaryUnaryMultiCallable[_topics_pb2.ResetActiveTopicsRequest, _empty_pb2.Empty]  # type: ignore[assignment]
+    ResetActiveTopics: _aio.UnaryUnaryMultiCallable[_topics_pb2.ResetActiveTopicsRequest, _topics_pb2.ResetActiveTopicsResponse]  # type: ignore[assignment]
     """Empties the set, of a running connector (its tasks add the topics they still use again as
-    soon as they touch them) or of a deleted one. PERMISSION_DENIED with TOPIC_TRACKING_DISABLED
-    or, when topic.tracking.allow.reset=false, TOPIC_TRACKING_RESET_DISABLED.
+    soon as they touch them) or of a deleted one. Applying it again is harmless: for a deleted
+    connector it succeeds whether or not records remain, and so it does for any other name, which
+    cannot be told from a deleted one. PERMISSION_DENIED with TOPIC_TRACKING_DISABLED or, when
+    topic.tracking.allow.reset=false, TOPIC_TRACKING_RESET_DISABLED.
     Kafka Connect: PUT /connectors/{name}/topics/reset.
     """
 
 class TopicServiceServicer(metaclass=_abc_1.ABCMeta):
     """KIP-558: the topics each connector actively uses. A topic joins a connector's set the first
     time one of its tasks writes to it (source) or reads from it (sink), and stays until the set is
-    reset or the connector is deleted. The set lives in the status topic, so it outlives restarts,
-    reconfigurations and deletion of the connector itself.
+    reset or the connector is deleted. The set lives in the status topic, so it outlives restarts
+    and reconfigurations; deleting the connector removes it.
     """
 
     @_abc_1.abstractmethod
@@ -86,8 +91,9 @@ class TopicServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _topics_pb2.GetActiveTopicsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_topics_pb2.ActiveTopics, _abc.Awaitable[_topics_pb2.ActiveTopics]]:
-        """The connector's set. Also answers for a deleted connector whose set was not reset yet
-        (`connector_exists` is then false); NOT_FOUND when there is neither a connector nor a set.
+        """The connector's set. A deleted connector's set is normally gone with it; records left behind
+        (a deletion still being applied, or written by Kafka Connect) are answered with
+        `connector_exists` false. NOT_FOUND when there is neither a connector nor a set.
         PERMISSION_DENIED (TOPIC_TRACKING_DISABLED) when the worker has topic.tracking.enable=false.
         Kafka Connect: GET /connectors/{name}/topics.
         """
@@ -97,10 +103,12 @@ class TopicServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _topics_pb2.ResetActiveTopicsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_empty_pb2.Empty, _abc.Awaitable[_empty_pb2.Empty]]:
+    ) -> _typing.Union[_topics_pb2.ResetActiveTopicsResponse, _abc.Awaitable[_topics_pb2.ResetActiveTopicsResponse]]:
         """Empties the set, of a running connector (its tasks add the topics they still use again as
-        soon as they touch them) or of a deleted one. PERMISSION_DENIED with TOPIC_TRACKING_DISABLED
-        or, when topic.tracking.allow.reset=false, TOPIC_TRACKING_RESET_DISABLED.
+        soon as they touch them) or of a deleted one. Applying it again is harmless: for a deleted
+        connector it succeeds whether or not records remain, and so it does for any other name, which
+        cannot be told from a deleted one. PERMISSION_DENIED with TOPIC_TRACKING_DISABLED or, when
+        topic.tracking.allow.reset=false, TOPIC_TRACKING_RESET_DISABLED.
         Kafka Connect: PUT /connectors/{name}/topics/reset.
         """
 
