@@ -6,7 +6,8 @@
 decode the error details the server sends. The google files are copied from the installed
 `googleapis-common-protos` package, whose version is pinned in requirements.lock, so the
 bundle always matches what the server was built with. `google/protobuf/*` (the well-known
-types) is left out: protoc and the gRPC libraries ship it.
+types, and descriptor.proto, which annotations.proto extends with our method option) is left out:
+protoc and the gRPC libraries ship it.
 """
 
 from __future__ import annotations

@@ -1,15 +1,20 @@
-"""Typed errors of the Sluiceway API.
+"""Typed errors of the Sluiceway API, and the reasons they carry.
 
 Every failed call surfaces as a `SluicewayError` whose subclass follows the gRPC status code,
 carrying the `google.rpc` details the server attached: `ErrorInfo` (domain "sluiceway", an
 UPPER_SNAKE reason from `sluiceway.api.v1.ErrorReason`, metadata), `BadRequest` field
-violations and `RetryInfo`. Only parsing lives here; servers build statuses themselves.
+violations and `RetryInfo`. Parsing lives here; servers build statuses themselves.
+
+`Reason` is the proto's `ErrorReason` as a StrEnum, and `REASON_ERRORS` is the one table of what
+each reason means on the wire: the subclass a client raises for it and, through that class, the
+status code the server sends with it. Server, executors and this library all take both from here.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
+from enum import StrEnum, auto
 from typing import Any
 
 import grpc
@@ -20,8 +25,12 @@ from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
 from grpc_status import rpc_status
 
+from sluiceway.api.v1 import errors_pb2
+
 __all__ = [
     "ERROR_DOMAIN",
+    "NOT_RETURNED",
+    "REASON_ERRORS",
     "AbortedError",
     "AlreadyExistsError",
     "DeadlineExceededError",
@@ -30,6 +39,7 @@ __all__ = [
     "InvalidArgumentError",
     "NotFoundError",
     "PermissionDeniedError",
+    "Reason",
     "ResourceExhaustedError",
     "SluicewayError",
     "UnauthenticatedError",
@@ -37,10 +47,50 @@ __all__ = [
     "error_class_for",
     "from_rpc_error",
     "from_status",
+    "status_code_for",
 ]
 
 ERROR_DOMAIN = "sluiceway"
 _DETAILS_KEY = "grpc-status-details-bin"
+
+
+class Reason(StrEnum):
+    """`sluiceway.api.v1.ErrorReason` by name: the `ErrorInfo.reason` strings of the API.
+
+    Members are declared here so that type checkers see them; each value is looked up in the
+    generated enum, so a member the proto lacks fails this import. A unit test checks that the
+    members are exactly the proto's values, in its order."""
+
+    @staticmethod
+    def _generate_next_value_(name: str, start: int, count: int, last_values: list[str]) -> str:
+        # Value() raises ValueError for a name errors.proto does not define.
+        return errors_pb2.ErrorReason.Name(errors_pb2.ErrorReason.Value(name))
+
+    ERROR_REASON_UNSPECIFIED = auto()
+    CONNECTOR_NOT_FOUND = auto()
+    TASK_NOT_FOUND = auto()
+    PLUGIN_NOT_FOUND = auto()
+    CONNECTOR_ALREADY_EXISTS = auto()
+    INVALID_CONFIG = auto()
+    INVALID_REQUEST = auto()
+    INVALID_OFFSETS = auto()
+    CONNECTOR_NOT_STOPPED = auto()
+    CONSUMER_GROUP_ACTIVE = auto()
+    CONNECTOR_REJECTED_OFFSETS = auto()
+    NO_LEADER = auto()
+    NOT_LEADER = auto()
+    STORAGE_UNAVAILABLE = auto()
+    TOPIC_TRACKING_DISABLED = auto()
+    TOPIC_TRACKING_RESET_DISABLED = auto()
+    REQUEST_TIMED_OUT = auto()
+    PLUGIN_TIMEOUT = auto()
+    STALE_GENERATION = auto()
+    REQUEST_ID_REUSED = auto()
+    UNAUTHENTICATED = auto()
+    NOT_AUTHORIZED = auto()
+    CONNECTOR_ERROR = auto()
+    ETAG_MISMATCH = auto()
+    LIMIT_EXCEEDED = auto()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -72,7 +122,8 @@ class SluicewayError(Exception):
         super().__init__(message)
         self.code: grpc.StatusCode = code if code is not None else self.default_code
         self.message: str = message
-        self.reason: str | None = reason
+        # A plain str even when given a Reason, so that repr and pickling show the bare name.
+        self.reason: str | None = None if reason is None else str(reason)
         self.metadata: dict[str, str] = dict(metadata or {})
         self.field_violations: list[FieldViolation] = list(field_violations)
         self.retry_delay: float | None = retry_delay
@@ -193,6 +244,50 @@ _BY_CODE: dict[grpc.StatusCode, type[SluicewayError]] = {
     )
 }
 _BY_NUMBER: dict[int, grpc.StatusCode] = {code.value[0]: code for code in grpc.StatusCode}
+
+# The one table of reasons: for each, the class a client raises when a call fails with it. The
+# server sends each reason with that class's default_code (status_code_for), so the class the
+# client picks from the status code is the one named here. Every member of Reason has a row.
+REASON_ERRORS: Mapping[Reason, type[SluicewayError]] = {
+    # The zero value: a failure the server did not expect, sent with INTERNAL only.
+    Reason.ERROR_REASON_UNSPECIFIED: SluicewayError,
+    Reason.CONNECTOR_NOT_FOUND: NotFoundError,
+    Reason.TASK_NOT_FOUND: NotFoundError,
+    Reason.PLUGIN_NOT_FOUND: NotFoundError,
+    Reason.CONNECTOR_ALREADY_EXISTS: AlreadyExistsError,
+    Reason.INVALID_CONFIG: InvalidArgumentError,
+    Reason.INVALID_REQUEST: InvalidArgumentError,
+    Reason.INVALID_OFFSETS: InvalidArgumentError,
+    Reason.REQUEST_ID_REUSED: InvalidArgumentError,
+    Reason.LIMIT_EXCEEDED: InvalidArgumentError,
+    Reason.CONNECTOR_NOT_STOPPED: FailedPreconditionError,
+    Reason.CONSUMER_GROUP_ACTIVE: FailedPreconditionError,
+    Reason.CONNECTOR_REJECTED_OFFSETS: FailedPreconditionError,
+    Reason.CONNECTOR_ERROR: FailedPreconditionError,
+    Reason.STALE_GENERATION: FailedPreconditionError,
+    Reason.ETAG_MISMATCH: AbortedError,
+    Reason.NO_LEADER: UnavailableError,
+    Reason.NOT_LEADER: UnavailableError,
+    Reason.STORAGE_UNAVAILABLE: UnavailableError,
+    Reason.TOPIC_TRACKING_DISABLED: PermissionDeniedError,
+    Reason.TOPIC_TRACKING_RESET_DISABLED: PermissionDeniedError,
+    Reason.NOT_AUTHORIZED: PermissionDeniedError,
+    Reason.UNAUTHENTICATED: UnauthenticatedError,
+    Reason.REQUEST_TIMED_OUT: DeadlineExceededError,
+    Reason.PLUGIN_TIMEOUT: DeadlineExceededError,
+}
+
+# Reasons errors.proto defines for features that are not built: they have a row above, but no
+# server or executor code may send them yet (a unit test scans for their use).
+NOT_RETURNED: frozenset[Reason] = frozenset({Reason.STALE_GENERATION})
+
+
+def status_code_for(reason: Reason) -> grpc.StatusCode:
+    """The status code the server sends with `reason`: its class's default_code, and INTERNAL for
+    the zero value (clients raise the base SluicewayError for both INTERNAL and that reason)."""
+    if reason is Reason.ERROR_REASON_UNSPECIFIED:
+        return grpc.StatusCode.INTERNAL
+    return REASON_ERRORS[reason].default_code
 
 
 def error_class_for(code: grpc.StatusCode) -> type[SluicewayError]:

@@ -38,7 +38,7 @@ import grpc
 
 import sluiceway
 from sluiceway.api.v1 import executor_pb2, executor_pb2_grpc
-from sluiceway.errors import from_rpc_error
+from sluiceway.errors import Reason, from_rpc_error
 from sluiceway.limits import EXECUTOR_MAX_RECEIVE_BYTES
 from sluiceway.transport import TransportSecurity
 from sluiceway_executor.offset_commits import CommitterFactory, KafkaCommitterFactory
@@ -117,7 +117,7 @@ def leader_redirect(exc: grpc.RpcError) -> str | None:
     if not isinstance(exc, grpc.Call) or exc.code() != grpc.StatusCode.UNAVAILABLE:
         return None
     error = from_rpc_error(exc)
-    if error.reason != "NOT_LEADER":
+    if error.reason != Reason.NOT_LEADER:
         return None
     return error.metadata.get("leader_address") or None
 

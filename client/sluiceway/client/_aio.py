@@ -1,4 +1,8 @@
-"""The asyncio Sluiceway client (grpc.aio): the same methods as `SluicewayClient`, as coroutines."""
+"""The asyncio Sluiceway client (grpc.aio): the same methods as `SluicewayClient`, as coroutines.
+
+This is the one hand-written client: client/generate_sync.py derives the blocking
+`SluicewayClient` (_sync.py) from it. Change the methods here, then run that script.
+"""
 
 from __future__ import annotations
 

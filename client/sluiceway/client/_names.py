@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from sluiceway import names
-from sluiceway.errors import FieldViolation, InvalidArgumentError
+from sluiceway.errors import FieldViolation, InvalidArgumentError, Reason
 
 __all__ = [
     "connector_id",
@@ -20,7 +20,7 @@ _PLUGINS = "plugins/"
 def _invalid(field: str, description: str) -> InvalidArgumentError:
     return InvalidArgumentError(
         f"{field}: {description}",
-        reason="INVALID_REQUEST",
+        reason=Reason.INVALID_REQUEST,
         field_violations=[FieldViolation(field, description)],
     )
 

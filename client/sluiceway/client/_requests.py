@@ -16,7 +16,7 @@ from sluiceway.api.v1 import (
     topics_pb2,
 )
 from sluiceway.client._names import connector_name, plugin_name, task_name
-from sluiceway.errors import FieldViolation, InvalidArgumentError
+from sluiceway.errors import FieldViolation, InvalidArgumentError, Reason
 from sluiceway.offsets import OffsetValueError, map_to_proto
 
 ConfigValue: TypeAlias = str | int | float | bool
@@ -30,7 +30,7 @@ OffsetLike: TypeAlias = common_pb2.PartitionOffset | Mapping[str, Any]
 def _invalid(field: str, description: str) -> InvalidArgumentError:
     return InvalidArgumentError(
         f"{field}: {description}",
-        reason="INVALID_REQUEST",
+        reason=Reason.INVALID_REQUEST,
         field_violations=[FieldViolation(field, description)],
     )
 

@@ -1,3 +1,5 @@
+# Generated from _aio.py by client/generate_sync.py: do not edit. Change _aio.py and run
+# `python client/generate_sync.py` (`make lint` fails while this file is stale).
 """The blocking Sluiceway client."""
 
 from __future__ import annotations
@@ -132,7 +134,7 @@ class SluicewayClient:
         request: _PageReq,
         timeout: TimeoutArg,
     ) -> Iterator[_PageResp]:
-        """Every page of a List call, fetched as the iterator advances (`timeout` per page)."""
+        """Every page of a List call, fetched as the iteration advances (`timeout` per page)."""
         while True:
             page = self._unary(method, request, timeout)
             yield page

@@ -24,9 +24,9 @@ from sluiceway_server.api.forwarding import (
     FORWARDED_PRINCIPAL,
     FORWARDED_ROLE,
     MUTATION_REQUESTS,
-    MUTATIONS,
 )
 from sluiceway_server.herder.errors import HerderError, PermissionDeniedError, UnauthenticatedError
+from sluiceway_server.rpc_methods import MUTATIONS
 from sluiceway_server.security.access import ATTACH, OPEN, allowed
 from sluiceway_server.security.audit import AuditLog
 from sluiceway_server.security.principals import (

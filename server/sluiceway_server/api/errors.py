@@ -1,5 +1,6 @@
 """Herder errors → gRPC statuses with google.rpc.ErrorInfo (domain "sluiceway"), BadRequest
-field violations and RetryInfo. Bad input never becomes INTERNAL or UNKNOWN."""
+field violations and RetryInfo. The status code follows the error's reason, through the shared
+table in `sluiceway.errors`. Bad input never becomes INTERNAL or UNKNOWN."""
 
 from __future__ import annotations
 
@@ -14,39 +15,17 @@ from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[import-untyped]
 from grpc_status import rpc_status
 
+from sluiceway.errors import ERROR_DOMAIN, FieldViolation, Reason, status_code_for
 from sluiceway.limits import MAX_REQUEST_BYTES
 from sluiceway_server.herder.errors import (
-    AbortedError,
-    AlreadyExistsError,
-    FailedPreconditionError,
-    FieldViolation,
     HerderError,
     InvalidArgumentError,
     LimitExceededError,
-    NotFoundError,
-    PermissionDeniedError,
-    PluginTimeoutError,
-    RequestTimeoutError,
-    UnauthenticatedError,
     UnavailableError,
 )
 from sluiceway_server.storage.kafka_log import NotLeaderError
 
 log = logging.getLogger(__name__)
-DOMAIN = "sluiceway"
-
-_CODES: Sequence[tuple[type[HerderError], grpc.StatusCode]] = (
-    (NotFoundError, grpc.StatusCode.NOT_FOUND),
-    (AlreadyExistsError, grpc.StatusCode.ALREADY_EXISTS),
-    (InvalidArgumentError, grpc.StatusCode.INVALID_ARGUMENT),
-    (FailedPreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
-    (AbortedError, grpc.StatusCode.ABORTED),
-    (UnavailableError, grpc.StatusCode.UNAVAILABLE),
-    (PermissionDeniedError, grpc.StatusCode.PERMISSION_DENIED),
-    (UnauthenticatedError, grpc.StatusCode.UNAUTHENTICATED),
-    (RequestTimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),
-    (PluginTimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),
-)
 
 
 def _pack(message: Any) -> any_pb2.Any:
@@ -77,7 +56,7 @@ def _cut_utf8(text: str, limit: int) -> str:
 def build_status(
     code: grpc.StatusCode,
     message: str,
-    reason: str,
+    reason: Reason,
     *,
     metadata: Mapping[str, str] | None = None,
     violations: Sequence[FieldViolation] = (),
@@ -88,7 +67,7 @@ def build_status(
     last one."""
     info = error_details_pb2.ErrorInfo(
         reason=reason,
-        domain=DOMAIN,
+        domain=ERROR_DOMAIN,
         metadata={_cut(k, 64): _cut(v, _METADATA_CHARS) for k, v in (metadata or {}).items()},
     )
     status = status_pb2.Status(
@@ -118,21 +97,20 @@ def build_status(
 
 
 def status_for(error: HerderError) -> grpc.Status:
-    code = next((c for cls, c in _CODES if isinstance(error, cls)), grpc.StatusCode.FAILED_PRECONDITION)
     return build_status(
-        code,
+        status_code_for(error.reason),
         error.message,
         error.reason,
         metadata=error.metadata,
         violations=error.violations,
-        retry_after=error.retry_after if isinstance(error, UnavailableError) else None,
+        retry_after=error.retry_after,
     )
 
 
 def invalid_request(field: str, description: str) -> InvalidArgumentError:
     return InvalidArgumentError(
         f"Invalid {field}: {description}",
-        reason="INVALID_REQUEST",
+        reason=Reason.INVALID_REQUEST,
         violations=[FieldViolation(field, description)],
     )
 
@@ -169,14 +147,15 @@ def mapped(method: F) -> F:
             # The term ended while the call ran: its write was refused, nothing changed.
             await abort(
                 context,
-                UnavailableError(f"This replica stopped leading during the call: {exc}", reason="NOT_LEADER"),
+                UnavailableError(
+                    f"This replica stopped leading during the call: {exc}", reason=Reason.NOT_LEADER
+                ),
             )
         except Exception:
             log.exception("unexpected error in %s", method.__qualname__)
+            unexpected = Reason.ERROR_REASON_UNSPECIFIED
             await context.abort_with_status(
-                build_status(
-                    grpc.StatusCode.INTERNAL, "internal error; see the server log", "ERROR_REASON_UNSPECIFIED"
-                )
+                build_status(status_code_for(unexpected), "internal error; see the server log", unexpected)
             )
 
     return wrapper  # type: ignore[return-value]

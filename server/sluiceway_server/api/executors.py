@@ -11,6 +11,7 @@ from typing import Any
 import grpc
 
 from sluiceway.api.v1 import executor_pb2, executor_pb2_grpc
+from sluiceway.errors import Reason
 from sluiceway.limits import MAX_EXECUTOR_ID_LENGTH
 from sluiceway_server.api.errors import abort, invalid_request
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
@@ -61,11 +62,11 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         if address is None:
             return UnavailableError(
                 "No leader is known; the control-plane cluster is electing one. Attach again shortly",
-                reason="NO_LEADER",
+                reason=Reason.NO_LEADER,
             )
         return UnavailableError(
             f"This replica does not lead; attach to the leader at {address}",
-            reason="NOT_LEADER",
+            reason=Reason.NOT_LEADER,
             metadata={"leader_address": address},
         )
 

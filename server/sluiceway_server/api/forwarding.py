@@ -2,7 +2,8 @@
 every servicer. A mutation that reaches a replica which does not lead is sent on, as the caller's
 serialized bytes, to the leader with the caller's metadata, remaining deadline and a marker naming
 this replica; the leader's answer (or status, with its details) goes back unchanged. Reads are
-always answered where they arrive.
+always answered where they arrive. Which calls are mutations is stated on each RPC in the protos
+(rpc_methods.py reads it from there).
 
 A call that carries the marker is never forwarded again: landing on a replica that does not lead
 (the leader changed while it travelled) it fails UNAVAILABLE, and the caller's client retries.
@@ -18,10 +19,11 @@ import grpc
 from google.protobuf import message_factory
 from google.protobuf.message import Message
 
-from sluiceway.api.v1 import cluster_pb2, connectors_pb2, offsets_pb2, plugins_pb2, topics_pb2
+from sluiceway.errors import Reason
 from sluiceway.transport import TransportSecurity
 from sluiceway_server.api.errors import status_for
 from sluiceway_server.herder.errors import UnavailableError
+from sluiceway_server.rpc_methods import METHODS, MUTATIONS
 from sluiceway_server.security.principals import Principal, current_principal
 
 log = logging.getLogger(__name__)
@@ -35,45 +37,14 @@ FORWARDED_ROLE: Final = "sluiceway-role"
 NO_LEADER_RETRY_SECONDS: Final = 0.5
 
 
-def method_path(descriptor: Any, service: str, name: str) -> str:
-    """`/package.Service/Method`, the path gRPC dispatches a call by."""
-    return f"/{descriptor.services_by_name[service].full_name}/{name}"
-
-
-MUTATIONS: Final = frozenset(
-    {
-        *(
-            method_path(connectors_pb2.DESCRIPTOR, "ConnectorService", name)
-            for name in (
-                "CreateConnector",
-                "ReplaceConnectorConfig",
-                "PatchConnectorConfig",
-                "DeleteConnector",
-                "PauseConnector",
-                "ResumeConnector",
-                "StopConnector",
-                "RestartConnector",
-                "RestartTask",
-            )
-        ),
-        method_path(offsets_pb2.DESCRIPTOR, "OffsetService", "AlterConnectorOffsets"),
-        method_path(offsets_pb2.DESCRIPTOR, "OffsetService", "ResetConnectorOffsets"),
-        method_path(topics_pb2.DESCRIPTOR, "TopicService", "ResetActiveTopics"),
-    }
-)
-
-
 def _mutation_types(output: bool) -> dict[str, type[Message]]:
     types: dict[str, type[Message]] = {}
-    for module in (connectors_pb2, offsets_pb2, topics_pb2):
-        for service in module.DESCRIPTOR.services_by_name.values():
-            for method in service.methods:
-                path = f"/{service.full_name}/{method.name}"
-                if path in MUTATIONS:
-                    if output:
-                        types[method.name] = message_factory.GetMessageClass(method.output_type)
-                    else:
-                        types[path] = message_factory.GetMessageClass(method.input_type)
+    for path in sorted(MUTATIONS):
+        method = METHODS[path]
+        if output:
+            types[method.name] = message_factory.GetMessageClass(method.output_type)
+        else:
+            types[path] = message_factory.GetMessageClass(method.input_type)
     return types
 
 
@@ -81,31 +52,6 @@ def _mutation_types(output: bool) -> dict[str, type[Message]]:
 MUTATION_RESPONSES: Final = _mutation_types(output=True)
 # Each mutation's request class by method path: a forwarded call is bytes, the audit log reads it.
 MUTATION_REQUESTS: Final = _mutation_types(output=False)
-
-# Answered by whichever replica receives them. Together with MUTATIONS: every RPC of the public API
-# (a unit test holds the two lists to the protos).
-READS: Final = frozenset(
-    {
-        *(
-            method_path(connectors_pb2.DESCRIPTOR, "ConnectorService", name)
-            for name in (
-                "GetConnector",
-                "ListConnectors",
-                "ListTasks",
-                "GetConnectorStatus",
-                "GetTaskStatus",
-                "WatchStatus",
-            )
-        ),
-        method_path(offsets_pb2.DESCRIPTOR, "OffsetService", "GetConnectorOffsets"),
-        method_path(topics_pb2.DESCRIPTOR, "TopicService", "GetActiveTopics"),
-        *(
-            method_path(plugins_pb2.DESCRIPTOR, "PluginService", name)
-            for name in ("ListPlugins", "GetPluginConfigDefinition", "ValidateConnectorConfig")
-        ),
-        method_path(cluster_pb2.DESCRIPTOR, "ClusterService", "GetServerInfo"),
-    }
-)
 
 # Metadata gRPC sets itself, which would confuse the next hop, and the caller's credentials and
 # claimed identity: the forwarding replica authenticates as itself and states whom it authenticated.
@@ -148,13 +94,13 @@ def forwarded_identity(principal: Principal) -> tuple[tuple[str, str], ...]:
 
 
 def not_leader(message: str) -> UnavailableError:
-    return UnavailableError(message, reason="NOT_LEADER", retry_after=NO_LEADER_RETRY_SECONDS)
+    return UnavailableError(message, reason=Reason.NOT_LEADER, retry_after=NO_LEADER_RETRY_SECONDS)
 
 
 def no_leader() -> UnavailableError:
     return UnavailableError(
         "No leader is known; the control-plane cluster is electing one. Retry shortly",
-        reason="NO_LEADER",
+        reason=Reason.NO_LEADER,
         retry_after=NO_LEADER_RETRY_SECONDS,
     )
 

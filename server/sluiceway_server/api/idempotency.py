@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from google.protobuf.message import Message
 
+from sluiceway.errors import Reason
 from sluiceway_server.herder.errors import FieldViolation, InvalidArgumentError
 
 R = TypeVar("R", bound=Message)
@@ -77,7 +78,7 @@ class RequestIdCache:
             if entry.fingerprint != fingerprint:
                 raise InvalidArgumentError(
                     f"request_id {request_id!r} was already used for a different {method} request",
-                    reason="REQUEST_ID_REUSED",
+                    reason=Reason.REQUEST_ID_REUSED,
                     violations=[FieldViolation("request_id", "already used for a different request")],
                 )
             result: R = await asyncio.shield(entry.future)
@@ -120,7 +121,7 @@ class RequestIdCache:
         if recorded_fingerprint != _digest(fingerprint):
             raise InvalidArgumentError(
                 f"request_id {request_id!r} was already used for a different {method} request",
-                reason="REQUEST_ID_REUSED",
+                reason=Reason.REQUEST_ID_REUSED,
                 violations=[FieldViolation("request_id", "already used for a different request")],
             )
         return response_type.FromString(payload)

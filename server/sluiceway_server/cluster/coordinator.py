@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from sluiceway.api.v1 import common_pb2, executor_pb2
+from sluiceway.errors import Reason
 from sluiceway.limits import ASSIGNMENT_MESSAGE_BYTES, EXECUTOR_MAX_RECEIVE_BYTES
 from sluiceway.offsets import map_to_proto
 from sluiceway.secrets import looks_secret
@@ -221,7 +222,7 @@ class ExecutorCoordinator:
         if self._stopping:
             raise UnavailableError(
                 "This control plane is shutting down; attach again to a running one",
-                reason="NOT_LEADER",
+                reason=Reason.NOT_LEADER,
             )
         held = self.members.get(hello.executor_id)
         owner = held.principal if held is not None else self._awaiting.get(hello.executor_id, principal)

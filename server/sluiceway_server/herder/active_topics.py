@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from sluiceway.errors import Reason
 from sluiceway_server.herder.errors import PermissionDeniedError, connector_not_found
 from sluiceway_server.storage import StatusStore, TopicStatusRecord
 
@@ -79,7 +80,7 @@ class ActiveTopicTracker:
         if not self.enabled:
             raise PermissionDeniedError(
                 "topic tracking is disabled on this cluster (topic.tracking.enable=false)",
-                reason="TOPIC_TRACKING_DISABLED",
+                reason=Reason.TOPIC_TRACKING_DISABLED,
             )
 
     # ------------------------------------------------------------------ the API
@@ -106,7 +107,7 @@ class ActiveTopicTracker:
         if not self.allow_reset:
             raise PermissionDeniedError(
                 "resetting active topics is disabled on this cluster (topic.tracking.allow.reset=false)",
-                reason="TOPIC_TRACKING_RESET_DISABLED",
+                reason=Reason.TOPIC_TRACKING_RESET_DISABLED,
             )
         async with self._lock:
             exists = self._exists(connector)

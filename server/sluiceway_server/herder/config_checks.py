@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from sluiceway.connect.config import ConfigDef, ConfigType, java_trim
 from sluiceway.connect.validation import ConfigInfos
+from sluiceway.errors import Reason
 from sluiceway.limits import MAX_CONFIG_BYTES, MAX_CONFIG_KEY_LENGTH, MAX_CONFIG_KEYS, MAX_TASKS, echo
 from sluiceway_server.herder.errors import FieldViolation, InvalidArgumentError, LimitExceededError
 from sluiceway_server.herder.fields import FieldOf
@@ -35,7 +36,7 @@ _TRIMMED_TYPES = frozenset(
 def _invalid(connector: str, field: str, key: str, problem: str) -> InvalidArgumentError:
     return InvalidArgumentError(
         f"Config of connector {echo(connector)}: key {echo(key)} {problem}",
-        reason="INVALID_CONFIG",
+        reason=Reason.INVALID_CONFIG,
         violations=[FieldViolation(field, problem)],
         metadata={"connector": connector, "config_keys": key},
     )
@@ -94,7 +95,7 @@ def with_name(name: str, config: Mapping[str, str], field: str, field_of: FieldO
         raise InvalidArgumentError(
             f"The config's name {echo(config['name'])} differs from the connector name {echo(name)} "
             "of the request",
-            reason="INVALID_CONFIG",
+            reason=Reason.INVALID_CONFIG,
             violations=[
                 FieldViolation(field_of("name"), f"must equal the connector name {echo(name)} ({field})")
             ],
@@ -115,7 +116,7 @@ def raise_config_errors(name: str, infos: ConfigInfos, field_of: FieldOf) -> Non
     summary = "; ".join(f"{key}: {message}" for key, messages in errors.items() for message in messages)
     raise InvalidArgumentError(
         f"Config of connector {echo(name)} has {infos.error_count} error(s): {summary}",
-        reason="INVALID_CONFIG",
+        reason=Reason.INVALID_CONFIG,
         violations=violations,
         metadata={
             "connector": name,

@@ -1,45 +1,72 @@
-"""Domain errors of the herder. Each carries an ErrorInfo reason (sluiceway.api.v1.ErrorReason);
-the API layer maps the class to a gRPC code and never needs to parse messages."""
+"""Domain errors of the herder (and of the API layer, which raises the same ones).
+
+An error carries a `Reason` from `sluiceway.errors`; the status code it is answered with comes from
+that module's `REASON_ERRORS` table (`api/errors.py` asks `status_code_for`), never from the class.
+The classes here only give a default reason, and some build their message and metadata from
+structured arguments. A class refuses an explicit reason that the table gives another client error
+than its default reason's, so catching `NotFoundError` catches only what a client sees as one."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
+from sluiceway.errors import REASON_ERRORS, FieldViolation, Reason
 from sluiceway.limits import echo
 
-
-@dataclass(frozen=True)
-class FieldViolation:
-    field: str
-    description: str
+__all__ = [
+    "AbortedError",
+    "AlreadyExistsError",
+    "FailedPreconditionError",
+    "FieldViolation",
+    "HerderError",
+    "InvalidArgumentError",
+    "LimitExceededError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "PluginTimeoutError",
+    "RequestTimeoutError",
+    "UnauthenticatedError",
+    "UnavailableError",
+    "connector_not_found",
+]
 
 
 class HerderError(Exception):
-    reason: str = "ERROR_REASON_UNSPECIFIED"
+    """A refused request: message, reason, BadRequest field violations and ErrorInfo metadata."""
+
+    reason: Reason = Reason.ERROR_REASON_UNSPECIFIED
+    # RetryInfo's delay in seconds; None sends no RetryInfo.
+    retry_after: float | None = None
 
     def __init__(
         self,
         message: str,
         *,
-        reason: str | None = None,
+        reason: Reason | None = None,
         violations: Sequence[FieldViolation] = (),
         metadata: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         if reason is not None:
-            self.reason = reason
+            chosen = reason
+            wanted, given = REASON_ERRORS[type(self).reason], REASON_ERRORS[chosen]
+            if type(self) is not HerderError and given is not wanted:
+                raise TypeError(
+                    f"{type(self).__name__} cannot carry {chosen}: clients raise "
+                    f"{given.__name__} for it, not {wanted.__name__}"
+                )
+            self.reason = chosen
         self.violations = list(violations)
         self.metadata = dict(metadata or {})
 
 
 class NotFoundError(HerderError):
-    reason = "CONNECTOR_NOT_FOUND"
+    reason = Reason.CONNECTOR_NOT_FOUND
 
 
 class AlreadyExistsError(HerderError):
-    reason = "CONNECTOR_ALREADY_EXISTS"
+    reason = Reason.CONNECTOR_ALREADY_EXISTS
 
 
 class InvalidArgumentError(HerderError):
@@ -47,27 +74,29 @@ class InvalidArgumentError(HerderError):
     `connector.config["tasks.max"]`, metadata `config_keys` the keys) or INVALID_REQUEST (other
     request fields)."""
 
-    reason = "INVALID_REQUEST"
+    reason = Reason.INVALID_REQUEST
 
 
 class FailedPreconditionError(HerderError):
-    reason = "CONNECTOR_NOT_STOPPED"
+    reason = Reason.CONNECTOR_NOT_STOPPED
 
 
 class AbortedError(HerderError):
     """The request was made against a state of the connector that is no longer current (etag)."""
 
-    reason = "ETAG_MISMATCH"
+    reason = Reason.ETAG_MISMATCH
 
 
 class UnavailableError(HerderError):
-    reason = "STORAGE_UNAVAILABLE"
+    """Worth retrying as it is: always answered with RetryInfo (`retry_after` seconds)."""
+
+    reason = Reason.STORAGE_UNAVAILABLE
 
     def __init__(
         self,
         message: str,
         *,
-        reason: str | None = None,
+        reason: Reason | None = None,
         retry_after: float = 1.0,
         metadata: Mapping[str, str] | None = None,
     ) -> None:
@@ -76,19 +105,19 @@ class UnavailableError(HerderError):
 
 
 class PermissionDeniedError(HerderError):
-    reason = "NOT_AUTHORIZED"
+    reason = Reason.NOT_AUTHORIZED
 
 
 class UnauthenticatedError(HerderError):
     """The caller presented no credentials, or none this server accepts."""
 
-    reason = "UNAUTHENTICATED"
+    reason = Reason.UNAUTHENTICATED
 
 
 class RequestTimeoutError(HerderError):
     """The caller's deadline passed; `stage` says what the request was doing (Kafka's TickThreadStage)."""
 
-    reason = "REQUEST_TIMED_OUT"
+    reason = Reason.REQUEST_TIMED_OUT
 
     def __init__(self, stage: str) -> None:
         super().__init__(f"Request timed out while {stage}", metadata={"stage": stage})
@@ -98,7 +127,7 @@ class RequestTimeoutError(HerderError):
 class PluginTimeoutError(HerderError):
     """Plugin code did not return within plugin.callback.timeout.ms; its thread is abandoned."""
 
-    reason = "PLUGIN_TIMEOUT"
+    reason = Reason.PLUGIN_TIMEOUT
 
     def __init__(self, what: str, timeout: float) -> None:
         super().__init__(
@@ -114,7 +143,7 @@ def connector_not_found(name: str) -> NotFoundError:
 class LimitExceededError(InvalidArgumentError):
     """The request goes over one of the documented limits (sluiceway.limits): `limit` names it."""
 
-    reason = "LIMIT_EXCEEDED"
+    reason = Reason.LIMIT_EXCEEDED
 
     def __init__(self, limit: str, maximum: int, actual: int, field: str, what: str) -> None:
         description = f"{what} is {actual}, more than the limit of {maximum} ({limit})"

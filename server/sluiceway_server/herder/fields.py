@@ -7,6 +7,7 @@ import json
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 
+from sluiceway.errors import Reason
 from sluiceway.limits import MAX_CONNECTOR_NAME_LENGTH, echo
 from sluiceway_server.herder.errors import FieldViolation, InvalidArgumentError, LimitExceededError
 
@@ -44,7 +45,7 @@ def validate_connector_name(name: str, field: str) -> None:
     if problem:
         raise InvalidArgumentError(
             f"Invalid connector name {echo(name)}: {problem}",
-            reason="INVALID_REQUEST",
+            reason=Reason.INVALID_REQUEST,
             violations=[FieldViolation(field, f"connector name {problem}")],
         )
 

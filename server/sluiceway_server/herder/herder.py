@@ -25,6 +25,7 @@ from sluiceway.connect.validation import (
     validate_connector_config,
 )
 from sluiceway.connect.worker_policy import WorkerPolicy
+from sluiceway.errors import Reason
 from sluiceway.limits import echo
 from sluiceway_server.herder.active_topics import ActiveTopicTracker
 from sluiceway_server.herder.config_checks import (
@@ -252,7 +253,7 @@ class Herder:
             description = f"position {position} is past the end of the config log ({end})"
             raise InvalidArgumentError(
                 f"Invalid min_config_position: {description}",
-                reason="INVALID_REQUEST",
+                reason=Reason.INVALID_REQUEST,
                 violations=[FieldViolation("min_config_position", description)],
                 metadata={"config_position": str(end)},
             )
@@ -329,7 +330,7 @@ class Herder:
         if not 0 <= task < len(snap.tasks(name)):
             raise NotFoundError(
                 f"Task {task} of connector {name} not found",
-                reason="TASK_NOT_FOUND",
+                reason=Reason.TASK_NOT_FOUND,
                 metadata={"connector": name, "task": str(task)},
             )
         return self._task_view(name, task)
@@ -361,7 +362,7 @@ class Herder:
         try:
             return self.plugins.resolve(name)
         except PluginNotFoundError as exc:
-            raise NotFoundError(str(exc), reason="PLUGIN_NOT_FOUND", metadata={"plugin": name}) from exc
+            raise NotFoundError(str(exc), reason=Reason.PLUGIN_NOT_FOUND, metadata={"plugin": name}) from exc
 
     # ------------------------------------------------------------------ mutations
 
@@ -452,7 +453,7 @@ class Herder:
             if "name" in remove or ("name" in set_values and set_values["name"] != name):
                 raise InvalidArgumentError(
                     f"A patch cannot change or remove the 'name' of connector {echo(name)}",
-                    reason="INVALID_CONFIG",
+                    reason=Reason.INVALID_CONFIG,
                     violations=[FieldViolation(field_of("name"), "cannot be changed or removed by a patch")],
                     metadata={"connector": name, "config_keys": "name"},
                 )

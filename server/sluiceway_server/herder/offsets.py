@@ -28,6 +28,7 @@ from sluiceway.connect import SinkConnector, SourceConnector, TopicPartition
 from sluiceway.connect.config_providers import ConfigProviders, ConfigReferenceError
 from sluiceway.connect.kafka_clients import topic_name_problem
 from sluiceway.connect.plugins import PluginDesc, PluginNotFoundError, PluginRegistry
+from sluiceway.errors import Reason
 from sluiceway.offsets import OffsetPair
 from sluiceway_server.herder.deadlines import stage
 from sluiceway_server.herder.errors import (
@@ -197,7 +198,7 @@ class OffsetManager:
         except ConfigReferenceError as exc:
             raise FailedPreconditionError(
                 f"Connector {name}'s offsets cannot be handled: {exc}",
-                reason="INVALID_CONFIG",
+                reason=Reason.INVALID_CONFIG,
                 metadata={"connector": name, "config_keys": ",".join(sorted(exc.problems))},
             ) from None
 
@@ -225,7 +226,7 @@ class OffsetManager:
             raise NotFoundError(
                 f"Connector {name} uses plugin {class_name!r}, which is not installed here, so its "
                 f"offsets cannot be handled: {exc}",
-                reason="PLUGIN_NOT_FOUND",
+                reason=Reason.PLUGIN_NOT_FOUND,
                 metadata={"connector": name, "plugin": class_name},
             ) from exc
 
@@ -268,7 +269,7 @@ class OffsetManager:
             raise FailedPreconditionError(
                 f"Connector {name} ({desc.class_name}) does not support changing its offsets"
                 + (f": {exc}" if str(exc) else ""),
-                reason="CONNECTOR_REJECTED_OFFSETS",
+                reason=Reason.CONNECTOR_REJECTED_OFFSETS,
                 metadata={"connector": name},
             ) from exc
         except HerderError:
@@ -276,7 +277,7 @@ class OffsetManager:
         except Exception as exc:
             raise FailedPreconditionError(
                 f"Connector {name} refused to {verb} its offsets: {exc}",
-                reason="CONNECTOR_REJECTED_OFFSETS",
+                reason=Reason.CONNECTOR_REJECTED_OFFSETS,
                 metadata={"connector": name, "error": type(exc).__name__},
             ) from exc
         return answer is True
@@ -291,7 +292,7 @@ class OffsetManager:
                 f"Consumer group {group} of connector {name} has active members; a sink connector's "
                 "offsets can change only while no consumer is in its group. Stop those consumers, "
                 "then retry.",
-                reason="CONSUMER_GROUP_ACTIVE",
+                reason=Reason.CONSUMER_GROUP_ACTIVE,
                 metadata={"connector": name, "group": group},
             ) from exc
 
@@ -319,7 +320,7 @@ def _in_kafka(what: str) -> Iterator[None]:
             yield
         except SinkOffsetsRefusedError as exc:
             raise InvalidArgumentError(
-                str(exc), reason="INVALID_OFFSETS", violations=[FieldViolation("offsets", str(exc))]
+                str(exc), reason=Reason.INVALID_OFFSETS, violations=[FieldViolation("offsets", str(exc))]
             ) from exc
         except (KafkaException, LogStoppedError) as exc:
             raise UnavailableError(f"Kafka could not complete {what}: {exc}") from exc
@@ -340,7 +341,7 @@ def _invalid(violations: list[FieldViolation]) -> InvalidArgumentError:
     more = f" (and {len(violations) - 5} more)" if len(violations) > 5 else ""
     return InvalidArgumentError(
         f"The offsets have {len(violations)} error(s): {summary}{more}",
-        reason="INVALID_OFFSETS",
+        reason=Reason.INVALID_OFFSETS,
         violations=violations,
     )
 

@@ -26,6 +26,7 @@ from typing import TypeVar
 from sluiceway.connect.config import ConfigDef
 from sluiceway.connect.plugins import PluginDesc
 from sluiceway.connect.validation import connector_config_def
+from sluiceway.errors import Reason
 from sluiceway_server.herder.errors import FailedPreconditionError, HerderError, PluginTimeoutError
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ class PluginDefinitions:
         except Exception as exc:
             error = FailedPreconditionError(
                 f"config() of plugin {desc.class_name} failed: {type(exc).__name__}: {exc}",
-                reason="CONNECTOR_ERROR",
+                reason=Reason.CONNECTOR_ERROR,
                 metadata={"plugin": desc.class_name},
             )
             self._failures[desc.cls] = (self._clock(), error)

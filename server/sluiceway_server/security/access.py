@@ -1,5 +1,8 @@
-"""What each role may call. A role not listed for a method is refused it; methods missing from
-every list (a service added without a decision here) are refused to everyone but the open ones."""
+"""What each role may call. Each RPC names the role it needs in the protos (its `method_policy`
+option, read by rpc_methods.py); this module ranks the roles. A viewer makes the viewer's calls, an
+operator those and the operator's, an admin all three sets; an executor only attaches, and a
+replica has the viewer's calls. A method in no set (its role unspecified) is refused to everyone
+but the open ones."""
 
 from __future__ import annotations
 
@@ -7,8 +10,14 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
-from sluiceway.api.v1 import connectors_pb2, executor_pb2, offsets_pb2, topics_pb2
-from sluiceway_server.api.forwarding import MUTATIONS, READS, method_path
+from sluiceway.api.v1 import executor_pb2
+from sluiceway_server.rpc_methods import (
+    ADMIN_CALLS,
+    EXECUTOR_CALLS,
+    OPERATOR_CALLS,
+    VIEWER_CALLS,
+    method_path,
+)
 from sluiceway_server.security.principals import Role
 
 __all__ = ["ADMIN_CALLS", "ATTACH", "OPEN", "OPERATOR_CALLS", "REFLECTION", "allowed"]
@@ -22,36 +31,18 @@ REFLECTION: Final = frozenset(
         "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
     }
 )
-ATTACH: Final = method_path(executor_pb2.DESCRIPTOR, "ExecutorService", "Attach")
+# Named on its own because authentication treats it apart (api/auth.py: loopback only when off).
+ATTACH: Final = method_path(executor_pb2.DESCRIPTOR.services_by_name["ExecutorService"], "Attach")
 
-# Running connectors: what an operator may do besides reading.
-OPERATOR_CALLS: Final = frozenset(
-    {
-        *(
-            method_path(connectors_pb2.DESCRIPTOR, "ConnectorService", name)
-            for name in (
-                "PauseConnector",
-                "ResumeConnector",
-                "StopConnector",
-                "RestartConnector",
-                "RestartTask",
-            )
-        ),
-        method_path(offsets_pb2.DESCRIPTOR, "OffsetService", "AlterConnectorOffsets"),
-        method_path(offsets_pb2.DESCRIPTOR, "OffsetService", "ResetConnectorOffsets"),
-        method_path(topics_pb2.DESCRIPTOR, "TopicService", "ResetActiveTopics"),
-    }
-)
-# Defining connectors: creating, changing configs, deleting.
-ADMIN_CALLS: Final = MUTATIONS - OPERATOR_CALLS
-
-_VIEWER: Final = READS | REFLECTION
+_VIEWER: Final = VIEWER_CALLS | REFLECTION
 _GRANTS: Final[Mapping[Role, frozenset[str]]] = MappingProxyType(
     {
         Role.VIEWER: _VIEWER,
+        # Running connectors: pausing, resuming, stopping, restarting; offsets and active topics.
         Role.OPERATOR: _VIEWER | OPERATOR_CALLS,
+        # Defining connectors: creating, changing configs, deleting.
         Role.ADMIN: _VIEWER | OPERATOR_CALLS | ADMIN_CALLS,
-        Role.EXECUTOR: frozenset({ATTACH}),
+        Role.EXECUTOR: EXECUTOR_CALLS,
         # A replica reads from the leader (GetServerInfo) and passes mutations on; a forwarded
         # call is judged by the role of the caller it carries, not by this one.
         Role.REPLICA: _VIEWER,

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sluiceway.connect.config import ConfigDef, ConfigType
+from sluiceway.errors import Reason
 from sluiceway.limits import MAX_CONFIG_BYTES, MAX_TASK_CONFIG_RECORD_BYTES, MAX_TASKS, echo
 from sluiceway_server.api.errors import build_status
 from sluiceway_server.herder.config_checks import check_config_input, normalized
@@ -98,7 +99,11 @@ def test_statuses_fit_the_trailers_whatever_the_input(
     message: str, violations: list[FieldViolation], metadata: dict[str, str]
 ) -> None:
     status = build_status(
-        grpc.StatusCode.INVALID_ARGUMENT, message, "INVALID_CONFIG", metadata=metadata, violations=violations
+        grpc.StatusCode.INVALID_ARGUMENT,
+        message,
+        Reason.INVALID_CONFIG,
+        metadata=metadata,
+        violations=violations,
     )
     trailers = dict(status.trailing_metadata)
     details = trailers["grpc-status-details-bin"]
@@ -116,7 +121,9 @@ def test_statuses_fit_the_trailers_whatever_the_input(
 
 def test_many_violations_end_with_a_count_of_the_rest() -> None:
     violations = [FieldViolation(f'connector.config["k{i}"]', "x" * 300) for i in range(200)]
-    status = build_status(grpc.StatusCode.INVALID_ARGUMENT, "bad", "INVALID_CONFIG", violations=violations)
+    status = build_status(
+        grpc.StatusCode.INVALID_ARGUMENT, "bad", Reason.INVALID_CONFIG, violations=violations
+    )
     parsed = status_pb2.Status.FromString(dict(status.trailing_metadata)["grpc-status-details-bin"])
     bad = error_details_pb2.BadRequest()
     parsed.details[-1].Unpack(bad)

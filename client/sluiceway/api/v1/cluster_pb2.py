@@ -23,9 +23,10 @@ _sym_db = _symbol_database.Default()
 
 
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+from sluiceway.api.v1 import annotations_pb2 as sluiceway_dot_api_dot_v1_dot_annotations__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1esluiceway/api/v1/cluster.proto\x12\x10sluiceway.api.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x16\n\x14GetServerInfoRequest\"V\n\x06Member\x12\n\n\x02id\x18\x01 \x01(\t\x12\x1a\n\x12\x61\x64vertised_address\x18\x02 \x01(\t\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x03\x12\x0e\n\x06leader\x18\x04 \x01(\x08\"\xc8\x01\n\x0c\x45xecutorInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x14\n\x0cspark_remote\x18\x03 \x01(\t\x12/\n\x0b\x61ttach_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x37\n\x13last_heartbeat_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05tasks\x18\x06 \x03(\t\x12\x0f\n\x07version\x18\x07 \x01(\t\"\xaa\x02\n\nServerInfo\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0e\n\x06\x63ommit\x18\x02 \x01(\t\x12\x18\n\x10kafka_cluster_id\x18\x03 \x01(\t\x12\x10\n\x08group_id\x18\x04 \x01(\t\x12.\n\x0cthis_replica\x18\x05 \x01(\x0b\x32\x18.sluiceway.api.v1.Member\x12(\n\x06leader\x18\x06 \x01(\x0b\x32\x18.sluiceway.api.v1.Member\x12)\n\x07members\x18\x07 \x03(\x0b\x32\x18.sluiceway.api.v1.Member\x12\x31\n\texecutors\x18\x08 \x03(\x0b\x32\x1e.sluiceway.api.v1.ExecutorInfo\x12\x17\n\x0f\x63onfig_position\x18\t \x01(\x03\x32g\n\x0e\x43lusterService\x12U\n\rGetServerInfo\x12&.sluiceway.api.v1.GetServerInfoRequest\x1a\x1c.sluiceway.api.v1.ServerInfoBU\n\x13io.sluiceway.api.v1P\x01Z<github.com/sluiceway/sluiceway/gen/go/sluiceway/api/v1;apiv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1esluiceway/api/v1/cluster.proto\x12\x10sluiceway.api.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"sluiceway/api/v1/annotations.proto\"\x16\n\x14GetServerInfoRequest\"V\n\x06Member\x12\n\n\x02id\x18\x01 \x01(\t\x12\x1a\n\x12\x61\x64vertised_address\x18\x02 \x01(\t\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x03\x12\x0e\n\x06leader\x18\x04 \x01(\x08\"\xc8\x01\n\x0c\x45xecutorInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x14\n\x0cspark_remote\x18\x03 \x01(\t\x12/\n\x0b\x61ttach_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x37\n\x13last_heartbeat_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05tasks\x18\x06 \x03(\t\x12\x0f\n\x07version\x18\x07 \x01(\t\"\xaa\x02\n\nServerInfo\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0e\n\x06\x63ommit\x18\x02 \x01(\t\x12\x18\n\x10kafka_cluster_id\x18\x03 \x01(\t\x12\x10\n\x08group_id\x18\x04 \x01(\t\x12.\n\x0cthis_replica\x18\x05 \x01(\x0b\x32\x18.sluiceway.api.v1.Member\x12(\n\x06leader\x18\x06 \x01(\x0b\x32\x18.sluiceway.api.v1.Member\x12)\n\x07members\x18\x07 \x03(\x0b\x32\x18.sluiceway.api.v1.Member\x12\x31\n\texecutors\x18\x08 \x03(\x0b\x32\x1e.sluiceway.api.v1.ExecutorInfo\x12\x17\n\x0f\x63onfig_position\x18\t \x01(\x03\x32q\n\x0e\x43lusterService\x12_\n\rGetServerInfo\x12&.sluiceway.api.v1.GetServerInfoRequest\x1a\x1c.sluiceway.api.v1.ServerInfo\"\x08\xd2\xe2\x18\x04\x08\x01\x10\x01\x42U\n\x13io.sluiceway.api.v1P\x01Z<github.com/sluiceway/sluiceway/gen/go/sluiceway/api/v1;apiv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,14 +34,16 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sluiceway.api.v1.cluster_pb
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\023io.sluiceway.api.v1P\001Z<github.com/sluiceway/sluiceway/gen/go/sluiceway/api/v1;apiv1'
-  _globals['_GETSERVERINFOREQUEST']._serialized_start=85
-  _globals['_GETSERVERINFOREQUEST']._serialized_end=107
-  _globals['_MEMBER']._serialized_start=109
-  _globals['_MEMBER']._serialized_end=195
-  _globals['_EXECUTORINFO']._serialized_start=198
-  _globals['_EXECUTORINFO']._serialized_end=398
-  _globals['_SERVERINFO']._serialized_start=401
-  _globals['_SERVERINFO']._serialized_end=699
-  _globals['_CLUSTERSERVICE']._serialized_start=701
-  _globals['_CLUSTERSERVICE']._serialized_end=804
+  _globals['_CLUSTERSERVICE'].methods_by_name['GetServerInfo']._loaded_options = None
+  _globals['_CLUSTERSERVICE'].methods_by_name['GetServerInfo']._serialized_options = b'\322\342\030\004\010\001\020\001'
+  _globals['_GETSERVERINFOREQUEST']._serialized_start=121
+  _globals['_GETSERVERINFOREQUEST']._serialized_end=143
+  _globals['_MEMBER']._serialized_start=145
+  _globals['_MEMBER']._serialized_end=231
+  _globals['_EXECUTORINFO']._serialized_start=234
+  _globals['_EXECUTORINFO']._serialized_end=434
+  _globals['_SERVERINFO']._serialized_start=437
+  _globals['_SERVERINFO']._serialized_end=735
+  _globals['_CLUSTERSERVICE']._serialized_start=737
+  _globals['_CLUSTERSERVICE']._serialized_end=850
 # @@protoc_insertion_point(module_scope)

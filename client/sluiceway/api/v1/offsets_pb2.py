@@ -24,10 +24,11 @@ _sym_db = _symbol_database.Default()
 
 from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from google.api import resource_pb2 as google_dot_api_dot_resource__pb2
+from sluiceway.api.v1 import annotations_pb2 as sluiceway_dot_api_dot_v1_dot_annotations__pb2
 from sluiceway.api.v1 import common_pb2 as sluiceway_dot_api_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1esluiceway/api/v1/offsets.proto\x12\x10sluiceway.api.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x19google/api/resource.proto\x1a\x1dsluiceway/api/v1/common.proto\"K\n\x1aGetConnectorOffsetsRequest\x12-\n\x04name\x18\x01 \x01(\tB\x1f\xe2\x41\x01\x02\xfa\x41\x18\n\x16sluiceway.io/Connector\"T\n\x10\x43onnectorOffsets\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x32\n\x07offsets\x18\x02 \x03(\x0b\x32!.sluiceway.api.v1.PartitionOffset\"\x9b\x01\n\x1c\x41lterConnectorOffsetsRequest\x12-\n\x04name\x18\x01 \x01(\tB\x1f\xe2\x41\x01\x02\xfa\x41\x18\n\x16sluiceway.io/Connector\x12\x38\n\x07offsets\x18\x02 \x03(\x0b\x32!.sluiceway.api.v1.PartitionOffsetB\x04\xe2\x41\x01\x02\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"P\n\x1d\x41lterConnectorOffsetsResponse\x12\x0f\n\x07message\x18\x01 \x01(\t\x12\x1e\n\x16\x63onnector_acknowledged\x18\x02 \x01(\x08\"a\n\x1cResetConnectorOffsetsRequest\x12-\n\x04name\x18\x01 \x01(\tB\x1f\xe2\x41\x01\x02\xfa\x41\x18\n\x16sluiceway.io/Connector\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"P\n\x1dResetConnectorOffsetsResponse\x12\x0f\n\x07message\x18\x01 \x01(\t\x12\x1e\n\x16\x63onnector_acknowledged\x18\x02 \x01(\x08\x32\xec\x02\n\rOffsetService\x12g\n\x13GetConnectorOffsets\x12,.sluiceway.api.v1.GetConnectorOffsetsRequest\x1a\".sluiceway.api.v1.ConnectorOffsets\x12x\n\x15\x41lterConnectorOffsets\x12..sluiceway.api.v1.AlterConnectorOffsetsRequest\x1a/.sluiceway.api.v1.AlterConnectorOffsetsResponse\x12x\n\x15ResetConnectorOffsets\x12..sluiceway.api.v1.ResetConnectorOffsetsRequest\x1a/.sluiceway.api.v1.ResetConnectorOffsetsResponseBU\n\x13io.sluiceway.api.v1P\x01Z<github.com/sluiceway/sluiceway/gen/go/sluiceway/api/v1;apiv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1esluiceway/api/v1/offsets.proto\x12\x10sluiceway.api.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x19google/api/resource.proto\x1a\"sluiceway/api/v1/annotations.proto\x1a\x1dsluiceway/api/v1/common.proto\"K\n\x1aGetConnectorOffsetsRequest\x12-\n\x04name\x18\x01 \x01(\tB\x1f\xe2\x41\x01\x02\xfa\x41\x18\n\x16sluiceway.io/Connector\"T\n\x10\x43onnectorOffsets\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x32\n\x07offsets\x18\x02 \x03(\x0b\x32!.sluiceway.api.v1.PartitionOffset\"\x9b\x01\n\x1c\x41lterConnectorOffsetsRequest\x12-\n\x04name\x18\x01 \x01(\tB\x1f\xe2\x41\x01\x02\xfa\x41\x18\n\x16sluiceway.io/Connector\x12\x38\n\x07offsets\x18\x02 \x03(\x0b\x32!.sluiceway.api.v1.PartitionOffsetB\x04\xe2\x41\x01\x02\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"P\n\x1d\x41lterConnectorOffsetsResponse\x12\x0f\n\x07message\x18\x01 \x01(\t\x12\x1e\n\x16\x63onnector_acknowledged\x18\x02 \x01(\x08\"a\n\x1cResetConnectorOffsetsRequest\x12-\n\x04name\x18\x01 \x01(\tB\x1f\xe2\x41\x01\x02\xfa\x41\x18\n\x16sluiceway.io/Connector\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"P\n\x1dResetConnectorOffsetsResponse\x12\x0f\n\x07message\x18\x01 \x01(\t\x12\x1e\n\x16\x63onnector_acknowledged\x18\x02 \x01(\x08\x32\x8c\x03\n\rOffsetService\x12q\n\x13GetConnectorOffsets\x12,.sluiceway.api.v1.GetConnectorOffsetsRequest\x1a\".sluiceway.api.v1.ConnectorOffsets\"\x08\xd2\xe2\x18\x04\x08\x01\x10\x01\x12\x82\x01\n\x15\x41lterConnectorOffsets\x12..sluiceway.api.v1.AlterConnectorOffsetsRequest\x1a/.sluiceway.api.v1.AlterConnectorOffsetsResponse\"\x08\xd2\xe2\x18\x04\x08\x02\x10\x02\x12\x82\x01\n\x15ResetConnectorOffsets\x12..sluiceway.api.v1.ResetConnectorOffsetsRequest\x1a/.sluiceway.api.v1.ResetConnectorOffsetsResponse\"\x08\xd2\xe2\x18\x04\x08\x02\x10\x02\x42U\n\x13io.sluiceway.api.v1P\x01Z<github.com/sluiceway/sluiceway/gen/go/sluiceway/api/v1;apiv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -43,18 +44,24 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ALTERCONNECTOROFFSETSREQUEST'].fields_by_name['offsets']._serialized_options = b'\342A\001\002'
   _globals['_RESETCONNECTOROFFSETSREQUEST'].fields_by_name['name']._loaded_options = None
   _globals['_RESETCONNECTOROFFSETSREQUEST'].fields_by_name['name']._serialized_options = b'\342A\001\002\372A\030\n\026sluiceway.io/Connector'
-  _globals['_GETCONNECTOROFFSETSREQUEST']._serialized_start=143
-  _globals['_GETCONNECTOROFFSETSREQUEST']._serialized_end=218
-  _globals['_CONNECTOROFFSETS']._serialized_start=220
-  _globals['_CONNECTOROFFSETS']._serialized_end=304
-  _globals['_ALTERCONNECTOROFFSETSREQUEST']._serialized_start=307
-  _globals['_ALTERCONNECTOROFFSETSREQUEST']._serialized_end=462
-  _globals['_ALTERCONNECTOROFFSETSRESPONSE']._serialized_start=464
-  _globals['_ALTERCONNECTOROFFSETSRESPONSE']._serialized_end=544
-  _globals['_RESETCONNECTOROFFSETSREQUEST']._serialized_start=546
-  _globals['_RESETCONNECTOROFFSETSREQUEST']._serialized_end=643
-  _globals['_RESETCONNECTOROFFSETSRESPONSE']._serialized_start=645
-  _globals['_RESETCONNECTOROFFSETSRESPONSE']._serialized_end=725
-  _globals['_OFFSETSERVICE']._serialized_start=728
-  _globals['_OFFSETSERVICE']._serialized_end=1092
+  _globals['_OFFSETSERVICE'].methods_by_name['GetConnectorOffsets']._loaded_options = None
+  _globals['_OFFSETSERVICE'].methods_by_name['GetConnectorOffsets']._serialized_options = b'\322\342\030\004\010\001\020\001'
+  _globals['_OFFSETSERVICE'].methods_by_name['AlterConnectorOffsets']._loaded_options = None
+  _globals['_OFFSETSERVICE'].methods_by_name['AlterConnectorOffsets']._serialized_options = b'\322\342\030\004\010\002\020\002'
+  _globals['_OFFSETSERVICE'].methods_by_name['ResetConnectorOffsets']._loaded_options = None
+  _globals['_OFFSETSERVICE'].methods_by_name['ResetConnectorOffsets']._serialized_options = b'\322\342\030\004\010\002\020\002'
+  _globals['_GETCONNECTOROFFSETSREQUEST']._serialized_start=179
+  _globals['_GETCONNECTOROFFSETSREQUEST']._serialized_end=254
+  _globals['_CONNECTOROFFSETS']._serialized_start=256
+  _globals['_CONNECTOROFFSETS']._serialized_end=340
+  _globals['_ALTERCONNECTOROFFSETSREQUEST']._serialized_start=343
+  _globals['_ALTERCONNECTOROFFSETSREQUEST']._serialized_end=498
+  _globals['_ALTERCONNECTOROFFSETSRESPONSE']._serialized_start=500
+  _globals['_ALTERCONNECTOROFFSETSRESPONSE']._serialized_end=580
+  _globals['_RESETCONNECTOROFFSETSREQUEST']._serialized_start=582
+  _globals['_RESETCONNECTOROFFSETSREQUEST']._serialized_end=679
+  _globals['_RESETCONNECTOROFFSETSRESPONSE']._serialized_start=681
+  _globals['_RESETCONNECTOROFFSETSRESPONSE']._serialized_end=761
+  _globals['_OFFSETSERVICE']._serialized_start=764
+  _globals['_OFFSETSERVICE']._serialized_end=1160
 # @@protoc_insertion_point(module_scope)

@@ -24,9 +24,10 @@ _sym_db = _symbol_database.Default()
 
 from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from google.api import resource_pb2 as google_dot_api_dot_resource__pb2
+from sluiceway.api.v1 import annotations_pb2 as sluiceway_dot_api_dot_v1_dot_annotations__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1esluiceway/api/v1/plugins.proto\x12\x10sluiceway.api.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x19google/api/resource.proto\"\xbb\x01\n\x06Plugin\x12\x12\n\x04name\x18\x01 \x01(\tB\x04\xe2\x41\x01\x08\x12\x12\n\nclass_name\x18\x02 \x01(\t\x12*\n\x04type\x18\x03 \x01(\x0e\x32\x1c.sluiceway.api.v1.PluginType\x12\x0f\n\x07version\x18\x04 \x01(\t\x12\x0f\n\x07\x61liases\x18\x05 \x03(\t:;\xea\x41\x38\n\x13sluiceway.io/Plugin\x12\x10plugins/{plugin}*\x07plugins2\x06plugin\"V\n\x12ListPluginsRequest\x12\x19\n\x11include_all_types\x18\x01 \x01(\x08\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"Y\n\x13ListPluginsResponse\x12)\n\x07plugins\x18\x01 \x03(\x0b\x32\x18.sluiceway.api.v1.Plugin\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xbf\x02\n\x13\x43onfigKeyDefinition\x12\x0c\n\x04name\x18\x01 \x01(\t\x12*\n\x04type\x18\x02 \x01(\x0e\x32\x1c.sluiceway.api.v1.ConfigType\x12\x10\n\x08required\x18\x03 \x01(\x08\x12\x1a\n\rdefault_value\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x30\n\nimportance\x18\x05 \x01(\x0e\x32\x1c.sluiceway.api.v1.Importance\x12\x15\n\rdocumentation\x18\x06 \x01(\t\x12\r\n\x05group\x18\x07 \x01(\t\x12\x16\n\x0eorder_in_group\x18\x08 \x01(\x05\x12\x14\n\x0c\x64isplay_name\x18\t \x01(\t\x12\x12\n\ndependents\x18\n \x03(\t\x12\x14\n\x0cvalid_values\x18\x0b \x01(\tB\x10\n\x0e_default_value\"N\n GetPluginConfigDefinitionRequest\x12*\n\x04name\x18\x01 \x01(\tB\x1c\xe2\x41\x01\x02\xfa\x41\x15\n\x13sluiceway.io/Plugin\"w\n\x16PluginConfigDefinition\x12(\n\x06plugin\x18\x01 \x01(\x0b\x32\x18.sluiceway.api.v1.Plugin\x12\x33\n\x04keys\x18\x02 \x03(\x0b\x32%.sluiceway.api.v1.ConfigKeyDefinition\"\xb3\x01\n\x1eValidateConnectorConfigRequest\x12\x0e\n\x06plugin\x18\x01 \x01(\t\x12R\n\x06\x63onfig\x18\x02 \x03(\x0b\x32<.sluiceway.api.v1.ValidateConnectorConfigRequest.ConfigEntryB\x04\xe2\x41\x01\x02\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"v\n\x0b\x43onfigValue\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\x05value\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x1a\n\x12recommended_values\x18\x03 \x03(\t\x12\x0e\n\x06\x65rrors\x18\x04 \x03(\t\x12\x0f\n\x07visible\x18\x05 \x01(\x08\x42\x08\n\x06_value\"u\n\nConfigInfo\x12\x39\n\ndefinition\x18\x01 \x01(\x0b\x32%.sluiceway.api.v1.ConfigKeyDefinition\x12,\n\x05value\x18\x02 \x01(\x0b\x32\x1d.sluiceway.api.v1.ConfigValue\"\x90\x01\n\x1fValidateConnectorConfigResponse\x12\x19\n\x11plugin_class_name\x18\x01 \x01(\t\x12\x13\n\x0b\x65rror_count\x18\x02 \x01(\x05\x12\x0e\n\x06groups\x18\x03 \x03(\t\x12-\n\x07\x63onfigs\x18\x04 \x03(\x0b\x32\x1c.sluiceway.api.v1.ConfigInfo*\xc1\x01\n\nPluginType\x12\x1b\n\x17PLUGIN_TYPE_UNSPECIFIED\x10\x00\x12 \n\x1cPLUGIN_TYPE_SOURCE_CONNECTOR\x10\x01\x12\x1e\n\x1aPLUGIN_TYPE_SINK_CONNECTOR\x10\x02\x12\x19\n\x15PLUGIN_TYPE_CONVERTER\x10\x03\x12\x1e\n\x1aPLUGIN_TYPE_TRANSFORMATION\x10\x04\x12\x19\n\x15PLUGIN_TYPE_PREDICATE\x10\x05*\xfb\x01\n\nConfigType\x12\x1b\n\x17\x43ONFIG_TYPE_UNSPECIFIED\x10\x00\x12\x17\n\x13\x43ONFIG_TYPE_BOOLEAN\x10\x01\x12\x16\n\x12\x43ONFIG_TYPE_STRING\x10\x02\x12\x13\n\x0f\x43ONFIG_TYPE_INT\x10\x03\x12\x15\n\x11\x43ONFIG_TYPE_SHORT\x10\x04\x12\x14\n\x10\x43ONFIG_TYPE_LONG\x10\x05\x12\x16\n\x12\x43ONFIG_TYPE_DOUBLE\x10\x06\x12\x14\n\x10\x43ONFIG_TYPE_LIST\x10\x07\x12\x15\n\x11\x43ONFIG_TYPE_CLASS\x10\x08\x12\x18\n\x14\x43ONFIG_TYPE_PASSWORD\x10\t*h\n\nImportance\x12\x1a\n\x16IMPORTANCE_UNSPECIFIED\x10\x00\x12\x13\n\x0fIMPORTANCE_HIGH\x10\x01\x12\x15\n\x11IMPORTANCE_MEDIUM\x10\x02\x12\x12\n\x0eIMPORTANCE_LOW\x10\x03\x32\xe6\x02\n\rPluginService\x12Z\n\x0bListPlugins\x12$.sluiceway.api.v1.ListPluginsRequest\x1a%.sluiceway.api.v1.ListPluginsResponse\x12y\n\x19GetPluginConfigDefinition\x12\x32.sluiceway.api.v1.GetPluginConfigDefinitionRequest\x1a(.sluiceway.api.v1.PluginConfigDefinition\x12~\n\x17ValidateConnectorConfig\x12\x30.sluiceway.api.v1.ValidateConnectorConfigRequest\x1a\x31.sluiceway.api.v1.ValidateConnectorConfigResponseBU\n\x13io.sluiceway.api.v1P\x01Z<github.com/sluiceway/sluiceway/gen/go/sluiceway/api/v1;apiv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1esluiceway/api/v1/plugins.proto\x12\x10sluiceway.api.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x19google/api/resource.proto\x1a\"sluiceway/api/v1/annotations.proto\"\xbb\x01\n\x06Plugin\x12\x12\n\x04name\x18\x01 \x01(\tB\x04\xe2\x41\x01\x08\x12\x12\n\nclass_name\x18\x02 \x01(\t\x12*\n\x04type\x18\x03 \x01(\x0e\x32\x1c.sluiceway.api.v1.PluginType\x12\x0f\n\x07version\x18\x04 \x01(\t\x12\x0f\n\x07\x61liases\x18\x05 \x03(\t:;\xea\x41\x38\n\x13sluiceway.io/Plugin\x12\x10plugins/{plugin}*\x07plugins2\x06plugin\"V\n\x12ListPluginsRequest\x12\x19\n\x11include_all_types\x18\x01 \x01(\x08\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"Y\n\x13ListPluginsResponse\x12)\n\x07plugins\x18\x01 \x03(\x0b\x32\x18.sluiceway.api.v1.Plugin\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xbf\x02\n\x13\x43onfigKeyDefinition\x12\x0c\n\x04name\x18\x01 \x01(\t\x12*\n\x04type\x18\x02 \x01(\x0e\x32\x1c.sluiceway.api.v1.ConfigType\x12\x10\n\x08required\x18\x03 \x01(\x08\x12\x1a\n\rdefault_value\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x30\n\nimportance\x18\x05 \x01(\x0e\x32\x1c.sluiceway.api.v1.Importance\x12\x15\n\rdocumentation\x18\x06 \x01(\t\x12\r\n\x05group\x18\x07 \x01(\t\x12\x16\n\x0eorder_in_group\x18\x08 \x01(\x05\x12\x14\n\x0c\x64isplay_name\x18\t \x01(\t\x12\x12\n\ndependents\x18\n \x03(\t\x12\x14\n\x0cvalid_values\x18\x0b \x01(\tB\x10\n\x0e_default_value\"N\n GetPluginConfigDefinitionRequest\x12*\n\x04name\x18\x01 \x01(\tB\x1c\xe2\x41\x01\x02\xfa\x41\x15\n\x13sluiceway.io/Plugin\"w\n\x16PluginConfigDefinition\x12(\n\x06plugin\x18\x01 \x01(\x0b\x32\x18.sluiceway.api.v1.Plugin\x12\x33\n\x04keys\x18\x02 \x03(\x0b\x32%.sluiceway.api.v1.ConfigKeyDefinition\"\xb3\x01\n\x1eValidateConnectorConfigRequest\x12\x0e\n\x06plugin\x18\x01 \x01(\t\x12R\n\x06\x63onfig\x18\x02 \x03(\x0b\x32<.sluiceway.api.v1.ValidateConnectorConfigRequest.ConfigEntryB\x04\xe2\x41\x01\x02\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"v\n\x0b\x43onfigValue\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\x05value\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x1a\n\x12recommended_values\x18\x03 \x03(\t\x12\x0e\n\x06\x65rrors\x18\x04 \x03(\t\x12\x0f\n\x07visible\x18\x05 \x01(\x08\x42\x08\n\x06_value\"u\n\nConfigInfo\x12\x39\n\ndefinition\x18\x01 \x01(\x0b\x32%.sluiceway.api.v1.ConfigKeyDefinition\x12,\n\x05value\x18\x02 \x01(\x0b\x32\x1d.sluiceway.api.v1.ConfigValue\"\x90\x01\n\x1fValidateConnectorConfigResponse\x12\x19\n\x11plugin_class_name\x18\x01 \x01(\t\x12\x13\n\x0b\x65rror_count\x18\x02 \x01(\x05\x12\x0e\n\x06groups\x18\x03 \x03(\t\x12-\n\x07\x63onfigs\x18\x04 \x03(\x0b\x32\x1c.sluiceway.api.v1.ConfigInfo*\xc1\x01\n\nPluginType\x12\x1b\n\x17PLUGIN_TYPE_UNSPECIFIED\x10\x00\x12 \n\x1cPLUGIN_TYPE_SOURCE_CONNECTOR\x10\x01\x12\x1e\n\x1aPLUGIN_TYPE_SINK_CONNECTOR\x10\x02\x12\x19\n\x15PLUGIN_TYPE_CONVERTER\x10\x03\x12\x1e\n\x1aPLUGIN_TYPE_TRANSFORMATION\x10\x04\x12\x19\n\x15PLUGIN_TYPE_PREDICATE\x10\x05*\xfb\x01\n\nConfigType\x12\x1b\n\x17\x43ONFIG_TYPE_UNSPECIFIED\x10\x00\x12\x17\n\x13\x43ONFIG_TYPE_BOOLEAN\x10\x01\x12\x16\n\x12\x43ONFIG_TYPE_STRING\x10\x02\x12\x13\n\x0f\x43ONFIG_TYPE_INT\x10\x03\x12\x15\n\x11\x43ONFIG_TYPE_SHORT\x10\x04\x12\x14\n\x10\x43ONFIG_TYPE_LONG\x10\x05\x12\x16\n\x12\x43ONFIG_TYPE_DOUBLE\x10\x06\x12\x14\n\x10\x43ONFIG_TYPE_LIST\x10\x07\x12\x15\n\x11\x43ONFIG_TYPE_CLASS\x10\x08\x12\x18\n\x14\x43ONFIG_TYPE_PASSWORD\x10\t*h\n\nImportance\x12\x1a\n\x16IMPORTANCE_UNSPECIFIED\x10\x00\x12\x13\n\x0fIMPORTANCE_HIGH\x10\x01\x12\x15\n\x11IMPORTANCE_MEDIUM\x10\x02\x12\x12\n\x0eIMPORTANCE_LOW\x10\x03\x32\x86\x03\n\rPluginService\x12\x64\n\x0bListPlugins\x12$.sluiceway.api.v1.ListPluginsRequest\x1a%.sluiceway.api.v1.ListPluginsResponse\"\x08\xd2\xe2\x18\x04\x08\x01\x10\x01\x12\x83\x01\n\x19GetPluginConfigDefinition\x12\x32.sluiceway.api.v1.GetPluginConfigDefinitionRequest\x1a(.sluiceway.api.v1.PluginConfigDefinition\"\x08\xd2\xe2\x18\x04\x08\x01\x10\x01\x12\x88\x01\n\x17ValidateConnectorConfig\x12\x30.sluiceway.api.v1.ValidateConnectorConfigRequest\x1a\x31.sluiceway.api.v1.ValidateConnectorConfigResponse\"\x08\xd2\xe2\x18\x04\x08\x01\x10\x01\x42U\n\x13io.sluiceway.api.v1P\x01Z<github.com/sluiceway/sluiceway/gen/go/sluiceway/api/v1;apiv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -44,34 +45,40 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_VALIDATECONNECTORCONFIGREQUEST_CONFIGENTRY']._serialized_options = b'8\001'
   _globals['_VALIDATECONNECTORCONFIGREQUEST'].fields_by_name['config']._loaded_options = None
   _globals['_VALIDATECONNECTORCONFIGREQUEST'].fields_by_name['config']._serialized_options = b'\342A\001\002'
-  _globals['_PLUGINTYPE']._serialized_start=1573
-  _globals['_PLUGINTYPE']._serialized_end=1766
-  _globals['_CONFIGTYPE']._serialized_start=1769
-  _globals['_CONFIGTYPE']._serialized_end=2020
-  _globals['_IMPORTANCE']._serialized_start=2022
-  _globals['_IMPORTANCE']._serialized_end=2126
-  _globals['_PLUGIN']._serialized_start=113
-  _globals['_PLUGIN']._serialized_end=300
-  _globals['_LISTPLUGINSREQUEST']._serialized_start=302
-  _globals['_LISTPLUGINSREQUEST']._serialized_end=388
-  _globals['_LISTPLUGINSRESPONSE']._serialized_start=390
-  _globals['_LISTPLUGINSRESPONSE']._serialized_end=479
-  _globals['_CONFIGKEYDEFINITION']._serialized_start=482
-  _globals['_CONFIGKEYDEFINITION']._serialized_end=801
-  _globals['_GETPLUGINCONFIGDEFINITIONREQUEST']._serialized_start=803
-  _globals['_GETPLUGINCONFIGDEFINITIONREQUEST']._serialized_end=881
-  _globals['_PLUGINCONFIGDEFINITION']._serialized_start=883
-  _globals['_PLUGINCONFIGDEFINITION']._serialized_end=1002
-  _globals['_VALIDATECONNECTORCONFIGREQUEST']._serialized_start=1005
-  _globals['_VALIDATECONNECTORCONFIGREQUEST']._serialized_end=1184
-  _globals['_VALIDATECONNECTORCONFIGREQUEST_CONFIGENTRY']._serialized_start=1139
-  _globals['_VALIDATECONNECTORCONFIGREQUEST_CONFIGENTRY']._serialized_end=1184
-  _globals['_CONFIGVALUE']._serialized_start=1186
-  _globals['_CONFIGVALUE']._serialized_end=1304
-  _globals['_CONFIGINFO']._serialized_start=1306
-  _globals['_CONFIGINFO']._serialized_end=1423
-  _globals['_VALIDATECONNECTORCONFIGRESPONSE']._serialized_start=1426
-  _globals['_VALIDATECONNECTORCONFIGRESPONSE']._serialized_end=1570
-  _globals['_PLUGINSERVICE']._serialized_start=2129
-  _globals['_PLUGINSERVICE']._serialized_end=2487
+  _globals['_PLUGINSERVICE'].methods_by_name['ListPlugins']._loaded_options = None
+  _globals['_PLUGINSERVICE'].methods_by_name['ListPlugins']._serialized_options = b'\322\342\030\004\010\001\020\001'
+  _globals['_PLUGINSERVICE'].methods_by_name['GetPluginConfigDefinition']._loaded_options = None
+  _globals['_PLUGINSERVICE'].methods_by_name['GetPluginConfigDefinition']._serialized_options = b'\322\342\030\004\010\001\020\001'
+  _globals['_PLUGINSERVICE'].methods_by_name['ValidateConnectorConfig']._loaded_options = None
+  _globals['_PLUGINSERVICE'].methods_by_name['ValidateConnectorConfig']._serialized_options = b'\322\342\030\004\010\001\020\001'
+  _globals['_PLUGINTYPE']._serialized_start=1609
+  _globals['_PLUGINTYPE']._serialized_end=1802
+  _globals['_CONFIGTYPE']._serialized_start=1805
+  _globals['_CONFIGTYPE']._serialized_end=2056
+  _globals['_IMPORTANCE']._serialized_start=2058
+  _globals['_IMPORTANCE']._serialized_end=2162
+  _globals['_PLUGIN']._serialized_start=149
+  _globals['_PLUGIN']._serialized_end=336
+  _globals['_LISTPLUGINSREQUEST']._serialized_start=338
+  _globals['_LISTPLUGINSREQUEST']._serialized_end=424
+  _globals['_LISTPLUGINSRESPONSE']._serialized_start=426
+  _globals['_LISTPLUGINSRESPONSE']._serialized_end=515
+  _globals['_CONFIGKEYDEFINITION']._serialized_start=518
+  _globals['_CONFIGKEYDEFINITION']._serialized_end=837
+  _globals['_GETPLUGINCONFIGDEFINITIONREQUEST']._serialized_start=839
+  _globals['_GETPLUGINCONFIGDEFINITIONREQUEST']._serialized_end=917
+  _globals['_PLUGINCONFIGDEFINITION']._serialized_start=919
+  _globals['_PLUGINCONFIGDEFINITION']._serialized_end=1038
+  _globals['_VALIDATECONNECTORCONFIGREQUEST']._serialized_start=1041
+  _globals['_VALIDATECONNECTORCONFIGREQUEST']._serialized_end=1220
+  _globals['_VALIDATECONNECTORCONFIGREQUEST_CONFIGENTRY']._serialized_start=1175
+  _globals['_VALIDATECONNECTORCONFIGREQUEST_CONFIGENTRY']._serialized_end=1220
+  _globals['_CONFIGVALUE']._serialized_start=1222
+  _globals['_CONFIGVALUE']._serialized_end=1340
+  _globals['_CONFIGINFO']._serialized_start=1342
+  _globals['_CONFIGINFO']._serialized_end=1459
+  _globals['_VALIDATECONNECTORCONFIGRESPONSE']._serialized_start=1462
+  _globals['_VALIDATECONNECTORCONFIGRESPONSE']._serialized_end=1606
+  _globals['_PLUGINSERVICE']._serialized_start=2165
+  _globals['_PLUGINSERVICE']._serialized_end=2555
 # @@protoc_insertion_point(module_scope)

@@ -24,9 +24,10 @@ _sym_db = _symbol_database.Default()
 
 from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from google.api import resource_pb2 as google_dot_api_dot_resource__pb2
+from sluiceway.api.v1 import annotations_pb2 as sluiceway_dot_api_dot_v1_dot_annotations__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dsluiceway/api/v1/topics.proto\x12\x10sluiceway.api.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x19google/api/resource.proto\"G\n\x16GetActiveTopicsRequest\x12-\n\x04name\x18\x01 \x01(\tB\x1f\xe2\x41\x01\x02\xfa\x41\x18\n\x16sluiceway.io/Connector\"F\n\x0c\x41\x63tiveTopics\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06topics\x18\x02 \x03(\t\x12\x18\n\x10\x63onnector_exists\x18\x03 \x01(\x08\"]\n\x18ResetActiveTopicsRequest\x12-\n\x04name\x18\x01 \x01(\tB\x1f\xe2\x41\x01\x02\xfa\x41\x18\n\x16sluiceway.io/Connector\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"[\n\x19ResetActiveTopicsResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x16\n\x0eremoved_topics\x18\x02 \x03(\t\x12\x18\n\x10\x63onnector_exists\x18\x03 \x01(\x08\x32\xd9\x01\n\x0cTopicService\x12[\n\x0fGetActiveTopics\x12(.sluiceway.api.v1.GetActiveTopicsRequest\x1a\x1e.sluiceway.api.v1.ActiveTopics\x12l\n\x11ResetActiveTopics\x12*.sluiceway.api.v1.ResetActiveTopicsRequest\x1a+.sluiceway.api.v1.ResetActiveTopicsResponseBU\n\x13io.sluiceway.api.v1P\x01Z<github.com/sluiceway/sluiceway/gen/go/sluiceway/api/v1;apiv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dsluiceway/api/v1/topics.proto\x12\x10sluiceway.api.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x19google/api/resource.proto\x1a\"sluiceway/api/v1/annotations.proto\"G\n\x16GetActiveTopicsRequest\x12-\n\x04name\x18\x01 \x01(\tB\x1f\xe2\x41\x01\x02\xfa\x41\x18\n\x16sluiceway.io/Connector\"F\n\x0c\x41\x63tiveTopics\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06topics\x18\x02 \x03(\t\x12\x18\n\x10\x63onnector_exists\x18\x03 \x01(\x08\"]\n\x18ResetActiveTopicsRequest\x12-\n\x04name\x18\x01 \x01(\tB\x1f\xe2\x41\x01\x02\xfa\x41\x18\n\x16sluiceway.io/Connector\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"[\n\x19ResetActiveTopicsResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x16\n\x0eremoved_topics\x18\x02 \x03(\t\x12\x18\n\x10\x63onnector_exists\x18\x03 \x01(\x08\x32\xed\x01\n\x0cTopicService\x12\x65\n\x0fGetActiveTopics\x12(.sluiceway.api.v1.GetActiveTopicsRequest\x1a\x1e.sluiceway.api.v1.ActiveTopics\"\x08\xd2\xe2\x18\x04\x08\x01\x10\x01\x12v\n\x11ResetActiveTopics\x12*.sluiceway.api.v1.ResetActiveTopicsRequest\x1a+.sluiceway.api.v1.ResetActiveTopicsResponse\"\x08\xd2\xe2\x18\x04\x08\x02\x10\x02\x42U\n\x13io.sluiceway.api.v1P\x01Z<github.com/sluiceway/sluiceway/gen/go/sluiceway/api/v1;apiv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,14 +39,18 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETACTIVETOPICSREQUEST'].fields_by_name['name']._serialized_options = b'\342A\001\002\372A\030\n\026sluiceway.io/Connector'
   _globals['_RESETACTIVETOPICSREQUEST'].fields_by_name['name']._loaded_options = None
   _globals['_RESETACTIVETOPICSREQUEST'].fields_by_name['name']._serialized_options = b'\342A\001\002\372A\030\n\026sluiceway.io/Connector'
-  _globals['_GETACTIVETOPICSREQUEST']._serialized_start=111
-  _globals['_GETACTIVETOPICSREQUEST']._serialized_end=182
-  _globals['_ACTIVETOPICS']._serialized_start=184
-  _globals['_ACTIVETOPICS']._serialized_end=254
-  _globals['_RESETACTIVETOPICSREQUEST']._serialized_start=256
-  _globals['_RESETACTIVETOPICSREQUEST']._serialized_end=349
-  _globals['_RESETACTIVETOPICSRESPONSE']._serialized_start=351
-  _globals['_RESETACTIVETOPICSRESPONSE']._serialized_end=442
-  _globals['_TOPICSERVICE']._serialized_start=445
-  _globals['_TOPICSERVICE']._serialized_end=662
+  _globals['_TOPICSERVICE'].methods_by_name['GetActiveTopics']._loaded_options = None
+  _globals['_TOPICSERVICE'].methods_by_name['GetActiveTopics']._serialized_options = b'\322\342\030\004\010\001\020\001'
+  _globals['_TOPICSERVICE'].methods_by_name['ResetActiveTopics']._loaded_options = None
+  _globals['_TOPICSERVICE'].methods_by_name['ResetActiveTopics']._serialized_options = b'\322\342\030\004\010\002\020\002'
+  _globals['_GETACTIVETOPICSREQUEST']._serialized_start=147
+  _globals['_GETACTIVETOPICSREQUEST']._serialized_end=218
+  _globals['_ACTIVETOPICS']._serialized_start=220
+  _globals['_ACTIVETOPICS']._serialized_end=290
+  _globals['_RESETACTIVETOPICSREQUEST']._serialized_start=292
+  _globals['_RESETACTIVETOPICSREQUEST']._serialized_end=385
+  _globals['_RESETACTIVETOPICSRESPONSE']._serialized_start=387
+  _globals['_RESETACTIVETOPICSRESPONSE']._serialized_end=478
+  _globals['_TOPICSERVICE']._serialized_start=481
+  _globals['_TOPICSERVICE']._serialized_end=718
 # @@protoc_insertion_point(module_scope)
