@@ -51,6 +51,7 @@ lint: install
 	$(VENV)/bin/ruff format --no-cache --check client server executor tests protos deploy bench
 	$(VENV)/bin/mypy client server executor tests protos bench
 	$(PY) client/generate_sync.py --check
+	$(PY) client/generate_settings_doc.py --check
 	@$(PY) protos/bundle.py
 	cd var/api-protos && $(CURDIR)/protos/node_modules/.bin/buf lint --config $(CURDIR)/protos/buf.yaml --path sluiceway
 

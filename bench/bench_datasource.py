@@ -22,7 +22,6 @@ import argparse
 import json
 import platform
 import statistics
-import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -44,10 +43,10 @@ from bench_pipelines import (
     ratio,
     topic_end_total,
 )
+from bench_stack import running_services
 from sluiceway_executor.datagen_records import datagen_record
 from sluiceway_executor.datasources.registry import register
 from sluiceway_executor.kafka_ranges import exact_end_offsets
-from sluiceway_server.embedded import start_broker, start_spark_connect
 
 FORMAT: Final = "sluiceway-kafka"
 SECTION: Final = "## sluiceway-kafka data source against raw confluent-kafka"
@@ -153,14 +152,10 @@ def main() -> int:
     )
     args = parser.parse_args()
     count, partitions = args.records, args.partitions
-    work = Path(tempfile.mkdtemp(prefix="sluiceway-bench-ds-"))
-    logs = work / "logs"
-    broker = start_broker(logs)
-    spark_server = start_spark_connect(logs)
-    try:
-        bootstrap = broker.bootstrap_servers
+    with running_services("sluiceway-bench-ds-") as services:
+        bootstrap = services.broker.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bootstrap})
-        spark = SparkSession.builder.remote(spark_server.remote).getOrCreate()
+        spark = SparkSession.builder.remote(services.spark_server.remote).getOrCreate()
         register(spark)
         records = make_records(count, partitions, RECORD_SIZE)
         value_bytes = sum(len(value) for _, value in records)
@@ -212,9 +207,6 @@ def main() -> int:
             write_section(args.report, report)
         spark.stop()
         return 0
-    finally:
-        spark_server.stop()
-        broker.stop()
 
 
 def write_section(path: Path, section: str) -> None:

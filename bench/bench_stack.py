@@ -1,7 +1,8 @@
 """The whole product on this machine for a benchmark: the embedded Tansu broker, a Spark Connect
 server (`local[2]`), one control plane (replication factor 1) and one executor, each its own
 process, with a client, an admin client and a Spark session of the benchmark's own. The executor
-logs at DEBUG, so its log holds each batch's steps (see bench_steps.py)."""
+logs at DEBUG, so its log holds each batch's steps (see bench_steps.py). A benchmark of the data
+source alone starts the broker and Spark Connect only (`running_services`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from pyspark.sql import SparkSession
 
 from sluiceway.client import SluicewayClient
 from sluiceway_server.embedded import (
+    EmbeddedBroker,
+    EmbeddedSparkConnect,
     ManagedProcess,
     control_plane_argv,
     executor_argv,
@@ -26,6 +29,20 @@ from sluiceway_server.embedded import (
     start_spark_connect,
     wait_serving,
 )
+
+
+@dataclass
+class Services:
+    """The broker and the Spark Connect server, and the work directory whose `logs` holds the log
+    of every process started for the benchmark."""
+
+    work: Path
+    broker: EmbeddedBroker
+    spark_server: EmbeddedSparkConnect
+
+    @property
+    def logs(self) -> Path:
+        return self.work / "logs"
 
 
 @dataclass
@@ -53,43 +70,49 @@ def wait(probe: Callable[[], bool], timeout: float, what: str, poll: float = 0.1
 
 
 @contextmanager
+def running_services(prefix: str) -> Iterator[Services]:
+    """Starts the broker and Spark Connect in a new work directory named after ``prefix``, and
+    stops both on the way out."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    services = Services(work, start_broker(work / "logs"), start_spark_connect(work / "logs"))
+    try:
+        yield services
+    finally:
+        services.spark_server.stop()
+        services.broker.stop()
+
+
+@contextmanager
 def running_stack(prefix: str) -> Iterator[Stack]:
     """Starts everything, waits for the executor to attach, and stops it all on the way out."""
-    work = Path(tempfile.mkdtemp(prefix=prefix))
-    logs = work / "logs"
-    broker = start_broker(logs)
-    spark_server = start_spark_connect(logs)
-    address = f"127.0.0.1:{free_port()}"
-    settings = {f"{k}.storage.replication.factor": "1" for k in ("config", "offset", "status")}
-    children: list[ManagedProcess] = []
-    try:
-        plane = spawn(
-            "control-plane", control_plane_argv(broker.bootstrap_servers, address, "bench", settings), logs
-        )
-        children.append(plane)
-        wait_serving(address, 60, plane)
-        executor = spawn(
-            "executor", executor_argv(address, spark_server.remote, "--log-level", "DEBUG"), logs
-        )
-        children.append(executor)
-        client = SluicewayClient(address, timeout=60)
-        wait(lambda: len(client.server_info().executors) == 1, 60, "the executor to attach")
-        spark = SparkSession.builder.remote(spark_server.remote).getOrCreate()
+    with running_services(prefix) as services:
+        bootstrap, remote = services.broker.bootstrap_servers, services.spark_server.remote
+        logs = services.logs
+        address = f"127.0.0.1:{free_port()}"
+        settings = {f"{k}.storage.replication.factor": "1" for k in ("config", "offset", "status")}
+        children: list[ManagedProcess] = []
         try:
-            yield Stack(
-                work,
-                broker.bootstrap_servers,
-                executor,
-                spark_server.managed.process.pid,
-                client,
-                AdminClient({"bootstrap.servers": broker.bootstrap_servers}),
-                spark,
-            )
+            plane = spawn("control-plane", control_plane_argv(bootstrap, address, "bench", settings), logs)
+            children.append(plane)
+            wait_serving(address, 60, plane)
+            executor = spawn("executor", executor_argv(address, remote, "--log-level", "DEBUG"), logs)
+            children.append(executor)
+            client = SluicewayClient(address, timeout=60)
+            wait(lambda: len(client.server_info().executors) == 1, 60, "the executor to attach")
+            spark = SparkSession.builder.remote(remote).getOrCreate()
+            try:
+                yield Stack(
+                    services.work,
+                    bootstrap,
+                    executor,
+                    services.spark_server.managed.process.pid,
+                    client,
+                    AdminClient({"bootstrap.servers": bootstrap}),
+                    spark,
+                )
+            finally:
+                spark.stop()
+                client.close()
         finally:
-            spark.stop()
-            client.close()
-    finally:
-        for child in reversed(children):
-            child.stop()
-        spark_server.stop()
-        broker.stop()
+            for child in reversed(children):
+                child.stop()

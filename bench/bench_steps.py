@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,10 +44,6 @@ class ConnectorSteps:
         for batch in self.batches:
             per_task[batch.task] = per_task.get(batch.task, 0.0) + batch.steps.get(step, 0.0)
         return max(per_task.values(), default=0.0)
-
-    def step_median(self, step: str) -> float:
-        values = [b.steps[step] for b in self.batches if step in b.steps]
-        return statistics.median(values) if values else 0.0
 
     def batches_per_task(self) -> int:
         counts: dict[int, int] = {}

@@ -130,11 +130,6 @@ class SluicewayError(Exception):
         # The raw google.rpc.Status, for details this class does not model (DebugInfo, Help...).
         self.status: status_pb2.Status | None = status
 
-    @property
-    def code_name(self) -> str:
-        """The canonical code name, e.g. "NOT_FOUND"."""
-        return self.code.name
-
     def __str__(self) -> str:
         head = f"{self.code.name} {self.reason}" if self.reason else self.code.name
         return f"{head}: {self.message}" if self.message else head

@@ -30,7 +30,7 @@ import queue
 import socket
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -40,6 +40,7 @@ import sluiceway
 from sluiceway.api.v1 import executor_pb2, executor_pb2_grpc
 from sluiceway.errors import Reason, from_rpc_error
 from sluiceway.limits import EXECUTOR_MAX_RECEIVE_BYTES
+from sluiceway.retry import RetryPolicy
 from sluiceway.transport import TransportSecurity
 from sluiceway_executor.offset_commits import CommitterFactory, KafkaCommitterFactory
 from sluiceway_executor.own_config import merge_worker_config
@@ -209,6 +210,15 @@ class ExecutorAgent:
         self._call: grpc.RpcContext | None = None
         self.sessions = 0
         self.welcomed = threading.Event()
+        # What each message of the leader after its Welcome does, by the message's `kind`; a kind
+        # missing here (from a newer leader) is logged and ignored.
+        self._handlers: Mapping[str, Callable[[_Session, executor_pb2.ControllerMessage], None]] = {
+            "assignment": self._on_assignment,
+            "revocation": self._on_revocation,
+            "active_topics_reset": self._on_active_topics_reset,
+            "fenced": self._on_fenced,
+            "welcome": self._on_second_welcome,
+        }
 
     @property
     def executor_id(self) -> str:
@@ -228,7 +238,8 @@ class ExecutorAgent:
 
     def run(self) -> None:
         """Attaches, and attaches again after every failure, until :meth:`shutdown`."""
-        backoff = self.settings.initial_backoff
+        policy = RetryPolicy(initial=self.settings.initial_backoff, maximum=self.settings.max_backoff)
+        retry = policy.start()
         last_problem = ""
         targets = _Targets(self.settings.servers)
         while not self._stopping.is_set():
@@ -259,21 +270,23 @@ class ExecutorAgent:
             # a restart); anything else moves on to the next address.
             round_done = False if welcomed else targets.next()
             if welcomed:
-                backoff = self.settings.initial_backoff
+                retry.reset()
             elif not round_done:
                 continue
+            delay = retry.next_delay()
+            assert delay is not None  # the policy has neither a deadline nor an attempt limit
+            if welcomed:
+                retry.reset()  # the pause after a welcomed session is not a failure: not counted
             level = logging.WARNING if problem != last_problem else logging.DEBUG
             log.log(
                 level,
                 "attach stream to %s ended (%s); attaching again in %.1fs",
                 address,
                 problem or "closed by the control plane",
-                backoff,
+                delay,
             )
             last_problem = problem
-            self._stopping.wait(backoff)
-            if not welcomed:
-                backoff = min(backoff * 2, self.settings.max_backoff)
+            self._stopping.wait(delay)
 
     def _attach_once(self, address: str) -> bool:
         """One session with the replica at `address`; returns whether it welcomed us."""
@@ -368,29 +381,21 @@ class ExecutorAgent:
         )
 
     def _heartbeats(self, session: _Session) -> None:
+        # A sign of life only. Its running_tasks stays empty: the leader never read it, and the
+        # tasks an executor runs are listed once, in its Hello.
+        beat = executor_pb2.ExecutorMessage(heartbeat=executor_pb2.Heartbeat())
         while not session.wait_closed(session.heartbeat_interval):
-            session.send(
-                executor_pb2.ExecutorMessage(
-                    heartbeat=executor_pb2.Heartbeat(running_tasks=self.tasks.running())
-                )
-            )
+            session.send(beat)
 
     def _dispatch(self, session: _Session, kind: str | None, message: executor_pb2.ControllerMessage) -> None:
-        if kind == "assignment":
-            self._assign(session, message.assignment)
-        elif kind == "revocation":
-            self._revoke(session, list(message.revocation.tasks))
-        elif kind == "active_topics_reset":
-            self.tasks.forget_topics(message.active_topics_reset.connector)
-        elif kind == "fenced":
-            self.tasks.release_all()
-            raise _SessionEndedError(f"fenced by the leader: {message.fenced.reason or 'no reason given'}")
-        elif kind == "welcome":
-            log.warning("ignoring a second Welcome on the same stream")
-        else:
+        handler = None if kind is None else self._handlers.get(kind)
+        if handler is None:
             log.warning("ignoring an unknown message from the leader (%s)", kind)
+            return
+        handler(session, message)
 
-    def _assign(self, session: _Session, assignment: executor_pb2.Assignment) -> None:
+    def _on_assignment(self, session: _Session, message: executor_pb2.ControllerMessage) -> None:
+        assignment = message.assignment
         if self._stopping.is_set():
             log.info("shutting down: not starting %d assigned task(s)", len(assignment.tasks))
             return
@@ -402,7 +407,8 @@ class ExecutorAgent:
                 log.error("ignoring an assignment with a malformed task name %r", item.task)
         self.tasks.assign(specs, session.worker_config)
 
-    def _revoke(self, session: _Session, tasks: list[str]) -> None:
+    def _on_revocation(self, session: _Session, message: executor_pb2.ControllerMessage) -> None:
+        tasks = list(message.revocation.tasks)
         log.info("revoked: %s", ", ".join(tasks))
         ack = executor_pb2.ExecutorMessage(revocation_ack=executor_pb2.RevocationAck(tasks=tasks))
 
@@ -411,6 +417,16 @@ class ExecutorAgent:
             session.send(ack)
 
         self.tasks.revoke(tasks, then=acknowledge)
+
+    def _on_active_topics_reset(self, session: _Session, message: executor_pb2.ControllerMessage) -> None:
+        self.tasks.forget_topics(message.active_topics_reset.connector)
+
+    def _on_fenced(self, session: _Session, message: executor_pb2.ControllerMessage) -> None:
+        self.tasks.release_all()
+        raise _SessionEndedError(f"fenced by the leader: {message.fenced.reason or 'no reason given'}")
+
+    def _on_second_welcome(self, session: _Session, message: executor_pb2.ControllerMessage) -> None:
+        log.warning("ignoring a second Welcome on the same stream")
 
     # ------------------------------------------------------------------ shutdown
 

@@ -6,9 +6,10 @@ A source pipeline asks three things of this module:
   that keeps the SDK's default, which returns nothing, is never asked and costs nothing;
 - the connector's heartbeat settings (``heartbeat_settings``): ``heartbeat.interval.ms`` and
   ``heartbeat.records.topic`` from the connector config, or, where the connector leaves a key unset
-  or empty, from the worker config the control plane sent (a key missing there has Kafka
-  Connect's default: 0, i.e. off, and ``connect-heartbeats``; an empty one is an error, which the
-  control plane and the executor's own config already refuse at start-up);
+  or empty, from the worker config the control plane sent (a key missing there has the worker's
+  default, as ``sluiceway.connect.worker_settings`` declares it: Kafka Connect's 0, i.e. off, and
+  ``connect-heartbeats``; an empty one is an error, which the control plane and the executor's own
+  config already refuse at start-up);
 - when to call the hook (``HeartbeatTimer``): once the interval has passed since the task started
   or since the last heartbeat, checked before each batch; every call, with or without records,
   schedules the next one an interval later.
@@ -30,6 +31,7 @@ from sluiceway.connect.config import java_trim
 from sluiceway.connect.framework_config import HEARTBEAT_INTERVAL_MS_CONFIG, HEARTBEAT_RECORDS_TOPIC_CONFIG
 from sluiceway.connect.topic_creation_config import DEFAULT_TOPIC_CREATION_GROUP, TopicCreationGroup
 from sluiceway.connect.worker_fallbacks import connector_setting
+from sluiceway.connect.worker_settings import worker_default
 from sluiceway_executor.topic_creation import TopicCreator
 
 __all__ = [
@@ -42,8 +44,8 @@ __all__ = [
     "overrides_heartbeat_hook",
 ]
 
-DEFAULT_HEARTBEAT_INTERVAL_MS: Final = 0
-DEFAULT_HEARTBEAT_TOPIC: Final = "connect-heartbeats"
+DEFAULT_HEARTBEAT_INTERVAL_MS: Final = int(worker_default(HEARTBEAT_INTERVAL_MS_CONFIG))
+DEFAULT_HEARTBEAT_TOPIC: Final = worker_default(HEARTBEAT_RECORDS_TOPIC_CONFIG)
 
 # The heartbeat topic is made like any topic the broker creates for itself: its default partitions
 # and replication factor, no topic-level settings.

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,7 +31,8 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._listoffsets import OffsetSpec
 
-from sluiceway.kafka_errors import error_of, is_transient
+from sluiceway.kafka_errors import flagged_retriable, transient_exception
+from sluiceway.retry import Deadline, Retry, RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,8 @@ TopicPartitionKey = tuple[str, int]
 
 _T = TypeVar("_T")
 
-_RETRY_SECONDS = 0.1
+# An Admin API call of the planner again after an error that passes by itself, within its timeout.
+_RETRY = RetryPolicy(initial=0.1, maximum=0.1, transient=transient_exception)
 
 
 @dataclass(frozen=True)
@@ -124,17 +125,6 @@ def _keys(partitions: Sequence[TopicPartition]) -> list[TopicPartitionKey]:
     return [(tp.topic, tp.partition) for tp in partitions]
 
 
-def _remaining(deadline: float, what: str) -> float:
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise TimeoutError(f"{what} timed out")
-    return left
-
-
-def _retriable(exc: KafkaException) -> bool:
-    return is_transient(error_of(exc))
-
-
 def committed_offsets(
     admin: AdminClient, group_id: str, partitions: Sequence[TopicPartition], timeout: float
 ) -> dict[TopicPartitionKey, int | None]:
@@ -142,19 +132,17 @@ def committed_offsets(
     Admin API: Tansu refuses commits and fetches from consumers that are not group members."""
     if not partitions:
         return {}
-    deadline = time.monotonic() + timeout
+    deadline = Deadline(timeout)
+    retry = _RETRY.start(deadline)
     what = f"committed offsets of group {group_id!r}"
     request = [ConsumerGroupTopicPartitions(group_id, [TopicPartition(t, p) for t, p in _keys(partitions)])]
     while True:
         try:
-            futures = admin.list_consumer_group_offsets(request, request_timeout=_remaining(deadline, what))
-            answer = futures[group_id].result(timeout=_remaining(deadline, what))
+            futures = admin.list_consumer_group_offsets(request, request_timeout=deadline.left(what))
+            answer = futures[group_id].result(timeout=deadline.left(what))
             break
         except KafkaException as exc:
-            if not _retriable(exc):
-                raise
-            log.debug("%s: retrying after %s", what, exc)
-        time.sleep(min(_RETRY_SECONDS, _remaining(deadline, what)))
+            _retry_or_raise(retry, exc, what)
     result: dict[TopicPartitionKey, int | None] = dict.fromkeys(_keys(partitions))
     for tp in answer.topic_partitions or []:
         if tp.error is not None:
@@ -169,26 +157,32 @@ def _list_offsets(
 ) -> dict[TopicPartitionKey, int]:
     if not partitions:
         return {}
-    deadline = time.monotonic() + timeout
+    deadline = Deadline(timeout)
+    retry = _RETRY.start(deadline)
     while True:
         request = {TopicPartition(t, p): spec for t, p in _keys(partitions)}
         try:
             futures = admin.list_offsets(
                 request,
                 isolation_level=IsolationLevel.READ_COMMITTED,
-                request_timeout=_remaining(deadline, what),
+                request_timeout=deadline.left(what),
             )
             return {
-                (tp.topic, tp.partition): max(
-                    int(future.result(timeout=_remaining(deadline, what)).offset), 0
-                )
+                (tp.topic, tp.partition): max(int(future.result(timeout=deadline.left(what)).offset), 0)
                 for tp, future in futures.items()
             }
         except KafkaException as exc:
-            if not _retriable(exc):
-                raise
-            log.debug("%s: retrying after %s", what, exc)
-        time.sleep(min(_RETRY_SECONDS, _remaining(deadline, what)))
+            _retry_or_raise(retry, exc, what)
+
+
+def _retry_or_raise(retry: Retry, exc: KafkaException, what: str) -> None:
+    """Returns once it is time to try again after ``exc``; raises ``exc`` when it does not pass by
+    itself, and TimeoutError when the deadline comes first."""
+    if not retry.policy.transient(exc):
+        raise exc
+    if not retry.wait():
+        raise TimeoutError(f"{what} timed out: {exc}") from exc
+    log.debug("%s: retrying after %s", what, exc)
 
 
 def earliest_offsets(
@@ -243,13 +237,13 @@ def exact_end_offsets(
     it, one is made for this call."""
     if not partitions:
         return {}
-    deadline = time.monotonic() + timeout
+    deadline = Deadline(timeout)
     what = f"exact end offsets of {len(partitions)} partition(s)"
     common: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, **(client_config or {})}
     common.setdefault("client.id", "sluiceway-end-offsets")
     if admin is None:
         admin = AdminClient(dict(common), logger=log)
-    lower = listed_end_offsets(admin, partitions, _remaining(deadline, what))
+    lower = listed_end_offsets(admin, partitions, deadline.left(what))
     consumer = Consumer(
         {
             **common,
@@ -274,12 +268,12 @@ def exact_end_offsets(
     )
     try:
         # Metadata first: assigned before it, librdkafka waits a retry backoff before its first fetch.
-        consumer.list_topics(timeout=_remaining(deadline, what))
+        consumer.list_topics(timeout=deadline.left(what))
         consumer.assign([TopicPartition(t, p, max(lower[(t, p)] - 1, 0)) for t, p in _keys(partitions)])
         ends: dict[TopicPartitionKey, int] = {}
         pending = set(_keys(partitions))
         while pending:
-            left = deadline - time.monotonic()
+            left = deadline.remaining()
             if left <= 0:
                 raise TimeoutError(
                     f"{what}: no end-of-partition after {timeout:.1f}s for {sorted(pending)} "
@@ -299,7 +293,7 @@ def exact_end_offsets(
                         pending.discard(key)
                         # Stop fetching it: the rest of the partitions are what we wait for.
                         consumer.pause([TopicPartition(key[0], key[1])])
-                elif error.fatal() or not error.retriable():
+                elif not flagged_retriable(error):
                     raise KafkaException(error)
                 else:
                     log.debug("%s: %s", what, error)

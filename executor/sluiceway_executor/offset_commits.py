@@ -27,7 +27,6 @@ from __future__ import annotations
 import enum
 import functools
 import logging
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -42,8 +41,9 @@ from sluiceway.connect.kafka_clients import (
     source_offsets_topic,
     task_transactional_id,
 )
-from sluiceway.kafka_errors import is_transient
+from sluiceway.kafka_errors import is_transient, transient_exception
 from sluiceway.offsets import OffsetPair, source_offset_key, source_offset_value
+from sluiceway.retry import Deadline, RetryPolicy
 from sluiceway_executor.pipelines.loading import worker_policy
 from sluiceway_executor.pipelines.spec import TaskSpec
 
@@ -61,7 +61,9 @@ log = logging.getLogger(__name__)
 # The control plane's default group.id, for a worker config that names none (the control plane
 # fences task ids with the same default).
 _DEFAULT_GROUP_ID: Final = "sluiceway-cluster"
-_RETRY_PAUSE_S: Final = 0.1
+# A call of the transaction again after an error that passes by itself, and a whole commit again
+# after an aborted transaction, both within the commit's (or open's) timeout.
+_RETRY: Final = RetryPolicy(initial=0.1, maximum=0.1, transient=transient_exception)
 _CLOSE_ABORT_TIMEOUT_S: Final = 5.0
 # Errors that mean a newer producer holds the transactional id. librdkafka reports some of them as
 # abortable rather than fatal (a fenced send_offsets_to_transaction, for one), so the code decides.
@@ -208,10 +210,10 @@ class KafkaOffsetCommitter:
         """Takes over the task's transactional id, fencing its earlier holders. Raises
         TimeoutError when retriable errors last ``timeout``, RuntimeError or the KafkaException
         for any other failure."""
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         producer = self._producer_factory(dict(self._producer_config))
         self._producer = producer
-        connect_first(producer, deadline - time.monotonic())
+        connect_first(producer, deadline.remaining())
         try:
             self._retrying(producer.init_transactions, deadline)
         except _FencedError as exc:
@@ -257,7 +259,8 @@ class KafkaOffsetCommitter:
             positions = None if self.source else [_topic_partition(p, o) for p, o in offsets]
         except ValueError as exc:
             return CommitOutcome(CommitStatus.REJECTED, str(exc))
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
+        again = _RETRY.start(deadline)
         while True:
             try:
                 self._transaction(producer, offsets, positions, deadline)
@@ -291,19 +294,18 @@ class KafkaOffsetCommitter:
                     f"{problem}; aborting the transaction failed: {exc}",
                     transient=True,
                 )
-            if time.monotonic() + _RETRY_PAUSE_S >= deadline:
+            if not again.wait():
                 return CommitOutcome(
                     CommitStatus.REJECTED, f"{problem} (no time left to try again)", transient=True
                 )
             log.info("task %s: offset commit aborted (%s); trying again", self.spec.name, problem)
-            time.sleep(_RETRY_PAUSE_S)
 
     def _transaction(
         self,
         producer: Producer,
         offsets: list[OffsetPair],
         positions: list[TopicPartition] | None,
-        deadline: float,
+        deadline: Deadline,
     ) -> None:
         _checked(producer.begin_transaction)
         self._in_transaction = True
@@ -333,24 +335,25 @@ class KafkaOffsetCommitter:
         return CommitOutcome(CommitStatus.FENCED, message)
 
     @staticmethod
-    def _retrying(call: Callable[[float], None], deadline: float) -> None:
+    def _retrying(call: Callable[[float], None], deadline: Deadline) -> None:
         """Calls ``call(seconds left)`` until it succeeds, retrying retriable errors until the
         deadline (then _OutOfTimeError). Fencing and fatal errors raise _FencedError, any other
         error its KafkaException."""
+        retry = _RETRY.start(deadline)
         problem = "no time was left"
         while True:
-            left = deadline - time.monotonic()
+            left = deadline.remaining()
             if left <= 0:
                 raise _OutOfTimeError(problem)
             try:
                 _checked(functools.partial(call, left))
                 return
             except KafkaException as exc:
-                error = _error_of(exc)
-                if error is None or not is_transient(error):
+                if not transient_exception(exc):
                     raise
                 problem = _describe(exc)
-            time.sleep(min(_RETRY_PAUSE_S, max(deadline - time.monotonic(), 0.0)))
+                if not retry.wait():
+                    raise _OutOfTimeError(problem) from None
 
 
 def _checked(call: Callable[[], None]) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Final
 
 from sluiceway.connect.worker_fallbacks import WORKER_FALLBACK_KEYS
+from sluiceway.connect.worker_settings import EXECUTOR_CONFIG_DEF, EXECUTOR_PASSTHROUGH_PREFIXES
 from sluiceway.properties import PropertiesSyntaxError, env_overrides, load_properties
 
 __all__ = [
@@ -28,48 +29,12 @@ __all__ = [
     "merge_worker_config",
 ]
 
-# The worker keys an executor reads whole, and the prefixes of those it reads by family; a
-# SLUICEWAY_* variable counts only when it names one of them, so the executor's other variables
-# (SLUICEWAY_SERVER, SLUICEWAY_SPARK_REMOTE, SLUICEWAY_TLS_CA, SLUICEWAY_TOKEN...) never become
-# worker settings. A file may set any key.
-ENV_KEYS: Final = frozenset(
-    {
-        "bootstrap.servers",
-        "client.dns.lookup",
-        "security.protocol",
-        "config.storage.topic",
-        "offset.storage.topic",
-        "status.storage.topic",
-        "cluster.storage.topic",
-        "topic.tracking.enable",
-        "topic.creation.enable",
-        "heartbeat.interval.ms",
-        "heartbeat.records.topic",
-        "task.restart.enable",
-        "task.restart.backoff.initial.ms",
-        "task.restart.backoff.max.ms",
-        "task.restart.max.attempts",
-        "plugin.path",
-        "connector.allowed.paths",
-        "connector.client.config.override.policy",
-        "connector.client.config.override.allowlist",
-        "config.providers",
-        "key.converter",
-        "value.converter",
-        "header.converter",
-    }
-)
-ENV_PREFIXES: Final = (
-    "producer.",
-    "consumer.",
-    "admin.",
-    "ssl.",
-    "sasl.",
-    "config.providers.",
-    "key.converter.",
-    "value.converter.",
-    "header.converter.",
-)
+# The worker keys an executor reads whole, and the prefixes of those it reads by family, both declared
+# in sluiceway.connect.worker_settings; a SLUICEWAY_* variable counts only when it names one of them,
+# so the executor's other variables (SLUICEWAY_SERVER, SLUICEWAY_SPARK_REMOTE, SLUICEWAY_TLS_CA,
+# SLUICEWAY_TOKEN...) never become worker settings. A file may set any key.
+ENV_KEYS: Final = frozenset(EXECUTOR_CONFIG_DEF.keys())
+ENV_PREFIXES: Final = EXECUTOR_PASSTHROUGH_PREFIXES
 
 
 class OwnConfigError(ValueError):

@@ -11,6 +11,9 @@ The kind of failure decides (``failures.FailureKind``):
 - the task's own error: the automatic-restart policy (``sluiceway.connect.restart_config``) says
   whether it runs again and after how long; each such restart is numbered.
 
+Both kinds of pause are drawn from a ``sluiceway.retry.RetryPolicy``, each varied by up to
+``JITTER`` either way.
+
 A run that lasted ``RestartPolicy.stable_after_s`` counts as recovered: the next failure of the task
 is numbered 1 again. The infrastructure pause starts again from its minimum after a run that
 completed a batch.
@@ -19,18 +22,20 @@ completed a batch.
 from __future__ import annotations
 
 import enum
-import random
-from collections.abc import Callable
+import random as _random
 from dataclasses import dataclass
 from typing import Final
 
 from sluiceway.connect.restart_config import JITTER, RestartPolicy
+from sluiceway.retry import RandomSource, RetryPolicy
 from sluiceway_executor.failures import FailureKind
 
 __all__ = ["INFRA_BACKOFF_MAX_S", "INFRA_BACKOFF_MIN_S", "Failure", "Next", "RestartSchedule", "Step"]
 
 INFRA_BACKOFF_MIN_S: Final = 1.0
 INFRA_BACKOFF_MAX_S: Final = 30.0
+# No deadline: a task waits on its infrastructure for as long as it takes.
+_INFRA_RETRY: Final = RetryPolicy(initial=INFRA_BACKOFF_MIN_S, maximum=INFRA_BACKOFF_MAX_S, jitter=JITTER)
 
 
 @dataclass(frozen=True)
@@ -68,20 +73,23 @@ class RestartSchedule:
         policy: RestartPolicy,
         *,
         can_renew_session: bool,
-        variation: Callable[[], float] | None = None,
+        random: RandomSource = _random.random,
     ) -> None:
         self.policy = policy
         self._can_renew_session = can_renew_session
-        # A factor within 1 ± JITTER for each pause.
-        self._variation = variation or (lambda: random.uniform(1.0 - JITTER, 1.0 + JITTER))
+        self._random = random
+        # The task's own failures: the task.restart.* pauses, with the same jitter.
+        self._restarts = RetryPolicy(
+            initial=policy.backoff_initial_ms / 1000.0, maximum=policy.backoff_max_ms / 1000.0, jitter=JITTER
+        )
         self.attempt = 0
-        self._infra_delay = INFRA_BACKOFF_MIN_S
+        self._infra = _INFRA_RETRY.start(random=random)
         # The last step was a new session.
         self._renewed = False
 
     def after(self, failure: Failure) -> Step:
         if failure.worked:
-            self._infra_delay = INFRA_BACKOFF_MIN_S
+            self._infra.reset()
         if failure.ran_for >= self.policy.stable_after_s:
             self.attempt = 0
         # A new session, unless the run on the last new one failed the same way before any batch:
@@ -93,13 +101,10 @@ class RestartSchedule:
             return Step(Next.RENEW_SESSION)
         self._renewed = False
         if failure.kind is not FailureKind.TASK:
-            delay = self._infra_delay * self._factor()
-            self._infra_delay = min(self._infra_delay * 2, INFRA_BACKOFF_MAX_S)
+            delay = self._infra.next_delay()
+            assert delay is not None  # the policy has neither a deadline nor an attempt limit
             return Step(Next.WAIT, delay)
         if not self.policy.allows(self.attempt + 1):
             return Step(Next.GIVE_UP)
         self.attempt += 1
-        return Step(Next.WAIT, self.policy.delay_ms(self.attempt, self._factor()) / 1000.0, self.attempt)
-
-    def _factor(self) -> float:
-        return min(max(self._variation(), 1.0 - JITTER), 1.0 + JITTER)
+        return Step(Next.WAIT, self._restarts.delay(self.attempt, self._random()), self.attempt)

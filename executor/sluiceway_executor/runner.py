@@ -255,8 +255,10 @@ class TaskRunner:
             self._predecessor.join()
             carried = self._predecessor.committed_offsets()
             self._predecessor = None
-            if carried:
-                self._carry_over(carried)
+            # Its offsets become this runner's: the first run starts from them, and a successor
+            # takes them over in turn.
+            with self._lock:
+                self._committed.update({canonical(p): (p, o) for p, o in carried})
         if self._stopping.is_set():
             return
         if self.spec.paused:
@@ -271,6 +273,9 @@ class TaskRunner:
             return
         schedule = RestartSchedule(policy, can_renew_session=self._sessions is not None)
         while not self._stopping.is_set():
+            # Each run starts from the offsets committed so far (a source's are this runner's and
+            # its predecessor's; a sink's are read back from Kafka by its new pipeline).
+            self._start_from(self.committed_offsets())
             session = self._sessions.current() if self._sessions is not None else None
             failure = self._run_once(session)
             if failure is None:
@@ -289,9 +294,6 @@ class TaskRunner:
                     return
             elif self._stopping.wait(step.delay):
                 return
-            # Run again from the offsets committed so far (a source's are this runner's; a sink's
-            # are read back from Kafka by its new pipeline).
-            self._start_from(self.committed_offsets())
 
     def _report_restarting(self, failure: Failure, step: Step) -> None:
         trace = hide_resolved(failure.trace, self._substituted)
@@ -421,12 +423,6 @@ class TaskRunner:
         since = self._running_since
         ran_for = 0.0 if since is None else time.monotonic() - since
         return Failure(kind, what, trace, ran_for, self._worked)
-
-    def _carry_over(self, carried: list[OffsetPair]) -> None:
-        """Takes a predecessor's committed offsets as this runner's own, and starts from them."""
-        with self._lock:
-            self._committed.update({canonical(p): (p, o) for p, o in carried})
-        self._start_from(carried)
 
     def _start_from(self, committed: list[OffsetPair]) -> None:
         """The next run's source offsets: the assignment's, overridden by ``committed``."""

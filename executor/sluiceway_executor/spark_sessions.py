@@ -10,8 +10,8 @@ sources registered and the client's retry policy set.
 The client's own retries are shortened (``CLIENT_MAX_RETRIES``, ``CLIENT_MAX_BACKOFF_MS``): by
 default it would retry a down server for about ten minutes inside a single call, which would keep a
 task silent long after the server is back. Here a call gives up after about fifteen seconds, and
-``renew`` keeps trying to build a session with its own backoff until the server answers or the
-executor stops.
+``renew`` keeps trying to build a session, waiting as ``sluiceway.retry`` says between tries, until
+the server answers or the executor stops.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
+
+from sluiceway.retry import RetryPolicy
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -90,8 +92,8 @@ class SparkSessions:
         self.remote = remote
         self._stop = stop
         self._connect = connect
-        self._retry_min = retry_min
-        self._retry_max = max(retry_max, retry_min)
+        # Building a session again until Spark Connect answers or the executor stops.
+        self._retry = RetryPolicy(initial=retry_min, maximum=max(retry_max, retry_min))
         self._condition = threading.Condition()
         self._session: SparkSession | None = None
         self._building = False
@@ -150,7 +152,7 @@ class SparkSessions:
 
     def _build(self, cancelled: Callable[[], bool]) -> SparkSession | None:
         started = warned = time.monotonic()
-        delay = self._retry_min
+        retry = self._retry.start()
         while not cancelled():
             try:
                 session = self._connect(self.remote)
@@ -161,6 +163,8 @@ class SparkSessions:
                 )
                 if level == logging.WARNING:
                     warned = now
+                delay = retry.next_delay()
+                assert delay is not None  # the policy has neither a deadline nor an attempt limit
                 log.log(
                     level,
                     "Spark Connect at %s is not usable yet (%s); trying again in %.1fs",
@@ -169,7 +173,6 @@ class SparkSessions:
                     delay,
                 )
                 self._stop.wait(delay)
-                delay = min(delay * 2, self._retry_max)
                 continue
             log.info("Spark Connect session to %s ready in %.1fs", self.remote, time.monotonic() - started)
             return session

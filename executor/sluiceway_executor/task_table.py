@@ -164,7 +164,7 @@ class TaskTable:
     # ------------------------------------------------------------------ reading
 
     def running(self) -> list[str]:
-        """The tasks whose runner is running (as listed in heartbeats)."""
+        """The tasks whose runner is still running (a runner that is stopping included)."""
         with self._lock:
             return sorted(name for name, runner in self._runners.items() if runner.alive)
 

@@ -26,7 +26,6 @@ group's settings.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from typing import Any, Final, Protocol
@@ -45,7 +44,9 @@ from sluiceway.connect.topic_creation_config import (
     topic_creation_groups,
     uses_topic_creation,
 )
-from sluiceway.kafka_errors import is_transient
+from sluiceway.connect.worker_settings import worker_default
+from sluiceway.kafka_errors import transient_exception
+from sluiceway.retry import Deadline, RetryPolicy
 
 __all__ = ["TopicAdmin", "TopicCreator", "refusal", "topic_creation_enabled"]
 
@@ -53,7 +54,9 @@ log = logging.getLogger(__name__)
 
 # How long one ensure() may spend on Kafka, lookups and creations together.
 DEFAULT_TIMEOUT_S: Final = 30.0
-_RETRY_PAUSE_S: Final = 0.2
+# Looking up or creating a topic again after an error that passes by itself, within ensure()'s
+# timeout.
+_RETRY: Final = RetryPolicy(initial=0.2, maximum=0.2, transient=transient_exception)
 _HINT: Final = (
     "Create the topic yourself or change the connector's topic.creation.* settings, then restart the task."
 )
@@ -99,10 +102,8 @@ def refusal(operation: str, topic: str, exc: BaseException) -> str | None:
 
 
 def topic_creation_enabled(worker_config: Mapping[str, str]) -> bool:
-    """The worker's ``topic.creation.enable``; true when the control plane sent no value."""
-    raw = worker_config.get(TOPIC_CREATION_ENABLE_CONFIG)
-    if raw is None:
-        return True
+    """The worker's ``topic.creation.enable``; its default (true) when the control plane sent no value."""
+    raw = worker_config.get(TOPIC_CREATION_ENABLE_CONFIG, worker_default(TOPIC_CREATION_ENABLE_CONFIG))
     try:
         enabled: bool = parse_type(TOPIC_CREATION_ENABLE_CONFIG, raw, ConfigType.BOOLEAN)
     except ConfigException as e:
@@ -114,13 +115,6 @@ def _error_of(exc: BaseException) -> KafkaError | None:
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
         return exc.args[0]
     return None
-
-
-def _transient(exc: BaseException) -> bool:
-    error = _error_of(exc)
-    if error is None:
-        return isinstance(exc, TimeoutError)
-    return is_transient(error)
 
 
 class TopicCreator:
@@ -204,7 +198,7 @@ class TopicCreator:
                     else "Have the connector send its records to a topic with a legal name, then restart "
                     "the task.",
                 )
-        deadline = time.monotonic() + self._timeout
+        deadline = Deadline(self._timeout)
         missing = self._missing(pending, deadline)
         self._known.update(topic for topic in pending if topic not in missing)
         if missing:
@@ -233,49 +227,48 @@ class TopicCreator:
             group.describe(),
         )
 
-    @staticmethod
-    def _remaining(deadline: float) -> float:
-        return max(deadline - time.monotonic(), 0.1)
-
-    def _missing(self, topics: list[str], deadline: float) -> list[str]:
+    def _missing(self, topics: list[str], deadline: Deadline) -> list[str]:
         """The topics of ``topics`` the cluster does not have. DescribeTopics names them without
         ever creating one (a metadata request naming a topic may have the broker create it). A topic
         the broker will not describe to the task is warned about and not counted as missing: without
         Describe the principal has no Write on it either (Kafka's Write implies Describe), so the
         write's own error says more than a creation attempt would."""
         missing: list[str] = []
+        retry = _RETRY.start(deadline)
         ask = list(topics)
         while ask:
             try:
                 futures: dict[str, Future[Any]] = self._client().describe_topics(
-                    TopicCollection(ask), request_timeout=self._remaining(deadline)
+                    TopicCollection(ask), request_timeout=deadline.remaining(at_least=0.1)
                 )
             except KafkaException as exc:
                 if self._went_on(_DESCRIBE, ask, exc):
                     return missing
                 raise self._failure(ask[0], f"could not look it up: {exc}") from exc
-            again: list[str] = []
+            again: dict[str, BaseException] = {}
             for topic in ask:
                 try:
-                    futures[topic].result(timeout=self._remaining(deadline) + 1.0)
+                    futures[topic].result(timeout=deadline.remaining(at_least=0.1) + 1.0)
                 except (KafkaException, TimeoutError) as exc:
                     error = _error_of(exc)
                     if error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                         missing.append(topic)
                     elif self._went_on(_DESCRIBE, [topic], exc):
                         continue
-                    elif _transient(exc) and time.monotonic() < deadline:
-                        again.append(topic)
+                    elif _RETRY.transient(exc):
+                        again[topic] = exc
                     else:
                         raise self._failure(topic, f"could not look it up: {exc}") from exc
-            if again:
-                time.sleep(_RETRY_PAUSE_S)
-            ask = again
+            if again and not retry.wait():
+                first, cause = next(iter(again.items()))
+                raise self._failure(first, f"could not look it up: {cause}") from cause
+            ask = list(again)
         return missing
 
-    def _create(self, topics: list[str], deadline: float) -> None:
+    def _create(self, topics: list[str], deadline: Deadline) -> None:
         """Creates ``topics`` with the settings of their groups; one that exists by now is fine, and
         so is one the broker will not create for the task (warned about)."""
+        retry = _RETRY.start(deadline)
         ask = list(topics)
         while ask:
             groups = {topic: self.group_for(topic) for topic in ask}
@@ -288,7 +281,7 @@ class TopicCreator:
                 )
                 for topic, group in groups.items()
             ]
-            remaining = self._remaining(deadline)
+            remaining = deadline.remaining(at_least=0.1)
             try:
                 futures: dict[str, Future[Any]] = self._client().create_topics(
                     new_topics, request_timeout=remaining, operation_timeout=remaining
@@ -297,10 +290,10 @@ class TopicCreator:
                 if self._went_on(_CREATE, ask, exc):
                     return
                 raise self._failure(ask[0], f"the broker did not create it: {exc}") from exc
-            again: list[str] = []
+            again: dict[str, BaseException] = {}
             for topic, group in groups.items():
                 try:
-                    futures[topic].result(timeout=self._remaining(deadline) + 1.0)
+                    futures[topic].result(timeout=deadline.remaining(at_least=0.1) + 1.0)
                 except (KafkaException, TimeoutError) as exc:
                     error = _error_of(exc)
                     if error is not None and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
@@ -311,8 +304,8 @@ class TopicCreator:
                         )
                     elif self._went_on(_CREATE, [topic], exc):
                         continue
-                    elif _transient(exc) and time.monotonic() < deadline:
-                        again.append(topic)
+                    elif _RETRY.transient(exc):
+                        again[topic] = exc
                     else:
                         raise self._failure(topic, f"the broker did not create it: {exc}") from exc
                 else:
@@ -323,9 +316,10 @@ class TopicCreator:
                         self._settings_name(group),
                         group.describe(),
                     )
-            if again:
-                time.sleep(_RETRY_PAUSE_S)
-            ask = again
+            if again and not retry.wait():
+                first, cause = next(iter(again.items()))
+                raise self._failure(first, f"the broker did not create it: {cause}") from cause
+            ask = list(again)
 
     def _went_on(self, operation: str, topics: list[str], exc: BaseException) -> bool:
         """Whether ``exc`` is a refusal the task goes on after; if so each of ``topics`` is warned

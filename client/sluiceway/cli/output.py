@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime
 import json
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
 import grpc
@@ -177,7 +177,3 @@ def _unreachable_hint(message: str, target: str, security: TransportSecurity | N
             "pass --tls-cert and --tls-key.)"
         )
     return f"  (is a Sluiceway server listening on {target}? Set --server or $SLUICEWAY_SERVER.)"
-
-
-def sorted_items(mapping: Mapping[str, str]) -> list[tuple[str, str]]:
-    return sorted(mapping.items())

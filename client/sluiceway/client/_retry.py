@@ -5,13 +5,16 @@ once, hands each attempt the time that remains as its gRPC timeout, and decides 
 failure whether another attempt fits. Waits use exponential backoff with full jitter, and a
 server's `google.rpc.RetryInfo` delay, when it sends one, is the wait: it knows when trying again
 makes sense (a control plane electing a leader asks for about half a second).
+
+The client keeps its own loop, for the server's hint and the request id every attempt re-sends,
+but its backoff and deadline are the shared ones of `sluiceway.retry`: `RetryPolicy.backoff` is
+the shared policy its waits are drawn from, and `Attempts` counts down a `sluiceway.retry.Deadline`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import math
 import random as _random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -19,6 +22,7 @@ from typing import Protocol, TypeVar
 
 import grpc
 
+from sluiceway import retry as shared
 from sluiceway.errors import SluicewayError, from_rpc_error
 
 __all__ = ["AsyncStreamCall", "Attempts", "Retrier", "RetryPolicy", "StreamCall"]
@@ -68,6 +72,9 @@ class RetryPolicy:
     honor_retry_info: bool = True
     # ...but no longer than this, so a misbehaving server cannot park the client.
     max_retry_info_delay: float = 60.0
+    # The shared policy the waits come from, derived from the fields above. Full jitter (a wait
+    # anywhere below the ceiling) is the shared jitter of 1 around half the ceiling.
+    backoff: shared.RetryPolicy = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -76,6 +83,14 @@ class RetryPolicy:
             raise ValueError("backoff delays must not be negative")
         if self.backoff_multiplier < 1:
             raise ValueError("backoff_multiplier must be at least 1")
+        backoff = shared.RetryPolicy(
+            initial=self.initial_backoff / 2,
+            maximum=self.max_backoff / 2,
+            multiplier=self.backoff_multiplier,
+            jitter=1.0,
+            max_attempts=self.max_attempts,
+        )
+        object.__setattr__(self, "backoff", backoff)
 
     @classmethod
     def disabled(cls) -> RetryPolicy:
@@ -94,15 +109,7 @@ class RetryPolicy:
 
     def backoff_ceiling(self, retry: int) -> float:
         """Upper bound of the wait before retry number `retry` (1 = the second attempt)."""
-        exponent = max(0, retry - 1)
-        # Compare in log space first: multiplier ** exponent overflows for long retry chains.
-        if self.initial_backoff == 0:
-            return 0.0
-        if self.backoff_multiplier > 1 and exponent * math.log(self.backoff_multiplier) > math.log(
-            max(self.max_backoff, 1e-9) / self.initial_backoff
-        ):
-            return self.max_backoff
-        return min(self.max_backoff, self.initial_backoff * self.backoff_multiplier**exponent)
+        return self.backoff.ceiling(retry)
 
     def delay(self, retry: int, error: SluicewayError, random: RandomSource) -> float:
         """The wait before retry number `retry` after `error`: the server's RetryInfo delay when
@@ -110,7 +117,7 @@ class RetryPolicy:
         [0, ceiling)."""
         if self.honor_retry_info and error.retry_delay is not None:
             return min(error.retry_delay, self.max_retry_info_delay)
-        return random() * self.backoff_ceiling(retry)
+        return self.backoff.delay(retry, random())
 
 
 class Attempts:
@@ -120,19 +127,18 @@ class Attempts:
         self, policy: RetryPolicy, timeout: float | None, *, clock: Clock, random: RandomSource
     ) -> None:
         self._policy = policy
-        self._clock = clock
         self._random = random
-        self._deadline = None if timeout is None else clock() + timeout
+        self._deadline = shared.Deadline(timeout, clock=clock)
         self.attempt = 0
         self.last_error: SluicewayError | None = None
 
     @property
     def deadline(self) -> float | None:
         """The overall deadline on the retrier's clock, or None without one."""
-        return self._deadline
+        return self._deadline.at
 
     def remaining(self) -> float | None:
-        return None if self._deadline is None else self._deadline - self._clock()
+        return None if self._deadline.at is None else self._deadline.remaining()
 
     def begin(self) -> float | None:
         """Starts the next attempt and returns its gRPC timeout: whatever is left of the

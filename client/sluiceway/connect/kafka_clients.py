@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from sluiceway.connect.connector import ConnectException
+from sluiceway.connect.worker_settings import worker_default
 
 __all__ = [
     "connect_first",
@@ -33,6 +34,9 @@ log = logging.getLogger(__name__)
 
 GROUP_ID_OVERRIDE = "consumer.override.group.id"
 OFFSETS_TOPIC_CONFIG = "offsets.storage.topic"
+# The worker's offsets topic, and its name when the worker config leaves it unset or empty.
+WORKER_OFFSETS_TOPIC_CONFIG = "offset.storage.topic"
+_DEFAULT_WORKER_OFFSETS_TOPIC = worker_default(WORKER_OFFSETS_TOPIC_CONFIG)
 
 
 def kafka_client_config(
@@ -96,7 +100,7 @@ def own_offsets_topic(worker_config: Mapping[str, str], connector_config: Mappin
         return topic
     producer = kafka_client_config(worker_config, "producer", connector_config)
     if producer["bootstrap.servers"] != worker_config.get("bootstrap.servers"):
-        return worker_config.get("offset.storage.topic") or "connect-offsets"
+        return worker_config.get(WORKER_OFFSETS_TOPIC_CONFIG) or _DEFAULT_WORKER_OFFSETS_TOPIC
     return None
 
 
@@ -104,7 +108,7 @@ def source_offsets_topic(worker_config: Mapping[str, str], connector_config: Map
     """Where a source task commits its offsets: the connector's own offsets topic, else the
     worker's."""
     own = own_offsets_topic(worker_config, connector_config)
-    return own or worker_config.get("offset.storage.topic") or "connect-offsets"
+    return own or worker_config.get(WORKER_OFFSETS_TOPIC_CONFIG) or _DEFAULT_WORKER_OFFSETS_TOPIC
 
 
 def offset_commit_config(

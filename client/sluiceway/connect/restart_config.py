@@ -17,7 +17,6 @@ as unset. A worker value may not be empty.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -39,6 +38,7 @@ __all__ = [
     "RESTART_ENABLE_CONFIG",
     "RESTART_GROUP",
     "RESTART_MAX_ATTEMPTS_CONFIG",
+    "WORKER_RESTART_CONFIG_DEF",
     "WORKER_RESTART_DEFAULTS",
     "RestartPolicy",
     "check_worker_restart_config",
@@ -51,89 +51,111 @@ RESTART_BACKOFF_INITIAL_MS_CONFIG: Final = "task.restart.backoff.initial.ms"
 RESTART_BACKOFF_MAX_MS_CONFIG: Final = "task.restart.backoff.max.ms"
 RESTART_MAX_ATTEMPTS_CONFIG: Final = "task.restart.max.attempts"
 
-# The worker's defaults, which a connector that sets none of the keys runs with.
-WORKER_RESTART_DEFAULTS: Final[Mapping[str, str]] = {
-    RESTART_ENABLE_CONFIG: "true",
-    RESTART_BACKOFF_INITIAL_MS_CONFIG: "1000",
-    RESTART_BACKOFF_MAX_MS_CONFIG: "60000",
-    RESTART_MAX_ATTEMPTS_CONFIG: "-1",
-}
-
 # How far a pause may stray from its nominal length either way (0.2: between 80% and 120%).
 JITTER: Final = 0.2
 
-_UNSET = "Unset or empty: the worker's value"
-_DOCS: Final[Mapping[str, str]] = {
+# Each key once: its type, the lowest value it accepts (None: no bound), the worker's default
+# (which a connector that leaves the key unset runs with) and its display name.
+_KEYS: Final = (
+    (RESTART_ENABLE_CONFIG, ConfigType.BOOLEAN, None, "true", "Restart failed tasks"),
+    (RESTART_BACKOFF_INITIAL_MS_CONFIG, ConfigType.LONG, 1, "1000", "First restart pause (ms)"),
+    (RESTART_BACKOFF_MAX_MS_CONFIG, ConfigType.LONG, 1, "60000", "Longest restart pause (ms)"),
+    (RESTART_MAX_ATTEMPTS_CONFIG, ConfigType.INT, -1, "-1", "Restarts in a row"),
+)
+
+# The worker's defaults as config text.
+WORKER_RESTART_DEFAULTS: Final[Mapping[str, str]] = {name: default for name, _, _, default, _ in _KEYS}
+
+# What the keys mean in a connector config, where each may be left unset.
+_CONNECTOR_DOCS: Final[Mapping[str, str]] = {
     RESTART_ENABLE_CONFIG: (
         "Whether a task that fails by an error of its connector or of its data is started again by "
-        f"its executor after a pause (false: it stays FAILED until restarted by hand). {_UNSET} "
-        "(default true)."
+        "its executor after a pause (false: it stays FAILED until restarted by hand)."
     ),
     RESTART_BACKOFF_INITIAL_MS_CONFIG: (
         "The pause, in milliseconds, before the first automatic restart of a failed task; each "
         "further restart in a row waits twice as long as the one before, up to "
-        f"task.restart.backoff.max.ms, and every pause is varied by up to 20% either way. {_UNSET} "
-        "(default 1000)."
+        "task.restart.backoff.max.ms, and every pause is varied by up to 20% either way."
     ),
     RESTART_BACKOFF_MAX_MS_CONFIG: (
         "The longest pause, in milliseconds, before an automatic restart (before the 20% variation). "
-        "A task that then runs this long without failing counts its restarts from zero again. "
-        f"{_UNSET} (default 60000)."
+        "A task that then runs this long without failing counts its restarts from zero again."
     ),
     RESTART_MAX_ATTEMPTS_CONFIG: (
         "How many automatic restarts in a row a failing task gets before it stays FAILED: -1 for no "
-        f"limit, 0 for none. {_UNSET} (default -1)."
+        "limit, 0 for none."
+    ),
+}
+
+# What the keys mean in the worker config (the README's settings table is made from these).
+_WORKER_DOCS: Final[Mapping[str, str]] = {
+    RESTART_ENABLE_CONFIG: (
+        "whether a task that fails by its own error (its connector's or its data's) is started again "
+        "by its executor ([When a task fails](#when-a-task-fails)); a connector's own key wins"
+    ),
+    RESTART_BACKOFF_INITIAL_MS_CONFIG: (
+        "the pause before the first automatic restart; each next one doubles, every pause varied by "
+        "up to 20% either way; a connector's own key wins"
+    ),
+    RESTART_BACKOFF_MAX_MS_CONFIG: (
+        "the longest pause; a task that then runs this long without failing counts from zero again; "
+        "a connector's own key wins"
+    ),
+    RESTART_MAX_ATTEMPTS_CONFIG: (
+        "automatic restarts in a row before the task stays FAILED: `-1` no limit, `0` none; a "
+        "connector's own key wins"
     ),
 }
 
 
-def _definition(defaults: Mapping[str, Any]) -> ConfigDef:
-    def key(name: str, kind: ConfigType, minimum: int | None, order: int, display: str) -> ConfigDef:
+def _definition(*, worker: bool) -> ConfigDef:
+    """The four keys, as the worker declares them (with its defaults) or as a connector does (each
+    optional, unset meaning the worker's value)."""
+    definition = ConfigDef()
+    for order, (name, kind, minimum, default, display) in enumerate(_KEYS, start=1):
         validator: Validator | None = None if minimum is None else Range.at_least(minimum)
-        default = defaults[name]
-        if default is None and validator is not None:
-            validator = Nullable(validator)
-        return definition.define(
+        if worker:
+            documentation = _WORKER_DOCS[name]
+        else:
+            documentation = f"{_CONNECTOR_DOCS[name]} Unset or empty: the worker's value (default {default})."
+            validator = None if validator is None else Nullable(validator)
+        definition.define(
             name,
             kind,
-            default,
+            default if worker else None,
             validator,
             Importance.LOW,
-            _DOCS[name],
+            documentation,
             RESTART_GROUP,
             order,
             Width.SHORT,
             display,
         )
-
-    definition = ConfigDef()
-    key(RESTART_ENABLE_CONFIG, ConfigType.BOOLEAN, None, 1, "Restart failed tasks")
-    key(RESTART_BACKOFF_INITIAL_MS_CONFIG, ConfigType.LONG, 1, 2, "First restart pause (ms)")
-    key(RESTART_BACKOFF_MAX_MS_CONFIG, ConfigType.LONG, 1, 3, "Longest restart pause (ms)")
-    key(RESTART_MAX_ATTEMPTS_CONFIG, ConfigType.INT, -1, 4, "Restarts in a row")
     return definition
+
+
+WORKER_RESTART_CONFIG_DEF: Final = _definition(worker=True)
+"""The keys as the worker declares them, built once: part of the worker's settings
+(``sluiceway.connect.worker_settings``), and what every task run parses its policy with. Read only."""
 
 
 def restart_config_def() -> ConfigDef:
     """The keys as a connector sets them: each optional, unset meaning the worker's value."""
-    return _definition(dict.fromkeys(WORKER_RESTART_DEFAULTS))
+    return _definition(worker=False)
 
 
-@functools.cache
-def _worker_config_def() -> ConfigDef:
-    # Built once: every task run reads its policy through it.
-    typed = _definition(dict.fromkeys(WORKER_RESTART_DEFAULTS)).parse(WORKER_RESTART_DEFAULTS)
-    return _definition(typed)
+def _worker_default(name: str) -> Any:
+    return WORKER_RESTART_CONFIG_DEF.keys()[name].default
 
 
 @dataclass(frozen=True)
 class RestartPolicy:
     """How a task's executor restarts it after its own failures (see the module doc)."""
 
-    enabled: bool = True
-    backoff_initial_ms: int = 1000
-    backoff_max_ms: int = 60000
-    max_attempts: int = -1
+    enabled: bool = _worker_default(RESTART_ENABLE_CONFIG)
+    backoff_initial_ms: int = _worker_default(RESTART_BACKOFF_INITIAL_MS_CONFIG)
+    backoff_max_ms: int = _worker_default(RESTART_BACKOFF_MAX_MS_CONFIG)
+    max_attempts: int = _worker_default(RESTART_MAX_ATTEMPTS_CONFIG)
 
     @classmethod
     def from_configs(
@@ -147,7 +169,7 @@ class RestartPolicy:
             value = java_trim((connector_config or {}).get(name) or "")
             if value:
                 chosen[name] = value
-        values = _worker_config_def().parse(chosen)
+        values = WORKER_RESTART_CONFIG_DEF.parse(chosen)
         return cls(
             enabled=bool(values[RESTART_ENABLE_CONFIG]),
             backoff_initial_ms=int(values[RESTART_BACKOFF_INITIAL_MS_CONFIG]),

@@ -11,7 +11,7 @@ any file Spark can.
 The control plane builds one from its worker config and applies it when it validates a connector
 config; an executor builds one from the worker config it runs tasks with (the leader's, with its
 own settings laid over it) and applies it again before and while a task runs. A key missing from
-the mapping reads as the control plane's default for it.
+the mapping reads as its default (``sluiceway.connect.worker_settings``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from sluiceway.connect.config import ConfigDef, PathKind
+from sluiceway.connect.config import ConfigDef, ConfigException, PathKind
+from sluiceway.connect.worker_settings import worker_bool, worker_default
 
 __all__ = [
     "CLIENT_OVERRIDE_PREFIXES",
@@ -47,16 +48,17 @@ TOPIC_CREATION_ENABLE_CONFIG: Final = "topic.creation.enable"
 HEARTBEAT_TOPIC_CONFIG: Final = "heartbeat.records.topic"
 LISTENERS_CONFIG: Final = "listeners"
 AUTH_TOKENS_FILE_CONFIG: Final = "auth.tokens.file"
-_DEFAULT_LISTENERS: Final = "127.0.0.1:8083"
 
-# The worker's own topics, with the control plane's defaults for them.
+# The worker's own topics, with their defaults.
 STORAGE_TOPIC_KEYS: Final[Mapping[str, str]] = {
-    "config.storage.topic": "connect-configs",
-    "offset.storage.topic": "connect-offsets",
-    "status.storage.topic": "connect-status",
-    "cluster.storage.topic": "connect-cluster",
+    key: worker_default(key)
+    for key in (
+        "config.storage.topic",
+        "offset.storage.topic",
+        "status.storage.topic",
+        "cluster.storage.topic",
+    )
 }
-_DEFAULT_HEARTBEAT_TOPIC: Final = "connect-heartbeats"
 # Kafka's own internal topics: every name starting with "__" is internal, these are the ones a
 # topics.regex is tried against.
 INTERNAL_TOPIC_PREFIX: Final = "__"
@@ -81,6 +83,12 @@ class OverridePolicy(enum.Enum):
     ALL = "All"
     NONE = "None"
     ALLOWLIST = "Allowlist"
+
+
+_DEFAULT_OVERRIDE_POLICY: Final = OverridePolicy(worker_default(OVERRIDE_POLICY_CONFIG))
+_DEFAULT_TOPIC_CREATION: Final = worker_bool(
+    TOPIC_CREATION_ENABLE_CONFIG, worker_default(TOPIC_CREATION_ENABLE_CONFIG)
+)
 
 
 def _directories(props: Mapping[str, str], key: str) -> tuple[str, ...]:
@@ -111,7 +119,7 @@ def exposure(props: Mapping[str, str]) -> str | None:
     is on, or a listener (any of `listeners`, as written) is off loopback; None when neither."""
     if props.get(AUTH_TOKENS_FILE_CONFIG, "").strip():
         return f"authentication is on ({AUTH_TOKENS_FILE_CONFIG})"
-    for entry in props.get(LISTENERS_CONFIG, _DEFAULT_LISTENERS).split(","):
+    for entry in props.get(LISTENERS_CONFIG, worker_default(LISTENERS_CONFIG)).split(","):
         address = entry.strip().split("://", 1)[-1]
         # An empty host binds every interface, as WorkerConfig.listen_address reads it.
         if address and not is_loopback_host(address.rpartition(":")[0]):
@@ -131,9 +139,9 @@ class WorkerPolicy:
     storage_topics: frozenset[str] = frozenset(STORAGE_TOPIC_KEYS.values())
     plugin_path: tuple[str, ...] = ()
     allowed_paths: tuple[str, ...] = ()
-    override_policy: OverridePolicy = OverridePolicy.ALL
+    override_policy: OverridePolicy = _DEFAULT_OVERRIDE_POLICY
     override_allowlist: frozenset[str] = field(default_factory=frozenset)
-    topic_creation: bool = True
+    topic_creation: bool = _DEFAULT_TOPIC_CREATION
     # Why path keys need allowed_paths on this worker (see ``exposure``); None: any path while
     # allowed_paths is empty.
     exposed: str | None = None
@@ -144,7 +152,7 @@ class WorkerPolicy:
         storage = frozenset(
             (props.get(key) or "").strip() or default for key, default in STORAGE_TOPIC_KEYS.items()
         )
-        raw_policy = props.get(OVERRIDE_POLICY_CONFIG, "").strip() or OverridePolicy.ALL.value
+        raw_policy = props.get(OVERRIDE_POLICY_CONFIG, "").strip() or _DEFAULT_OVERRIDE_POLICY.value
         policy = next((p for p in OverridePolicy if p.value.lower() == raw_policy.lower()), None)
         if policy is None:
             raise WorkerPolicyError(
@@ -153,21 +161,25 @@ class WorkerPolicy:
         allowlist = frozenset(
             k.strip() for k in props.get(OVERRIDE_ALLOWLIST_CONFIG, "").split(",") if k.strip()
         )
-        raw_creation = props.get(TOPIC_CREATION_ENABLE_CONFIG, "true").strip().lower()
-        if raw_creation not in ("true", "false"):
-            raise WorkerPolicyError(
-                TOPIC_CREATION_ENABLE_CONFIG, f"expected true or false, got {raw_creation!r}"
+        raw_creation = props.get(TOPIC_CREATION_ENABLE_CONFIG)
+        try:
+            topic_creation = (
+                _DEFAULT_TOPIC_CREATION
+                if raw_creation is None
+                else worker_bool(TOPIC_CREATION_ENABLE_CONFIG, raw_creation)
             )
+        except ConfigException as exc:
+            raise WorkerPolicyError(TOPIC_CREATION_ENABLE_CONFIG, exc.detail) from None
         built = cls(
             storage_topics=storage,
             plugin_path=_directories(props, PLUGIN_PATH_CONFIG),
             allowed_paths=_directories(props, ALLOWED_PATHS_CONFIG),
             override_policy=policy,
             override_allowlist=allowlist,
-            topic_creation=raw_creation == "true",
+            topic_creation=topic_creation,
             exposed=exposure(props),
         )
-        heartbeat_topic = props.get(HEARTBEAT_TOPIC_CONFIG, _DEFAULT_HEARTBEAT_TOPIC).strip()
+        heartbeat_topic = props.get(HEARTBEAT_TOPIC_CONFIG, worker_default(HEARTBEAT_TOPIC_CONFIG)).strip()
         if not heartbeat_topic:
             # Connectors that leave theirs empty use this one (KIP-910): it cannot be empty itself.
             raise WorkerPolicyError(HEARTBEAT_TOPIC_CONFIG, "must not be empty")

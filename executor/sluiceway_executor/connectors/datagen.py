@@ -43,6 +43,7 @@ from sluiceway.connect import (
     Width,
 )
 from sluiceway.connect.batch_config import DEFAULT_BATCH_MAX_RECORDS
+from sluiceway_executor.connectors.base import BuiltInConnector
 from sluiceway_executor.datagen_records import datagen_frame, datagen_record
 
 if TYPE_CHECKING:
@@ -194,22 +195,9 @@ def heartbeat_record(
     )
 
 
-class DataGenSourceConnector(SourceConnector):
-    def __init__(self) -> None:
-        self._props: dict[str, str] = {}
-
-    def version(self) -> str:
-        return sluiceway.__version__
-
+class DataGenSourceConnector(BuiltInConnector, SourceConnector):
     def config(self) -> ConfigDef:
         return config_def()
-
-    def start(self, props: Mapping[str, str]) -> None:
-        AbstractConfig(config_def(), props)
-        self._props = dict(props)
-
-    def stop(self) -> None:
-        """Nothing runs in the background."""
 
     def task_class(self) -> type[Task]:
         return DataGenBatchTask

@@ -39,6 +39,7 @@ from sluiceway.connect import (
     Task,
     TopicPartition,
 )
+from sluiceway_executor.connectors.base import BuiltInConnector
 
 __all__ = [
     "FileStreamSinkConnector",
@@ -117,23 +118,12 @@ def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-class FileStreamSourceConnector(SourceConnector):
-    def __init__(self) -> None:
-        self._props: dict[str, str] = {}
-
-    def version(self) -> str:
-        return sluiceway.__version__
-
+class FileStreamSourceConnector(BuiltInConnector, SourceConnector):
     def config(self) -> ConfigDef:
         return source_config_def()
 
-    def start(self, props: Mapping[str, str]) -> None:
-        config = AbstractConfig(source_config_def(), props)
-        self._props = dict(props)
+    def _on_start(self, config: AbstractConfig) -> None:
         _log.info("FileStreamSource will read lines of %s", config.get_string(FILE_CONFIG))
-
-    def stop(self) -> None:
-        """Nothing runs in the background."""
 
     def task_class(self) -> type[Task]:
         return FileStreamSourceTask
@@ -308,29 +298,15 @@ class FileStreamSourceTask(SourceTask):
                 self._stream = None
 
 
-class FileStreamSinkConnector(SinkConnector):
-    def __init__(self) -> None:
-        self._props: dict[str, str] = {}
-
-    def version(self) -> str:
-        return sluiceway.__version__
-
+class FileStreamSinkConnector(BuiltInConnector, SinkConnector):
     def config(self) -> ConfigDef:
         return sink_config_def()
 
-    def start(self, props: Mapping[str, str]) -> None:
-        config = AbstractConfig(sink_config_def(), props)
-        self._props = dict(props)
+    def _on_start(self, config: AbstractConfig) -> None:
         _log.info("FileStreamSink will append lines to %s", config.get_string(FILE_CONFIG))
-
-    def stop(self) -> None:
-        """Nothing runs in the background."""
 
     def task_class(self) -> type[Task]:
         return FileStreamSinkTask
-
-    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
-        return [dict(self._props) for _ in range(max_tasks)]
 
     def alter_offsets(
         self, connector_config: Mapping[str, str], offsets: Mapping[TopicPartition, int | None]

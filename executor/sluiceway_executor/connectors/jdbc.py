@@ -50,6 +50,7 @@ from sluiceway.connect import (
     ValidString,
     Width,
 )
+from sluiceway_executor.connectors.base import BuiltInConnector
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -316,13 +317,7 @@ def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-class JdbcSourceConnector(SourceConnector):
-    def __init__(self) -> None:
-        self._props: dict[str, str] = {}
-
-    def version(self) -> str:
-        return sluiceway.__version__
-
+class JdbcSourceConnector(BuiltInConnector, SourceConnector):
     def config(self) -> ConfigDef:
         return source_config_def()
 
@@ -335,16 +330,11 @@ class JdbcSourceConnector(SourceConnector):
             column.add_error(_MISSING_INCREMENTING_COLUMN)
         return values
 
-    def start(self, props: Mapping[str, str]) -> None:
-        config = AbstractConfig(source_config_def(), props)
+    def _on_start(self, config: AbstractConfig) -> None:
         if config.get_string(MODE_CONFIG) == MODE_INCREMENTING and not config.get_string(
             INCREMENTING_COLUMN_NAME_CONFIG
         ):
             raise ConfigException(INCREMENTING_COLUMN_NAME_CONFIG, None, _MISSING_INCREMENTING_COLUMN)
-        self._props = dict(props)
-
-    def stop(self) -> None:
-        """Nothing runs in the background."""
 
     def task_class(self) -> type[Task]:
         return JdbcSourceTask
@@ -456,28 +446,12 @@ class JdbcSourceTask(DataFrameSourceTask):
         """Each batch is its own Spark job; nothing stays open."""
 
 
-class JdbcSinkConnector(SinkConnector):
-    def __init__(self) -> None:
-        self._props: dict[str, str] = {}
-
-    def version(self) -> str:
-        return sluiceway.__version__
-
+class JdbcSinkConnector(BuiltInConnector, SinkConnector):
     def config(self) -> ConfigDef:
         return sink_config_def()
 
-    def start(self, props: Mapping[str, str]) -> None:
-        AbstractConfig(sink_config_def(), props)
-        self._props = dict(props)
-
-    def stop(self) -> None:
-        """Nothing runs in the background."""
-
     def task_class(self) -> type[Task]:
         return JdbcSinkTask
-
-    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
-        return [dict(self._props) for _ in range(max_tasks)]
 
     def alter_offsets(
         self, connector_config: Mapping[str, str], offsets: Mapping[TopicPartition, int | None]

@@ -202,12 +202,6 @@ def _newest_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 # ---------------------------------------------------------------- from the executor
 
 
-def _seen_here(staging: str) -> str | None:
-    """The local path of ``staging`` when this process sees the batch Spark wrote there."""
-    local = _local_path(staging)
-    return local if local is not None and os.path.isfile(os.path.join(local, "_SUCCESS")) else None
-
-
 def _publish_here(staging: str, final: str, content: str) -> None:
     with open(os.path.join(staging, MANIFEST), "w", encoding="utf-8") as out:
         out.write(content)
@@ -223,9 +217,11 @@ def publish(spark: SparkSession, staging: str, final: str, content: str, *, here
     else on a Spark worker (see the module doc)."""
     from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
-    local = _seen_here(staging) if here else None
+    local = _local_path(staging) if here else None
     local_final = _local_path(final)
-    if local is not None and local_final is not None:
+    # Spark's driver wrote the staged batch's _SUCCESS under a name no other batch has: seeing it
+    # proves this process sees the directory the batch was written to.
+    if local is not None and local_final is not None and os.path.isfile(os.path.join(local, "_SUCCESS")):
         _publish_here(local, local_final, content)
         return
 

@@ -32,6 +32,7 @@ from sluiceway.connect import (
     ValidString,
     Width,
 )
+from sluiceway_executor.connectors.base import BuiltInConnector
 from sluiceway_executor.connectors.lake_commits import (
     batch_dir,
     batch_key,
@@ -118,30 +119,16 @@ def config_def() -> ConfigDef:
     )
 
 
-class SparkFileSinkConnector(SinkConnector):
-    def __init__(self) -> None:
-        self._props: dict[str, str] = {}
-
-    def version(self) -> str:
-        return sluiceway.__version__
+class SparkFileSinkConnector(BuiltInConnector, SinkConnector):
+    """Its tasks all get the same config: each writes its own share of the partitions, and each
+    batch goes to a directory of its own (see ``SparkFileSinkTask.write_batch``), since concurrent
+    jobs appending to one directory lose files."""
 
     def config(self) -> ConfigDef:
         return config_def()
 
-    def start(self, props: Mapping[str, str]) -> None:
-        AbstractConfig(config_def(), props)
-        self._props = dict(props)
-
-    def stop(self) -> None:
-        """Nothing runs in the background."""
-
     def task_class(self) -> type[Task]:
         return SparkFileSinkTask
-
-    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
-        # Every task writes its own share of the partitions; each batch goes to a directory of its
-        # own (see write_batch), since concurrent jobs appending to one directory lose files.
-        return [dict(self._props) for _ in range(max_tasks)]
 
     def alter_offsets(
         self, connector_config: Mapping[str, str], offsets: Mapping[TopicPartition, int | None]

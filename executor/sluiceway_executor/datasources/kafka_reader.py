@@ -19,6 +19,7 @@ from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, Messa
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
+from sluiceway.kafka_errors import flagged_retriable
 from sluiceway_executor.datasources.kafka_common import (
     ARROW_SCHEMA,
     HEADERS_ARROW,
@@ -256,7 +257,7 @@ def read_split(options: ReaderOptions, split: KafkaSplit) -> Iterator[pa.RecordB
                         offset = m.offset()
                         if state is not None and offset is not None:
                             state.eof_at = offset
-                    elif error.fatal() or not error.retriable():
+                    elif not flagged_retriable(error):
                         state = reads.get(_message_key(m))
                         where = (
                             f"{_where(state.planned)} failed at {state.position}"

@@ -144,7 +144,8 @@ def mapped(method: F) -> F:
         except grpc.aio.AbortError:
             raise
         except NotLeaderError as exc:
-            # The term ended while the call ran: its write was refused, nothing changed.
+            # The term ended while the call ran: its write was refused, or (the leader's commit
+            # given up, storage/leader_writer.py) is settled by the next leader.
             await abort(
                 context,
                 UnavailableError(

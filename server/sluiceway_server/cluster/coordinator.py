@@ -8,13 +8,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 from sluiceway.api.v1 import common_pb2, executor_pb2
 from sluiceway.errors import Reason
 from sluiceway.limits import ASSIGNMENT_MESSAGE_BYTES, EXECUTOR_MAX_RECEIVE_BYTES
 from sluiceway.offsets import map_to_proto
+from sluiceway.retry import RetryPolicy
 from sluiceway.secrets import looks_secret
 from sluiceway_server.cluster.assignment_size import (
     ENVELOPE_BYTES,
@@ -50,6 +51,10 @@ log = logging.getLogger(__name__)
 # The owner the planner sees for released tasks that may not be placed yet (their UNASSIGNED status
 # or their fencing is still under way): no member has this id, so they are neither placed nor revoked.
 _HELD: Final = ""
+# A failed rebalance waits about a second each time (the same pause, so each wait is a fresh run).
+_REBALANCE_RETRY: Final = RetryPolicy(initial=1.0, maximum=1.0)
+
+_Handler = Callable[["ExecutorCoordinator", Member, executor_pb2.ExecutorMessage], Awaitable[None]]
 
 _TARGETS = {
     TargetState.STARTED: common_pb2.TARGET_STATE_RUNNING,
@@ -387,7 +392,7 @@ class ExecutorCoordinator:
                 await self._rebalance()
             except Exception:
                 log.exception("rebalance failed; retrying")
-                await asyncio.sleep(1.0)
+                await _REBALANCE_RETRY.start().wait_async()
                 self._rebalance_again = True
             if not self._rebalance_again or self._stopping:
                 return
@@ -553,39 +558,36 @@ class ExecutorCoordinator:
             log.info("ignoring %s from an ended session of executor %s", kind, member.id)
             return
         member.last_heartbeat = time.monotonic()
-        if kind == "heartbeat":
-            return
-        if kind == "task_status":
-            if member.status_writes is not None:
-                # The statuses recorded on attach go first; a failure there was logged.
-                await asyncio.wait({member.status_writes})
-            report = message.task_status
-            task = current_task(member, report.task, report.generation)
-            if task is not None and self._snapshot().connector_config(task.connector) is None:
-                # A deleted connector's statuses are gone; a late report must not bring one back.
-                log.info("dropping the status report of %s: its connector was deleted", report.task)
-            elif task is not None:
-                await record_status_report(self.status, member, task, report)
-        elif kind == "active_topics":
-            topics_report = message.active_topics
-            task = current_task(member, topics_report.task, topics_report.generation)
-            if task is not None:
-                await self.topics.record(task.connector, task.task, topics_report.topics)
-        elif kind == "revocation_ack":
-            for name in message.revocation_ack.tasks:
-                try:
-                    task = TaskId.parse(name)
-                except ValueError:
-                    continue
-                if task in member.revoking:
-                    member.revoking.discard(task)
-                    member.owned.pop(task, None)
-                    member.restarts.discard(task)
-            self._released()
-            self.request_rebalance()
-        elif kind == "goodbye":
-            # Its tasks stopped and committed what they will: no fencing needed.
-            self.release(member, "it shut down", fence=False)
+        handler = None if kind is None else self._HANDLERS.get(kind)
+        if handler is not None:
+            await handler(self, member, message)
+
+    async def _on_task_status(self, member: Member, message: executor_pb2.ExecutorMessage) -> None:
+        await record_status_report(self.status, member, message.task_status, self._snapshot)
+
+    async def _on_active_topics(self, member: Member, message: executor_pb2.ExecutorMessage) -> None:
+        report = message.active_topics
+        task = current_task(member, report.task, report.generation)
+        if task is not None:
+            await self.topics.record(task.connector, task.task, report.topics)
+
+    async def _on_revocation_ack(self, member: Member, message: executor_pb2.ExecutorMessage) -> None:
+        member.revocation_acknowledged(message.revocation_ack.tasks)
+        self._released()
+        self.request_rebalance()
+
+    async def _on_goodbye(self, member: Member, message: executor_pb2.ExecutorMessage) -> None:
+        # Its tasks stopped and committed what they will: no fencing needed.
+        self.release(member, "it shut down", fence=False)
+
+    # What each kind of executor message does besides showing that the executor is alive (all a
+    # Heartbeat does); a kind missing here (a second Hello) does nothing more.
+    _HANDLERS: Final[Mapping[str, _Handler]] = {
+        "task_status": _on_task_status,
+        "active_topics": _on_active_topics,
+        "revocation_ack": _on_revocation_ack,
+        "goodbye": _on_goodbye,
+    }
 
     def reset_reported_topics(self, connector: str) -> None:
         """The connector's active topics were reset: every executor forgets which topics the

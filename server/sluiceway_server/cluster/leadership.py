@@ -14,8 +14,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
+from sluiceway.retry import RetryPolicy
 from sluiceway_server.storage.cluster_store import ClusterStore, LeaderRecord, MemberRecord
 from sluiceway_server.storage.kafka_log import TopicWriter
 
@@ -58,8 +59,9 @@ class TermDuties(Protocol):
         ...
 
 
-_RETRY_INITIAL = 0.5
-_RETRY_MAX = 10.0
+# Taking the lead again after a failed start of a term, for as long as the group wants this replica
+# to lead.
+_RETRY: Final = RetryPolicy(initial=0.5, maximum=10.0)
 
 
 class Leadership:
@@ -204,7 +206,7 @@ class Leadership:
 
     async def _converge(self) -> None:
         async with self._lock:
-            backoff = _RETRY_INITIAL
+            retry = _RETRY.start()
             while True:
                 want = self._elected and not self._stopping
                 if want == (self._epoch is not None):
@@ -215,10 +217,11 @@ class Leadership:
                 try:
                     await self._begin_term()
                 except Exception:
-                    log.exception("taking the lead failed; trying again in %.1fs", backoff)
+                    delay = retry.next_delay()
+                    assert delay is not None  # the policy has neither a deadline nor an attempt limit
+                    log.exception("taking the lead failed; trying again in %.1fs", delay)
                     await self._end_term()
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, _RETRY_MAX)
+                    await asyncio.sleep(delay)
 
     async def _begin_term(self) -> None:
         started = time.monotonic()

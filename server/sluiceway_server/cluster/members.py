@@ -8,7 +8,7 @@ import asyncio
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -86,6 +86,19 @@ class Member:
             self.closed = True
             self.outbox.put_nowait(None)
 
+    def revocation_acknowledged(self, names: Iterable[str]) -> None:
+        """The executor stopped these tasks after their revocation: they are no longer its. A name
+        that does not parse or was not being revoked here changes nothing."""
+        for name in names:
+            try:
+                task = TaskId.parse(name)
+            except ValueError:
+                continue
+            if task in self.revoking:
+                self.revoking.discard(task)
+                self.owned.pop(task, None)
+                self.restarts.discard(task)
+
 
 @dataclass(frozen=True)
 class DesiredTask:
@@ -145,9 +158,21 @@ def welcome(
 
 
 async def record_status_report(
-    status: StatusWriter, member: Member, task: TaskId, report: executor_pb2.TaskStatusReport
+    status: StatusWriter, member: Member, report: executor_pb2.TaskStatusReport, snapshot: Callable[[], Any]
 ) -> None:
-    """Writes the status an executor reported for a task it holds."""
+    """Writes the status an executor reported for a task it holds under the report's generation,
+    once the statuses written when it attached are (a failure there was logged). A report of
+    another task or generation is dropped (``current_task``), and so is one whose connector the
+    config ``snapshot`` no longer has: a deleted connector's statuses are gone, and a late report
+    must not bring one back."""
+    if member.status_writes is not None:
+        await asyncio.wait({member.status_writes})
+    task = current_task(member, report.task, report.generation)
+    if task is None:
+        return
+    if snapshot().connector_config(task.connector) is None:
+        log.info("dropping the status report of %s: its connector was deleted", report.task)
+        return
     due = report.next_restart_time.ToMilliseconds() if report.HasField("next_restart_time") else 0
     await status.put_task(
         task.connector,

@@ -9,6 +9,7 @@ import logging
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any, Final
 
+from sluiceway.retry import RetryPolicy
 from sluiceway_server.cluster.assignor import TaskId
 from sluiceway_server.cluster.members import LIVE_STATES, desired_tasks
 from sluiceway_server.model import ConnectorType, State
@@ -17,9 +18,8 @@ from sluiceway_server.storage.task_fencing import TaskFencer
 
 log = logging.getLogger(__name__)
 
-# Fencing that failed is tried again after this delay, doubling up to the maximum.
-_FENCE_RETRY_INITIAL: Final = 0.5
-_FENCE_RETRY_MAX: Final = 10.0
+# Fencing released tasks again, until it succeeds (they may not be placed before) or the term ends.
+_FENCE_RETRY: Final = RetryPolicy(initial=0.5, maximum=10.0)
 
 Background = Callable[[Coroutine[Any, Any, None], str, str], "asyncio.Task[None]"]
 
@@ -145,9 +145,10 @@ class Releases:
 
     async def _fence(self, fencer: TaskFencer, tasks: set[TaskId], why: str) -> None:
         pending = set(tasks)
-        delay = _FENCE_RETRY_INITIAL
+        retry = _FENCE_RETRY.start()
         try:
             while pending:
+                failures: list[tuple[list[TaskId], Exception]] = []
                 for connector in sorted({t.connector for t in pending}):
                     chosen = sorted(t for t in pending if t.connector == connector)
                     config = self._snapshot().connector_config(connector)
@@ -162,18 +163,21 @@ class Releases:
                             source=self._connector_type(config) is ConnectorType.SOURCE,
                         )
                     except Exception as exc:
-                        log.warning(
-                            "fencing %s (%s) failed, retrying in %.1fs: %s",
-                            [t.name for t in chosen],
-                            why,
-                            delay,
-                            exc,
-                        )
+                        failures.append((chosen, exc))
                     else:
                         pending.difference_update(chosen)
                 if pending:
+                    delay = retry.next_delay()
+                    assert delay is not None  # the policy has neither a deadline nor an attempt limit
+                    for failed, error in failures:
+                        log.warning(
+                            "fencing %s (%s) failed, retrying in %.1fs: %s",
+                            [t.name for t in failed],
+                            why,
+                            delay,
+                            error,
+                        )
                     await asyncio.sleep(delay)
-                    delay = min(delay * 2, _FENCE_RETRY_MAX)
         finally:
             self._free(tasks)
 

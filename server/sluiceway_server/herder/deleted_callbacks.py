@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from sluiceway.connect.config_providers import ConfigProviders
 from sluiceway.connect.plugins import PluginNotFoundError, PluginRegistry
+from sluiceway.retry import RetryPolicy
 from sluiceway_server.herder.connector_instance import ConnectorInstance, PluginCallbackError
 from sluiceway_server.storage import ClusterConfigState, ConfigStore
 
@@ -30,7 +31,9 @@ log = logging.getLogger(__name__)
 
 # Outcomes kept for delete calls that wait, per connector name; the oldest are dropped.
 _KEPT_OUTCOMES = 1000
-_CLEAR_ATTEMPTS = 5
+# Tombstoning the record of a deleted() call that ran: five attempts, then it is left for the next
+# leader (which calls deleted() once more).
+_CLEAR_RETRY = RetryPolicy(initial=0.5, maximum=4.0, max_attempts=5)
 
 
 class DeletedOutcome(enum.Enum):
@@ -162,19 +165,17 @@ class DeletedCallbacks:
 
     async def _clear(self, name: str, config: Mapping[str, str]) -> None:
         """Tombstones the record, unless a newer deletion of the same name replaced it."""
-        delay = 0.5
-        for attempt in range(_CLEAR_ATTEMPTS):
+        retry = _CLEAR_RETRY.start()
+        while True:
             if self.config_store.snapshot().pending_deleted_callbacks.get(name) != config:
                 return
             try:
                 await asyncio.to_thread(self.config_store.remove_deleted_callback, name, self.store_timeout)
                 return
             except Exception as exc:
-                if attempt + 1 == _CLEAR_ATTEMPTS:
+                if not await retry.wait_async():
                     # The next leader will call deleted() once more: plugins keep it idempotent.
                     log.warning(
                         "connector %s: the deleted() callback ran but its record stays: %s", name, exc
                     )
                     return
-                await asyncio.sleep(delay)
-                delay *= 2

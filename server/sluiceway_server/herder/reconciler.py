@@ -8,11 +8,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Protocol
+from typing import Final, Protocol
 
 from sluiceway.connect.config_providers import ConfigProviders
 from sluiceway.connect.plugins import PluginNotFoundError, PluginRegistry
 from sluiceway.limits import MAX_TASK_CONFIG_RECORD_BYTES, MAX_TASK_CONFIGS_BYTES, MAX_TASKS, echo
+from sluiceway.retry import Retry, RetryPolicy
 from sluiceway_server.herder.active_topics import ActiveTopicTracker
 from sluiceway_server.herder.connector_instance import ConnectorInstance, InstanceState, PluginCallbackError
 from sluiceway_server.herder.deadlines import stage
@@ -24,6 +25,10 @@ from sluiceway_server.status_writer import StatusWriter
 from sluiceway_server.storage import ClusterConfigState, ConfigStore, serde
 
 log = logging.getLogger(__name__)
+
+# A failed reconciliation (the store unreachable, say) is tried again until it succeeds: the change
+# must not be lost. The count starts again after a success.
+_RETRY: Final = RetryPolicy(initial=0.5, maximum=30.0)
 
 
 class TaskScheduler(Protocol):
@@ -124,7 +129,8 @@ class ConnectorReconciler:
         # Paused connectors whose start out of STOPPED failed, with the config it failed with: they
         # stay FAILED, as a failed running one does, until restarted, reconfigured or moved on.
         self._failed_pauses: dict[str, dict[str, str]] = {}
-        self._retry_backoff: dict[str, float] = {}
+        # The failures in a row of each connector whose reconciliation keeps failing.
+        self._retries: dict[str, Retry] = {}
         self._background: set[asyncio.Task[None]] = set()
         # What each connector's reconciliation is doing now, for DEADLINE_EXCEEDED messages.
         self._activity: dict[str, str] = {}
@@ -188,13 +194,16 @@ class ConnectorReconciler:
             raise
         except Exception:
             # Store unavailable and the like: try again shortly rather than lose the change.
-            delay = min(self._retry_backoff.get(name, 0.25) * 2, 30.0)
-            self._retry_backoff[name] = delay
+            retry = self._retries.get(name)
+            if retry is None:
+                retry = self._retries[name] = _RETRY.start()
+            delay = retry.next_delay()
+            assert delay is not None  # the policy has neither a deadline nor an attempt limit
             log.exception("reconciling connector %s failed; retrying in %.1fs", name, delay)
             if not self._stopping:
                 self.schedule(name, delay)
         else:
-            self._retry_backoff.pop(name, None)
+            self._retries.pop(name, None)
 
     async def _reconcile(self, name: str) -> None:
         snap = self.config_store.snapshot()

@@ -18,12 +18,12 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol
 
+from sluiceway.retry import Deadline
 from sluiceway_server.model import TargetState
 from sluiceway_server.storage import serde
 from sluiceway_server.storage.kafka_log import LogPosition, LogRecord, RecordLog
@@ -47,7 +47,7 @@ def connector_key(connector: str) -> bytes:
 
 
 def task_key(connector: str, task: int) -> bytes:
-    return f"{TASK_PREFIX}{connector}-{task}".encode()
+    return serde.task_record_key(TASK_PREFIX, connector, task)
 
 
 def commit_key(connector: str) -> bytes:
@@ -237,14 +237,16 @@ class ConfigStore:
         _check_name(connector)
         for index, task_config in enumerate(configs):
             serde.check_string_map(f"config of task {connector}-{index}", task_config)
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         tasks = [
             (task_key(connector, i), serde.dumps({"properties": dict(c)})) for i, c in enumerate(configs)
         ]
         if tasks:
             # Never commit a task set that did not fully reach the log.
             self._send(tasks, deadline)
-        return self._write([(commit_key(connector), serde.dumps({"tasks": len(configs)}))], _left(deadline))
+        return self._write(
+            [(commit_key(connector), serde.dumps({"tasks": len(configs)}))], deadline.left("config write")
+        )
 
     def put_target_state(self, connector: str, state: TargetState, timeout: float = 30.0) -> int:
         _check_name(connector)
@@ -257,19 +259,19 @@ class ConfigStore:
         value = serde.dumps({"include-tasks": include_tasks, "only-failed": only_failed})
         return self._write([(restart_key(connector), value)], timeout)
 
-    def _send(self, records: Sequence[tuple[bytes, bytes | None]], deadline: float) -> LogPosition:
+    def _send(self, records: Sequence[tuple[bytes, bytes | None]], deadline: Deadline) -> LogPosition:
         futures = [self._log.send(key, value, _CONFIG_PARTITION) for key, value in records]
-        positions = [future.result(timeout=_left(deadline)) for future in futures]
+        positions = [future.result(timeout=deadline.left("config write")) for future in futures]
         return positions[-1]
 
     def _write(self, records: Sequence[tuple[bytes, bytes | None]], timeout: float) -> int:
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         try:
             last = self._send(records, deadline)
         except concurrent.futures.TimeoutError as exc:
             raise TimeoutError(f"config write not acknowledged within {timeout:.1f}s") from exc
         # One partition: once the last record is applied, every earlier one is too.
-        self._log.wait_for(last, _left(deadline))
+        self._log.wait_for(last, deadline.left("config write"))
         return last.offset + 1
 
     # -- consuming ----------------------------------------------------------------------------
@@ -353,10 +355,11 @@ class ConfigStore:
         return []
 
     def _apply_task(self, key: str, value: object, tombstone: bool) -> list[_Event]:
-        connector, sep, number = key[len(TASK_PREFIX) :].rpartition("-")
-        if not sep or not connector or not number.isascii() or not number.isdigit():
+        parsed = serde.parse_task_record_key(key, TASK_PREFIX)
+        if parsed is None:
             log.warning("config topic: skipping task config with unparseable key %r", key)
             return []
+        connector, task = parsed
         if tombstone:
             log.warning("config topic: skipping unexpected tombstone for %r", key)
             return []
@@ -365,7 +368,7 @@ class ConfigStore:
             log.warning('config topic: skipping %r: not {"properties": {strings}}', key)
             return []
         # Invisible until the connector's next commit record.
-        self._deferred.setdefault(connector, {})[int(number)] = MappingProxyType(properties)
+        self._deferred.setdefault(connector, {})[task] = MappingProxyType(properties)
         return []
 
     def _apply_commit(self, connector: str, value: object, tombstone: bool) -> list[_Event]:
@@ -442,10 +445,3 @@ class ConfigStore:
 def _check_name(connector: str) -> None:
     if not isinstance(connector, str) or not connector:
         raise ValueError("connector name must be a non-empty string")
-
-
-def _left(deadline: float) -> float:
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise TimeoutError("config write timed out")
-    return left

@@ -25,7 +25,6 @@ import asyncio
 import functools
 import json
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -46,8 +45,9 @@ from sluiceway.connect.kafka_clients import (
     own_offsets_topic,
     sink_consumer_group,
 )
-from sluiceway.kafka_errors import is_transient
+from sluiceway.kafka_errors import error_of, transient_exception
 from sluiceway.offsets import SINK_OFFSETS_CHANGE, new_sink_offsets_change
+from sluiceway.retry import Deadline, RetryPolicy
 from sluiceway_server.storage.offset_store import OffsetStore
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,8 @@ SinkOffsets = dict[tuple[str, int], int | None]
 CommittedOffsets = dict[tuple[str, int], int]
 StoredPair = tuple[dict[str, Any], dict[str, Any]]
 
-_RETRY_SECONDS = 0.2
+# The Admin API calls of offset changes, within the store timeout.
+_RETRY = RetryPolicy(initial=0.2, maximum=0.2, transient=transient_exception)
 T = TypeVar("T")
 _IDLE_GROUP_STATES = (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN)
 
@@ -346,16 +347,14 @@ class ConnectorOffsetStorage:
         """`call()`, again after a retriable Kafka error (a dropped connection, a coordinator
         moving) until store_timeout has passed. Each call here is idempotent: committing the same
         offsets twice or deleting a group that is gone already changes nothing."""
-        deadline = time.monotonic() + self._store_timeout
+        retry = _RETRY.start(Deadline(self._store_timeout))
         while True:
             try:
                 return call()
             except KafkaException as exc:
-                error = exc.args[0] if exc.args else None
-                if not is_transient(error) or time.monotonic() > deadline:
+                if not retry.again(exc):
                     raise
-                log.info("%s failed (%s); retrying", what, error)
-            time.sleep(_RETRY_SECONDS)
+                log.info("%s failed (%s); retrying", what, error_of(exc))
 
     async def stop(self) -> None:
         for task in list(self._opening.values()):

@@ -27,12 +27,16 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._listoffsets import OffsetSpec
 
-from sluiceway.kafka_errors import error_of, is_transient
+from sluiceway.kafka_errors import error_of, transient_exception
+from sluiceway.retry import Deadline, RetryPolicy
 from sluiceway_server.storage.topics import TopicSpec, ensure_topic, partition_count, warn_if_not_compacted
 
 log = logging.getLogger(__name__)
 
 _LATEST: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]  # untyped in confluent-kafka 2.16
+# ListOffsets again after an error that passes by itself (a partition leader moving, say), within
+# the caller's timeout.
+_END_OFFSETS_RETRY = RetryPolicy(initial=0.1, maximum=0.1, transient=transient_exception)
 
 
 @dataclass(frozen=True)
@@ -171,19 +175,17 @@ class KafkaLog:
         """Create the topic if missing, start consuming from the beginning and read to the end."""
         if self._running or self._consumer_thread is not None or self._stop_event.is_set():
             raise RuntimeError(f"log {self._name} already started (a stopped log cannot be restarted)")
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         what = f"starting log {self._name} on {self.topic}"
         try:
             # First, so the idempotent producer gets its producer id while we set up the rest.
             if not self.leader_only:
                 self._producer = Producer(dict(self._producer_config))
             self._admin = AdminClient(dict(self._admin_config), logger=log)
-            created = ensure_topic(self._admin, self.topic, self._topic_spec, _remaining(deadline, what))
+            created = ensure_topic(self._admin, self.topic, self._topic_spec, deadline.left(what))
             if not created and self._topic_spec.configs.get("cleanup.policy") == "compact":
-                warn_if_not_compacted(self._admin, self.topic, min(_remaining(deadline, what), 5.0))
-            self._partitions = list(
-                range(partition_count(self._admin, self.topic, _remaining(deadline, what)))
-            )
+                warn_if_not_compacted(self._admin, self.topic, min(deadline.left(what), 5.0))
+            self._partitions = list(range(partition_count(self._admin, self.topic, deadline.left(what))))
             with self._cond:
                 self._consumed = dict.fromkeys(self._partitions, 0)
                 self._high_watermark = dict.fromkeys(self._partitions, 0)
@@ -195,13 +197,13 @@ class KafkaLog:
             ready: concurrent.futures.Future[None] = concurrent.futures.Future()
             self._consumer_thread = threading.Thread(
                 target=self._consume,
-                args=(ready, _remaining(deadline, what)),
+                args=(ready, deadline.left(what)),
                 name=f"{self._name}-consumer",
                 daemon=True,
             )
             self._consumer_thread.start()
-            ready.result(timeout=_remaining(deadline, what))
-            self.read_to_end(_remaining(deadline, what))
+            ready.result(timeout=deadline.left(what))
+            self.read_to_end(deadline.left(what))
         except BaseException:
             self.stop()
             raise
@@ -318,7 +320,7 @@ class KafkaLog:
         newest one, keeps the wait bounded under continuous writes. EOF events advance `consumed`
         past transaction markers and compacted gaps, which records alone would not. A transaction
         still open at that watermark (read_committed) is waited for until it commits or aborts."""
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         admin = self._admin
         if admin is None or not self._running:
             raise LogStoppedError(f"log {self._name} is not running")
@@ -337,7 +339,7 @@ class KafkaLog:
                         pending.append(part)
                 if not pending:
                     return
-                left = deadline - time.monotonic()
+                left = deadline.remaining()
                 if left <= 0:
                     lag = {p: (self._consumed.get(p, 0), required[p]) for p in pending}
                     raise TimeoutError(
@@ -346,36 +348,36 @@ class KafkaLog:
                     )
                 self._cond.wait(left)
 
-    def _end_offsets(self, admin: AdminClient, deadline: float) -> dict[int, int]:
+    def _end_offsets(self, admin: AdminClient, deadline: Deadline) -> dict[int, int]:
         """Latest offsets by ListOffsets, retried on retriable errors (e.g. a leader moving)."""
         what = f"log {self._name}: ListOffsets on {self.topic}"
+        retry = _END_OFFSETS_RETRY.start(deadline)
         while True:
             request = {TopicPartition(self.topic, p): _LATEST for p in self._partitions}
             try:
                 futures = admin.list_offsets(
                     request,
                     isolation_level=IsolationLevel.READ_COMMITTED,
-                    request_timeout=_remaining(deadline, what),
+                    request_timeout=deadline.left(what),
                 )
                 return {
-                    tp.partition: max(int(future.result(timeout=_remaining(deadline, what)).offset), 0)
+                    tp.partition: max(int(future.result(timeout=deadline.left(what)).offset), 0)
                     for tp, future in futures.items()
                 }
             except KafkaException as exc:
-                error = error_of(exc)
-                if not is_transient(error):
+                if not transient_exception(exc):
                     raise
-                log.debug("%s: retrying after %s", what, error)
-            _remaining(deadline, what)
-            time.sleep(0.1)
+                if not retry.wait():
+                    raise TimeoutError(f"{what} timed out: {error_of(exc)}") from exc
+                log.debug("%s: retrying after %s", what, error_of(exc))
 
     def wait_for(self, position: LogPosition, timeout: float) -> None:
         """Return once the record at `position` (a delivery report's offset) went through on_record."""
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         with self._cond:
             self._check_alive()
             while self._consumed.get(position.partition, 0) <= position.offset:
-                left = deadline - time.monotonic()
+                left = deadline.remaining()
                 if left <= 0:
                     raise TimeoutError(
                         f"log {self._name}: {position} of {self.topic} not read back after {timeout:.1f}s"
@@ -463,10 +465,3 @@ class KafkaLog:
         with self._cond:
             if consumed > self._consumed.get(partition, 0):
                 self._consumed[partition] = consumed
-
-
-def _remaining(deadline: float, what: str = "operation") -> float:
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise TimeoutError(f"{what} timed out")
-    return left

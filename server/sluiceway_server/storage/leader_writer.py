@@ -10,21 +10,27 @@ import concurrent.futures
 import logging
 import queue
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from sluiceway.connect.kafka_clients import connect_first
+from sluiceway.kafka_errors import error_of, retriable_exception
+from sluiceway.retry import Deadline, RetryPolicy
 from sluiceway_server.storage.kafka_log import LogPosition, NotLeaderError
 
 log = logging.getLogger(__name__)
 
 # Records sent together share one transaction; a bound keeps one transaction small.
 _MAX_BATCH = 500
-_RETRY_SECONDS = 0.2
+# commit_transaction is called again while librdkafka flags its error retriable, which is its
+# contract for "the commit may still go through, call it again" (any other error needs an abort or
+# is fatal, so the shared transient test is not the one here). Each call may take 30 s; past a
+# minute the writer stops trying (see _commit).
+_COMMIT_TIMEOUT_S: Final = 30.0
+_COMMIT_RETRY: Final = RetryPolicy(initial=0.2, maximum=0.2, deadline=60.0, transient=retriable_exception)
 
 
 def leader_transactional_id(group_id: str) -> str:
@@ -52,10 +58,11 @@ class LeaderWriter:
     transactions of up to 500 records (whatever queued while the previous one committed).
 
     Guarantees: a send's future completes with the record's position only once its transaction
-    committed; it fails with NotLeaderError once the producer was fenced (or closed), and with the
-    Kafka error when its transaction had to be aborted, in which case nothing of it is visible to
-    readers that read committed records (Kafka; Tansu shows aborted records, see docs/ARCHITECTURE.md
-    §9). `on_fenced` is called once, on the writer's thread, when the broker fences the producer.
+    committed; it fails with NotLeaderError once the producer was fenced (or closed) or its commit
+    was given up with its outcome unknown (`_commit`), and with the Kafka error when its transaction
+    had to be aborted, in which case nothing of it is visible to readers that read committed records
+    (Kafka; Tansu shows aborted records, see docs/ARCHITECTURE.md §9). `on_fenced` is called once, on
+    the writer's thread, when the broker fences the producer or the writer gives up.
 
     Threading: `send` may be called from any thread; `start` and `close` from one owner.
     """
@@ -89,10 +96,10 @@ class LeaderWriter:
     def start(self, timeout: float) -> None:
         """Take over the transactional id: once this returns, the previous holder is fenced and any
         transaction it left open is aborted."""
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         producer = Producer(dict(self._config))
         connect_first(producer, timeout)
-        producer.init_transactions(max(deadline - time.monotonic(), 0.1))
+        producer.init_transactions(deadline.remaining(at_least=0.1))
         self._producer = producer
         self._thread = threading.Thread(target=self._serve, name="leader-writer", daemon=True)
         self._thread.start()
@@ -194,19 +201,28 @@ class LeaderWriter:
 
     @staticmethod
     def _commit(producer: Producer) -> None:
-        # librdkafka's contract for commit_transaction: an error it flags retriable (a coordinator
-        # moving, a timeout) means "call commit again"; anything else needs an abort or is fatal.
-        # So this loop asks the error itself rather than sluiceway.kafka_errors.is_transient.
+        """Commits the open transaction. A retriable error (a coordinator moving, a timeout) is
+        retried under _COMMIT_RETRY; any other error is raised as it is, for _failed to abort or give
+        up. When the retriable errors outlast the deadline, whether the transaction committed is
+        unknown, and neither another commit nor an abort is safe: the error raised then is neither
+        retriable nor abortable, so _failed ends the writer and the term, as for a fenced producer.
+        The next leader's init_transactions settles the transaction one way or the other before it
+        reads the topics to the end; callers get NotLeaderError, as when a leader dies during a
+        call, and a client's retry with the same request_id is answered as after a failover."""
+        retry = _COMMIT_RETRY.start()
         while True:
             try:
-                producer.commit_transaction(30)
+                producer.commit_transaction(min(_COMMIT_TIMEOUT_S, retry.deadline.remaining(at_least=0.1)))
                 return
             except KafkaException as exc:
-                error = exc.args[0] if exc.args else None
-                if isinstance(error, KafkaError) and error.retriable():
-                    time.sleep(_RETRY_SECONDS)
+                if retry.again(exc):
                     continue
-                raise
+                if not retriable_exception(exc):
+                    raise
+                given_up = f"the transaction did not commit within {_COMMIT_RETRY.deadline:.0f}s"
+                raise KafkaException(
+                    KafkaError(KafkaError._TIMED_OUT, f"{given_up}: {error_of(exc)}")
+                ) from exc
 
     def _failed(self, producer: Producer, batch: _Batch, exc: KafkaException) -> None:
         error = exc.args[0] if exc.args else None

@@ -15,12 +15,12 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sluiceway.offsets import source_offset_key, source_offset_value
+from sluiceway.retry import Deadline
 from sluiceway_server.storage import serde
 from sluiceway_server.storage.kafka_log import LogPosition, LogRecord, RecordLog
 
@@ -105,12 +105,14 @@ class OffsetStore:
                 canonical = offset_key(connector, partition)
                 records += [(raw, None) for raw in known.get(canonical, {}) if raw != canonical]
                 records.append((canonical, source_offset_value(offset)))
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         futures = [self._log.send(key, value) for key, value in records]
-        positions: list[LogPosition] = [future.result(timeout=_left(deadline)) for future in futures]
+        positions: list[LogPosition] = [
+            future.result(timeout=deadline.left("offset write")) for future in futures
+        ]
         # Keys hash to different partitions: wait for each record, not just the last one.
         for position in positions:
-            self._log.wait_for(position, _left(deadline))
+            self._log.wait_for(position, deadline.left("offset write"))
 
     # -- consuming ----------------------------------------------------------------------------
 
@@ -165,10 +167,3 @@ class OffsetStore:
 def _current(spellings: Mapping[bytes, _Entry]) -> _Entry | None:
     """The value of a source partition: the most recently read of its live spellings."""
     return max(spellings.values(), key=lambda e: e.sequence, default=None)
-
-
-def _left(deadline: float) -> float:
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise TimeoutError("offset write timed out")
-    return left

@@ -1,5 +1,7 @@
 """JSON encoding shared by the stores: byte-compatible with Kafka Connect's internal JsonConverter
-(schemas disabled), so Kafka Connect tools can read our records and we can read theirs."""
+(schemas disabled), so Kafka Connect tools can read our records and we can read theirs. Also the
+record keys the stores share: the key as text, and the `{prefix}{connector}-{task}` key of a task's
+record in the config and status topics."""
 
 from __future__ import annotations
 
@@ -31,6 +33,22 @@ def decode_key(key: bytes | None) -> str | None:
         return key.decode("utf-8")
     except UnicodeDecodeError:
         return None
+
+
+def task_record_key(prefix: str, connector: str, task: int) -> bytes:
+    """The key of task ``task``'s record: ``{prefix}{connector}-{task}`` (``task-`` in the config
+    topic, ``status-task-`` in the status topic)."""
+    return f"{prefix}{connector}-{task}".encode()
+
+
+def parse_task_record_key(key: str, prefix: str) -> tuple[str, int] | None:
+    """The connector and task number of a ``task_record_key`` that starts with ``prefix``, or None
+    when the rest is not a connector name, a '-' and ASCII digits. The connector name may contain
+    '-' itself, so the number is what follows the last one."""
+    connector, sep, number = key[len(prefix) :].rpartition("-")
+    if not sep or not connector or not number.isascii() or not number.isdigit():
+        return None
+    return connector, int(number)
 
 
 def check_string_map(what: str, values: Mapping[str, str]) -> None:

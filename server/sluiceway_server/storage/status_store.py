@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sluiceway.retry import Deadline
 from sluiceway.traces import summarize_trace
 from sluiceway_server.model import State
 from sluiceway_server.storage import serde
@@ -39,7 +40,7 @@ def connector_status_key(connector: str) -> bytes:
 
 
 def task_status_key(connector: str, task: int) -> bytes:
-    return f"{TASK_STATUS_PREFIX}{connector}-{task}".encode()
+    return serde.task_record_key(TASK_STATUS_PREFIX, connector, task)
 
 
 def topic_status_key(topic: str, connector: str) -> bytes:
@@ -349,12 +350,14 @@ class StatusStore:
         return topics
 
     def _write(self, records: Sequence[tuple[bytes, bytes | None]], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         futures = [self._log.send(key, value) for key, value in records]
-        positions: list[LogPosition] = [future.result(timeout=_left(deadline)) for future in futures]
+        positions: list[LogPosition] = [
+            future.result(timeout=deadline.left("status write")) for future in futures
+        ]
         # Keys spread over partitions: wait for each record, not just the last one.
         for position in positions:
-            self._log.wait_for(position, _left(deadline))
+            self._log.wait_for(position, deadline.left("status write"))
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -440,12 +443,11 @@ class StatusStore:
 
     def _apply_task(self, key: str, record: LogRecord) -> StatusChange | None:
         data = record.value
-        # The connector name may contain '-': the task number is after the last one.
-        connector, sep, number = key[len(TASK_STATUS_PREFIX) :].rpartition("-")
-        if not sep or not connector or not number.isascii() or not number.isdigit():
+        parsed = serde.parse_task_record_key(key, TASK_STATUS_PREFIX)
+        if parsed is None:
             log.warning("status topic: skipping task status with unparseable key %r", key)
             return None
-        task = int(number)
+        connector, task = parsed
         if data is None:
             tasks = self._tasks.get(connector)
             if tasks is None or tasks.pop(task, None) is None:
@@ -506,10 +508,3 @@ def _check_name(connector: str) -> None:
 def _check_task(task: int) -> None:
     if not isinstance(task, int) or isinstance(task, bool) or task < 0:
         raise ValueError(f"task number must be a non-negative integer, got {task!r}")
-
-
-def _left(deadline: float) -> float:
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise TimeoutError("status write timed out")
-    return left

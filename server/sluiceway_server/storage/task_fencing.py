@@ -21,15 +21,17 @@ from confluent_kafka import KafkaException, Producer
 
 from sluiceway.connect.config_providers import ConfigProviders, ConfigProvidersError
 from sluiceway.connect.kafka_clients import connect_first, offset_commit_config, task_transactional_id
-from sluiceway.kafka_errors import is_transient
+from sluiceway.kafka_errors import error_of, transient_exception
+from sluiceway.retry import Deadline, RetryPolicy
 from sluiceway_server.config import DEFAULTS
 from sluiceway_server.storage.status_store import StatusStore
 
 log = logging.getLogger(__name__)
 
-_RETRY_SECONDS: Final = 0.2
-# Errors librdkafka does not always flag retriable that pass by themselves (a connection the broker
-# dropped, a transaction coordinator moving or loading, a concurrent transaction being aborted).
+# init_transactions again after an error that passes by itself (a connection the broker dropped, a
+# transaction coordinator moving or loading, a concurrent transaction being aborted), within the
+# fencer's timeout for the task.
+_RETRY: Final = RetryPolicy(initial=0.2, maximum=0.2, transient=transient_exception)
 ProducerFactory = Callable[[dict[str, Any]], Producer]
 
 
@@ -102,7 +104,7 @@ class TaskFencer:
         )
 
     def _fence_one(self, transactional_id: str, settings: Mapping[str, str]) -> None:
-        deadline = time.monotonic() + self.timeout
+        deadline = Deadline(self.timeout)
         producer = self._producer_factory(
             {
                 **settings,
@@ -112,18 +114,19 @@ class TaskFencer:
             }
         )
         try:
-            connect_first(producer, deadline - time.monotonic())
+            connect_first(producer, deadline.remaining())
+            retry = _RETRY.start(deadline)
             while True:
                 try:
-                    producer.init_transactions(max(deadline - time.monotonic(), 0.1))
+                    producer.init_transactions(deadline.remaining(at_least=0.1))
                     log.debug("fenced transactional id %s", transactional_id)
                     return
                 except KafkaException as exc:
-                    error = exc.args[0] if exc.args else None
-                    if not is_transient(error) or time.monotonic() >= deadline:
+                    if not retry.again(exc):
                         raise
-                    log.info("fencing transactional id %s failed (%s); retrying", transactional_id, error)
-                time.sleep(_RETRY_SECONDS)
+                    log.info(
+                        "fencing transactional id %s failed (%s); retrying", transactional_id, error_of(exc)
+                    )
         finally:
             producer.close()
 

@@ -4,16 +4,21 @@ they exist (as Kafka Connect's TopicAdmin does)."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
+from sluiceway.retry import Deadline, RetryPolicy
+
 log = logging.getLogger(__name__)
+
+# Looking again for a topic's partitions until its metadata shows them, within the caller's timeout.
+_METADATA_RETRY: Final = RetryPolicy(initial=0.05, maximum=0.05)
 
 
 class TopicCreationError(RuntimeError):
@@ -58,7 +63,7 @@ def ensure_topic(admin: AdminClient, name: str, spec: TopicSpec, timeout: float)
     left as it is. Raises TopicCreationError when creation fails for another reason than the topic
     already existing (e.g. an authorization error or an invalid replication factor)."""
     spec.validate(name)
-    deadline = time.monotonic() + timeout
+    deadline = Deadline(timeout)
     try:
         # Checking first lets a worker without CREATE permission start on topics an admin made.
         if topic_exists(admin, name, timeout):
@@ -71,7 +76,7 @@ def ensure_topic(admin: AdminClient, name: str, spec: TopicSpec, timeout: float)
         replication_factor=spec.replication_factor,
         config=dict(spec.configs),
     )
-    remaining = max(deadline - time.monotonic(), 0.1)
+    remaining = deadline.remaining(at_least=0.1)
     futures = admin.create_topics([new_topic], request_timeout=remaining, operation_timeout=remaining)
     try:
         futures[name].result(timeout=remaining)
@@ -96,11 +101,11 @@ def ensure_topic(admin: AdminClient, name: str, spec: TopicSpec, timeout: float)
 
 def partition_count(admin: AdminClient, name: str, timeout: float) -> int:
     """The topic's partition count once its metadata is visible (a just-created topic can take a moment)."""
-    deadline = time.monotonic() + timeout
+    retry = _METADATA_RETRY.start(Deadline(timeout))
     last_problem = "not in metadata"
     while True:
         try:
-            metadata = admin.list_topics(timeout=max(min(deadline - time.monotonic(), 5.0), 0.1))
+            metadata = admin.list_topics(timeout=min(retry.deadline.remaining(at_least=0.1), 5.0))
             topic = metadata.topics.get(name)
             if topic is None:
                 last_problem = "not in metadata"
@@ -112,9 +117,8 @@ def partition_count(admin: AdminClient, name: str, timeout: float) -> int:
                 last_problem = "no partitions yet"
         except KafkaException as exc:
             last_problem = str(exc)
-        if time.monotonic() >= deadline:
+        if not retry.wait():
             raise TopicCreationError(f"topic {name!r} not usable after {timeout:.1f}s: {last_problem}")
-        time.sleep(0.05)
 
 
 def warn_if_not_compacted(admin: AdminClient, name: str, timeout: float) -> None:

@@ -66,9 +66,7 @@ def failure(kind: FailureKind, ran_for: float = 0.0, worked: bool = False) -> Fa
 
 
 def test_the_schedule_counts_only_the_tasks_own_failures() -> None:
-    schedule = RestartSchedule(
-        RestartPolicy(True, 100, 1000, 2), can_renew_session=True, variation=lambda: 1.0
-    )
+    schedule = RestartSchedule(RestartPolicy(True, 100, 1000, 2), can_renew_session=True, random=lambda: 0.5)
     assert schedule.after(failure(FailureKind.SPARK_SESSION)).action is Next.RENEW_SESSION
     infra = [schedule.after(failure(FailureKind.INFRASTRUCTURE)) for _ in range(7)]
     assert [s.delay for s in infra] == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
@@ -82,9 +80,7 @@ def test_the_schedule_counts_only_the_tasks_own_failures() -> None:
 
 
 def test_a_stable_run_resets_the_count_and_a_working_run_the_infrastructure_pause() -> None:
-    schedule = RestartSchedule(
-        RestartPolicy(True, 100, 1000, -1), can_renew_session=True, variation=lambda: 1.0
-    )
+    schedule = RestartSchedule(RestartPolicy(True, 100, 1000, -1), can_renew_session=True, random=lambda: 0.5)
     assert schedule.after(failure(FailureKind.TASK)).attempt == 1
     assert schedule.after(failure(FailureKind.TASK, ran_for=0.5)).attempt == 2
     assert schedule.after(failure(FailureKind.TASK, ran_for=1.0)).attempt == 1
@@ -95,22 +91,23 @@ def test_a_stable_run_resets_the_count_and_a_working_run_the_infrastructure_paus
 
 
 def test_without_a_session_keeper_a_lost_session_is_waited_for_like_the_infrastructure() -> None:
-    schedule = RestartSchedule(RestartPolicy(enabled=False), can_renew_session=False, variation=lambda: 1.0)
+    schedule = RestartSchedule(RestartPolicy(enabled=False), can_renew_session=False, random=lambda: 0.5)
     step = schedule.after(failure(FailureKind.SPARK_SESSION))
     assert (step.action, step.delay, step.attempt) == (Next.WAIT, 1.0, 0)
 
 
 def test_pauses_vary_by_at_most_a_fifth() -> None:
+    # Draws outside [0, 1] count as its ends.
     wild = iter([5.0, -3.0])
     schedule = RestartSchedule(
-        RestartPolicy(True, 1000, 60000, -1), can_renew_session=True, variation=lambda: next(wild)
+        RestartPolicy(True, 1000, 60000, -1), can_renew_session=True, random=lambda: next(wild)
     )
     assert schedule.after(failure(FailureKind.TASK)).delay == pytest.approx(1.2)
     assert schedule.after(failure(FailureKind.TASK)).delay == pytest.approx(1.6)
 
 
 def test_a_session_lost_again_at_once_is_waited_for_before_the_next_new_session() -> None:
-    schedule = RestartSchedule(RestartPolicy(), can_renew_session=True, variation=lambda: 1.0)
+    schedule = RestartSchedule(RestartPolicy(), can_renew_session=True, random=lambda: 0.5)
     lost = failure(FailureKind.SPARK_SESSION)
     steps = [schedule.after(lost) for _ in range(5)]
     assert [(s.action, s.delay) for s in steps] == [

@@ -143,12 +143,16 @@ Global___RunningTask: _TypeAlias = RunningTask  # noqa: Y015
 
 @_typing.final
 class Heartbeat(_message.Message):
+    """A sign of life; any other message counts as one too."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     RUNNING_TASKS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def running_tasks(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Resource names of the tasks it is running."""
+        """Unused: executors leave it empty and the control plane ignores it. The tasks an executor runs
+        are listed in its Hello.
+        """
 
     def __init__(
         self,
