@@ -118,6 +118,7 @@ def main(argv: list[str]) -> int:
         _exit_now(0)
 
     from sluiceway.connect import PluginRegistry
+    from sluiceway_executor.connectors import BUILT_IN_CONNECTORS
     from sluiceway_executor.offset_commits import KafkaCommitterFactory
     from sluiceway_executor.pipelines.factory import SparkPipelineFactory
 
@@ -130,7 +131,7 @@ def main(argv: list[str]) -> int:
         worker_config=args.worker_config,
     )
     # One plugin registry: pipelines and offset committers find a task's connector plugin alike.
-    registry = PluginRegistry.discover()
+    registry = PluginRegistry.discover(built_in=BUILT_IN_CONNECTORS)
     agent = ExecutorAgent(
         settings,
         SparkPipelineFactory(sessions, registry),

@@ -44,10 +44,8 @@ def register_data_sources(spark: SparkSession) -> None:
     """Registers the data sources the pipelines read and write through on ``spark``:
     ``sluiceway-kafka`` and ``sluiceway-source-task``."""
     from sluiceway_executor.datasources.registry import register
-    from sluiceway_executor.pipelines.record_tasks import SourceTaskDataSource
 
     register(spark)
-    spark.dataSource.register(SourceTaskDataSource)
 
 
 def connect(remote: str) -> SparkSession:

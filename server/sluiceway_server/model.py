@@ -1,8 +1,12 @@
-"""Domain enums shared by the stores, the herder and the servicers (no proto types here)."""
+"""The control plane's domain identities and enums, shared by the stores, the herder, the cluster
+and the servicers (no proto types here)."""
 
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
+
+from sluiceway.names import format_task_name, parse_task_name
 
 
 class TargetState(enum.Enum):
@@ -28,3 +32,19 @@ class ConnectorType(enum.Enum):
     SOURCE = "source"
     SINK = "sink"
     UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, order=True)
+class TaskId:
+    connector: str
+    task: int
+
+    @property
+    def name(self) -> str:
+        return format_task_name(self.connector, self.task)
+
+    @classmethod
+    def parse(cls, name: str) -> TaskId:
+        """Raises sluiceway.names.InvalidNameError, a ValueError."""
+        parsed = parse_task_name(name)
+        return cls(parsed.connector, parsed.task)

@@ -34,6 +34,7 @@ from sluiceway.connect.config_providers import ConfigProviders
 from sluiceway.connect.plugins import PluginRegistry
 from sluiceway.connect.worker_policy import WorkerPolicy
 from sluiceway.limits import SERVER_MAX_RECEIVE_BYTES
+from sluiceway_executor.connectors import BUILT_IN_CONNECTORS
 from sluiceway_server.api.auth import AuditInterceptor, Authenticator, AuthInterceptor
 from sluiceway_server.api.cluster import ClusterServicer
 from sluiceway_server.api.connectors import ConnectorServicer
@@ -281,7 +282,8 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
         worker_id=advertised,
         config_store=config_store,
         status_store=status_store,
-        plugins=plugins or PluginRegistry.discover(plugin_path=policy.plugin_path),
+        plugins=plugins
+        or PluginRegistry.discover(plugin_path=policy.plugin_path, built_in=BUILT_IN_CONNECTORS),
         plugin_timeout=config.seconds("plugin.callback.timeout.ms"),
         offset_storage=offsets,
         topic_tracking=config.get_bool("topic.tracking.enable"),

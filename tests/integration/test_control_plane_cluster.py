@@ -19,8 +19,9 @@ from sluiceway.api.v1 import cluster_pb2, connectors_pb2
 from sluiceway.client import SluicewayClient
 from sluiceway_server.api.forwarding import FORWARDED_BY
 from sluiceway_server.embedded import EmbeddedBroker
-from sluiceway_server.storage.kafka_log import KafkaLog, LogRecord, NotLeaderError
+from sluiceway_server.storage.kafka_log import KafkaLog
 from sluiceway_server.storage.leader_writer import LeaderWriter
+from sluiceway_server.storage.record_log import LogRecord, NotLeaderError
 from sluiceway_server.storage.topics import TopicSpec
 from tests.conftest import ControlPlaneProcess
 from tests.integration.api_helpers import Stubs, failure, read_topic, wait_until

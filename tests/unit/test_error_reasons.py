@@ -23,10 +23,10 @@ from sluiceway.errors import (
     status_code_for,
 )
 from sluiceway_server.api.errors import status_for
-from sluiceway_server.herder.errors import (
-    HerderError,
+from sluiceway_server.errors import (
     InvalidArgumentError,
     NotFoundError,
+    ServerError,
     UnavailableError,
 )
 
@@ -89,7 +89,7 @@ def test_the_table_matches_what_errors_proto_documents() -> None:
 
 @pytest.mark.parametrize("reason", sorted(set(Reason) - NOT_RETURNED))
 def test_a_server_error_reaches_the_client_as_the_table_says(reason: Reason) -> None:
-    status = status_for(HerderError("boom", reason=reason, metadata={"k": "v"}))
+    status = status_for(ServerError("boom", reason=reason, metadata={"k": "v"}))
     assert status.code is status_code_for(reason)
     details = dict(status.trailing_metadata)["grpc-status-details-bin"]
     parsed = from_status(status_pb2.Status.FromString(details))

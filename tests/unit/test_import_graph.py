@@ -11,8 +11,11 @@ submodules a cycle).
 What must hold:
 
 - no import cycle among our modules;
-- the executor never imports the control plane (`sluiceway_server`);
+- the executor never imports the control plane (`sluiceway_server`), and the control plane imports
+  of the executor only its built-in connectors (`sluiceway_executor.connectors`);
 - the shared package `sluiceway` imports neither `sluiceway_server` nor `sluiceway_executor`;
+- inside the server and inside the executor, no module imports one of a higher layer (LAYERS; the
+  same order is written in docs/ARCHITECTURE.md §4);
 - no hand-written module is over MAX_LINES lines.
 """
 
@@ -43,6 +46,38 @@ MAX_LINES = 600
 LONG_MODULES: Mapping[str, str] = {
     # Kafka's ConfigDef, its types, validators and AbstractConfig: one API, ported whole.
     "client/sluiceway/connect/config.py": "Kafka's ConfigDef API in one module, as in Kafka",
+}
+
+# The layers of the server and of the executor, top to bottom. A unit is a direct child of the
+# package (a subpackage with everything in it, or a top-level module); a module may import its own
+# layer's units and those below, never a unit of a layer above. Every unit is in exactly one layer.
+LAYERS: Mapping[str, tuple[frozenset[str], ...]] = {
+    "sluiceway_server": (
+        frozenset({"__main__"}),
+        frozenset({"main", "dev"}),
+        frozenset({"server", "embedded"}),
+        frozenset({"api"}),
+        frozenset({"cluster", "security"}),
+        frozenset({"herder"}),
+        frozenset({"status_writer"}),
+        frozenset({"storage"}),
+        frozenset({"config", "rpc_methods", "dev_certificates"}),
+        frozenset({"errors", "model"}),
+    ),
+    "sluiceway_executor": (
+        frozenset({"__main__"}),
+        frozenset({"main"}),
+        frozenset({"attach"}),
+        frozenset({"task_table"}),
+        frozenset({"runner"}),
+        frozenset({"offset_commits", "restarts"}),
+        frozenset({"pipelines"}),
+        frozenset({"spark_sessions"}),
+        frozenset({"datasources", "heartbeats", "connectors"}),
+        frozenset(
+            {"converters", "kafka_ranges", "topic_creation", "datagen_records", "failures", "own_config"}
+        ),
+    ),
 }
 
 # Import cycles allowed for now, each as the set of modules in it, with the reason.
@@ -260,9 +295,52 @@ def test_executor_does_not_import_the_control_plane() -> None:
     assert not crossing, "the executor imports the control plane:\n" + "\n".join(crossing)
 
 
+def test_control_plane_imports_of_the_executor_only_its_built_in_connectors() -> None:
+    crossing = [
+        line
+        for line in _crossing("sluiceway_server", frozenset({"sluiceway_executor"}))
+        if not line.endswith(" imports sluiceway_executor.connectors")
+    ]
+    assert not crossing, "the control plane imports executor code:\n" + "\n".join(crossing)
+
+
 def test_shared_package_imports_neither_server_nor_executor() -> None:
     crossing = _crossing("sluiceway", frozenset({"sluiceway_server", "sluiceway_executor"}))
     assert not crossing, "the shared package imports server or executor code:\n" + "\n".join(crossing)
+
+
+def _unit(name: str) -> str | None:
+    """The layered unit a module of ours belongs to: the package's direct child; None for the
+    package itself and for modules of other packages."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] in LAYERS else None
+
+
+def _layer_of(package: str) -> dict[str, int]:
+    return {unit: depth for depth, layer in enumerate(LAYERS[package]) for unit in layer}
+
+
+def test_every_unit_has_one_layer() -> None:
+    for package, layers in LAYERS.items():
+        named = [unit for layer in layers for unit in layer]
+        assert len(named) == len(set(named)), f"{package}: a unit is in two layers"
+        units = {u for name in modules() if _top(name) == package and (u := _unit(name)) is not None}
+        assert units == set(named), (
+            f"{package}: units without a layer: {sorted(units - set(named))}; "
+            f"layers naming no unit: {sorted(set(named) - units)}"
+        )
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    upward = []
+    for i in imports():
+        unit, target = _unit(i.importer), _unit(i.target)
+        if unit is None or target is None or _top(i.importer) != _top(i.target):
+            continue
+        layer = _layer_of(_top(i.importer))
+        if layer[target] < layer[unit]:
+            upward.append(f"{modules()[i.importer].path}:{i.line} ({unit}) imports {i.target} ({target})")
+    assert not upward, "imports of a higher layer (see LAYERS):\n" + "\n".join(sorted(set(upward)))
 
 
 def _hand_written() -> list[Path]:

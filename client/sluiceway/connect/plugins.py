@@ -1,7 +1,10 @@
 """Finding connector plugins, and resolving a ``connector.class`` value to one (the job of Kafka's
 Plugins/PluginUtils).
 
-Installed plugins are the classes registered under the ``sluiceway.connectors`` entry-point group.
+Installed plugins are the classes a process names itself (the built-in connectors of
+``sluiceway_executor.connectors``, which the server and the executor pass to ``discover``) and the
+classes registered under the ``sluiceway.connectors`` entry-point group (the built-ins are there too,
+for other tools; third-party plugins add their own).
 ``connector.class`` may give a plugin's full dotted class path, its class name, or its class name
 less a trailing ``Connector``. When two plugins would share such an alias, the alias resolves to
 neither (Kafka's rule).
@@ -30,7 +33,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from sluiceway.connect.connector import Connector, SinkConnector, SourceConnector
+from sluiceway.connect.connector import ConnectException, Connector, SinkConnector, SourceConnector
 
 __all__ = [
     "DEFAULT_GROUP",
@@ -164,10 +167,23 @@ class PluginRegistry:
             )
 
     @classmethod
-    def discover(cls, group: str = DEFAULT_GROUP, *, plugin_path: Sequence[str] = ()) -> PluginRegistry:
-        """Plugins registered as entry points of ``group``; a broken entry point is logged and skipped.
-        ``plugin_path``: the worker's plugin.path directories (see the module doc)."""
+    def discover(
+        cls,
+        group: str = DEFAULT_GROUP,
+        *,
+        plugin_path: Sequence[str] = (),
+        built_in: Iterable[type[Connector]] = (),
+    ) -> PluginRegistry:
+        """The ``built_in`` classes (the caller's own plugins, named by module), and the plugins
+        registered as entry points of ``group``; a broken entry point is logged and skipped. A
+        class named both ways is one plugin. ``plugin_path``: the worker's plugin.path directories
+        (see the module doc)."""
         classes: list[type[Connector]] = []
+        for candidate in built_in:
+            problem = _check_connector_class(candidate)
+            if problem is not None:
+                raise TypeError(problem)
+            classes.append(candidate)
         for entry_point in importlib.metadata.entry_points(group=group):
             try:
                 loaded = entry_point.load()
@@ -354,3 +370,15 @@ def import_class(dotted: str, *, plugin_path: Sequence[str] = (), packages: Coll
                 return None
         return obj
     raise ModuleNotFoundError(f"no module found for {dotted!r}", name=parts[0])
+
+
+def load_class(dotted: str, *, packages: Collection[str] = (), plugin_path: Sequence[str] = ()) -> type:
+    """The class at a dotted path (``package.module.Class``, nested classes allowed), from one of
+    the installed top-level ``packages`` or a module in the ``plugin_path`` directories; a path
+    elsewhere raises ImportError (PluginSourceError) without importing anything."""
+    obj = import_class(dotted, plugin_path=plugin_path, packages=packages)
+    if obj is None:
+        raise AttributeError(f"{dotted} does not exist")
+    if not isinstance(obj, type):
+        raise ConnectException(f"{dotted} is not a class")
+    return obj

@@ -4,5 +4,6 @@ server's Python workers import this package, so it must be installed where Spark
 
 from sluiceway_executor.datasources.kafka import KafkaDataSource
 from sluiceway_executor.datasources.registry import register
+from sluiceway_executor.datasources.source_task import SourceTaskDataSource
 
-__all__ = ["KafkaDataSource", "register"]
+__all__ = ["KafkaDataSource", "SourceTaskDataSource", "register"]

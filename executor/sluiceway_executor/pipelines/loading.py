@@ -2,7 +2,7 @@
 `task_class()`. Used on the executor and, for record-level tasks, inside Spark.
 
 A dotted `task.class` is imported only from the top-level package of an installed connector plugin
-or from a module in the worker's `plugin.path` directories (`sluiceway.connect.plugins.import_class`);
+or from a module in the worker's `plugin.path` directories (`sluiceway.connect.plugins.load_class`);
 anything else is refused before it is imported. Before a task runs, the values of the keys its
 connector declares paths must lie inside `connector.allowed.paths`, which must be set when the
 control plane is exposed (authentication on, or a listener off loopback: the worker config Welcome
@@ -11,16 +11,16 @@ carries says so); this is the check validation makes, repeated for configs store
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Final
 
 from sluiceway.connect import ConnectException, PluginRegistry, PluginType, Task
-from sluiceway.connect.plugins import import_class
+from sluiceway.connect.plugins import load_class
 from sluiceway.connect.validation import connector_config_def
 from sluiceway.connect.worker_policy import WorkerPolicy, path_errors
 from sluiceway_executor.pipelines.spec import TaskSpec
 
-__all__ = ["TASK_CLASS_CONFIG", "load_class", "load_task_class", "worker_policy"]
+__all__ = ["TASK_CLASS_CONFIG", "load_task_class", "worker_policy"]
 
 TASK_CLASS_CONFIG: Final = "task.class"
 
@@ -31,18 +31,6 @@ def worker_policy(worker_config: Mapping[str, str]) -> WorkerPolicy:
         return WorkerPolicy.from_worker_config(worker_config)
     except ValueError as exc:
         raise ConnectException(f"the worker config is not usable: {exc}") from exc
-
-
-def load_class(dotted: str, *, packages: Collection[str] = (), plugin_path: Sequence[str] = ()) -> type:
-    """The class at a dotted path (``package.module.Class``, nested classes allowed), from one of
-    the installed top-level ``packages`` or a module in the ``plugin_path`` directories; a path
-    elsewhere raises ImportError (PluginSourceError) without importing anything."""
-    obj = import_class(dotted, plugin_path=plugin_path, packages=packages)
-    if obj is None:
-        raise AttributeError(f"{dotted} does not exist")
-    if not isinstance(obj, type):
-        raise ConnectException(f"{dotted} is not a class")
-    return obj
 
 
 def load_task_class(

@@ -5,7 +5,7 @@ acknowledged (idempotent producer, acks=all).
 - A :class:`~sluiceway.connect.DataFrameSourceTask` returns the batch as a DataFrame plus the
   offsets it reaches; key and value go through the converters as Spark expressions.
 - A record-level :class:`~sluiceway.connect.SourceTask` runs inside Spark through the
-  ``sluiceway-source-task`` data source (``record_tasks.py``), which converts each record with the
+  ``sluiceway-source-task`` data source (``datasources/source_task.py``), which converts each record with the
   record-level converters. The read is made deterministic (``localCheckpoint``) before it is
   written, so the records written and the offsets computed from them (the last offset of each
   source partition, a small aggregation) come from the same poll.
@@ -207,7 +207,7 @@ class SourcePipeline:
         records = task.produce_heartbeat_records(offsets, context)
         if not records:
             return BatchOutcome(records=0)
-        from sluiceway_executor.pipelines.record_tasks import SOURCE_SCHEMA, source_row
+        from sluiceway_executor.datasources.source_task import SOURCE_SCHEMA, source_row
 
         topic = self._heartbeat_topic
         rows = [

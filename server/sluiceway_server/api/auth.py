@@ -25,7 +25,7 @@ from sluiceway_server.api.forwarding import (
     FORWARDED_ROLE,
     MUTATION_REQUESTS,
 )
-from sluiceway_server.herder.errors import HerderError, PermissionDeniedError, UnauthenticatedError
+from sluiceway_server.errors import PermissionDeniedError, ServerError, UnauthenticatedError
 from sluiceway_server.rpc_methods import MUTATIONS
 from sluiceway_server.security.access import ATTACH, OPEN, allowed
 from sluiceway_server.security.audit import AuditLog
@@ -220,7 +220,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             try:
                 principal = authenticator.identify(method, metadata, context)
                 authenticator.authorize(principal, method)
-            except HerderError as exc:
+            except ServerError as exc:
                 log.info("refused %s from %s: %s", method, context.peer(), exc.message)
                 status = status_for(exc)
                 if method in MUTATIONS:

@@ -16,8 +16,8 @@ from sluiceway_server.api.errors import abort, invalid_request, mapped
 from sluiceway_server.api.idempotency import RequestIdCache
 from sluiceway_server.api.names import connector_name, format_connector, format_task, task_name
 from sluiceway_server.api.paging import page_request, take, within_bytes
+from sluiceway_server.errors import ServerError
 from sluiceway_server.herder.deadlines import with_deadline
-from sluiceway_server.herder.errors import HerderError
 from sluiceway_server.herder.herder import Herder
 from sluiceway_server.herder.views import InstanceStatusView
 from sluiceway_server.model import TargetState
@@ -136,7 +136,7 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
                         await self._run(context, self._view(name, view, connectors_pb2.CONNECTOR_VIEW_NAMES)),
                     )
                 )
-            except HerderError:
+            except ServerError:
                 continue  # deleted between listing and reading
         items, next_token = within_bytes(
             [item for _, item in read], [name for name, _ in read], next_token, "connectors", view
@@ -281,7 +281,7 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
     ) -> AsyncIterator[connectors_pb2.StatusEvent]:
         try:
             only = connector_name(request.name) if request.name else None
-        except HerderError as exc:
+        except ServerError as exc:
             await abort(context, exc)
         # Subscribe before reading the current state so no change falls in between.
         queue = self.herder.watchers.subscribe()
@@ -291,7 +291,7 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
                 for name in names:
                     try:
                         status = self.herder.connector_status(name)
-                    except HerderError as exc:
+                    except ServerError as exc:
                         if only is not None:
                             await abort(context, exc)
                         continue

@@ -17,13 +17,13 @@ from grpc_status import rpc_status
 
 from sluiceway.errors import ERROR_DOMAIN, FieldViolation, Reason, status_code_for
 from sluiceway.limits import MAX_REQUEST_BYTES
-from sluiceway_server.herder.errors import (
-    HerderError,
+from sluiceway_server.errors import (
     InvalidArgumentError,
     LimitExceededError,
+    ServerError,
     UnavailableError,
 )
-from sluiceway_server.storage.kafka_log import NotLeaderError
+from sluiceway_server.storage.record_log import NotLeaderError
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def build_status(
     return converted
 
 
-def status_for(error: HerderError) -> grpc.Status:
+def status_for(error: ServerError) -> grpc.Status:
     return build_status(
         status_code_for(error.reason),
         error.message,
@@ -115,7 +115,7 @@ def invalid_request(field: str, description: str) -> InvalidArgumentError:
     )
 
 
-async def abort(context: grpc.aio.ServicerContext[Any, Any], error: HerderError) -> NoReturn:
+async def abort(context: grpc.aio.ServicerContext[Any, Any], error: ServerError) -> NoReturn:
     await context.abort_with_status(status_for(error))
     raise AssertionError("abort_with_status returned")  # pragma: no cover
 
@@ -139,7 +139,7 @@ def mapped(method: F) -> F:
         try:
             check_request_size(request)
             return await method(self, request, context)
-        except HerderError as exc:
+        except ServerError as exc:
             await abort(context, exc)
         except grpc.aio.AbortError:
             raise

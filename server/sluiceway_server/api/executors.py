@@ -15,7 +15,7 @@ from sluiceway.errors import Reason
 from sluiceway.limits import MAX_EXECUTOR_ID_LENGTH
 from sluiceway_server.api.errors import abort, invalid_request
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
-from sluiceway_server.herder.errors import HerderError, LimitExceededError, UnavailableError
+from sluiceway_server.errors import LimitExceededError, ServerError, UnavailableError
 from sluiceway_server.herder.fields import has_hidden_characters
 from sluiceway_server.security.principals import ANONYMOUS, current_principal
 
@@ -115,7 +115,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         caller = current_principal.get()
         try:
             member = await coordinator.attach(first.hello, "" if caller is ANONYMOUS else caller.name)
-        except HerderError as exc:
+        except ServerError as exc:
             await abort(context, exc)
 
         async def read() -> None:

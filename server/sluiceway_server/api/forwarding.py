@@ -22,7 +22,7 @@ from google.protobuf.message import Message
 from sluiceway.errors import Reason
 from sluiceway.transport import TransportSecurity
 from sluiceway_server.api.errors import status_for
-from sluiceway_server.herder.errors import UnavailableError
+from sluiceway_server.errors import UnavailableError
 from sluiceway_server.rpc_methods import METHODS, MUTATIONS
 from sluiceway_server.security.principals import Principal, current_principal
 

@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 from google.protobuf.message import Message
 
 from sluiceway.errors import Reason
-from sluiceway_server.herder.errors import FieldViolation, InvalidArgumentError
+from sluiceway_server.errors import FieldViolation, InvalidArgumentError
 
 R = TypeVar("R", bound=Message)
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sluiceway import names
 from sluiceway.limits import MAX_CONNECTOR_NAME_LENGTH, echo
 from sluiceway_server.api.errors import invalid_request
-from sluiceway_server.herder.errors import LimitExceededError
+from sluiceway_server.errors import LimitExceededError
 
 # The names themselves are parsed and formatted by `sluiceway.names`; this module maps a name the
 # request got wrong to INVALID_ARGUMENT with a field violation (never INTERNAL). A name longer than

@@ -14,9 +14,9 @@ from sluiceway_server.api.deadline import call_timeout
 from sluiceway_server.api.errors import invalid_request, mapped
 from sluiceway_server.api.names import plugin_name
 from sluiceway_server.api.paging import page_request, take
+from sluiceway_server.errors import ServerError
 from sluiceway_server.herder.config_checks import check_config_input
 from sluiceway_server.herder.deadlines import with_deadline
-from sluiceway_server.herder.errors import HerderError
 from sluiceway_server.herder.fields import map_field
 from sluiceway_server.herder.herder import Herder
 
@@ -87,7 +87,7 @@ class PluginServicer(plugins_pb2_grpc.PluginServiceServicer):
         try:
             desc = desc or self.herder.plugin(infos.plugin_class_name)
             definition = await with_deadline(self.herder.plugin_definition(desc), self._timeout(context))
-        except HerderError:
+        except ServerError:
             pass  # an unknown or failing plugin: secret_keys falls back to keys that look secret
         return convert.validation(infos, secret_keys(config, definition))
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Final
 
 from sluiceway_server.storage.cluster_store import AnswerRecord, ClusterStore
-from sluiceway_server.storage.kafka_log import NotLeaderError, TopicWriter
+from sluiceway_server.storage.record_log import NotLeaderError, TopicWriter
 
 log = logging.getLogger(__name__)
 

@@ -11,23 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 
-from sluiceway.names import format_task_name, parse_task_name
-
-
-@dataclass(frozen=True, order=True)
-class TaskId:
-    connector: str
-    task: int
-
-    @property
-    def name(self) -> str:
-        return format_task_name(self.connector, self.task)
-
-    @classmethod
-    def parse(cls, name: str) -> TaskId:
-        """Raises sluiceway.names.InvalidNameError, a ValueError."""
-        parsed = parse_task_name(name)
-        return cls(parsed.connector, parsed.task)
+from sluiceway_server.model import TaskId
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from sluiceway_server.cluster.assignment_size import (
     entry_bytes,
     oversize_trace,
 )
-from sluiceway_server.cluster.assignor import Plan, TaskId, plan
+from sluiceway_server.cluster.assignor import Plan, plan
 from sluiceway_server.cluster.members import (
     Adopted,
     DesiredTask,
@@ -37,9 +37,9 @@ from sluiceway_server.cluster.members import (
     welcome,
 )
 from sluiceway_server.cluster.releases import BackgroundWrites, Releases
+from sluiceway_server.errors import PermissionDeniedError, UnavailableError
 from sluiceway_server.herder.active_topics import ActiveTopicTracker
-from sluiceway_server.herder.errors import PermissionDeniedError, UnavailableError
-from sluiceway_server.model import ConnectorType, State, TargetState
+from sluiceway_server.model import ConnectorType, State, TargetState, TaskId
 from sluiceway_server.status_writer import StatusWriter
 from sluiceway_server.storage.connector_offsets import ConnectorOffsetStorage
 from sluiceway_server.storage.task_fencing import TaskFencer

@@ -18,7 +18,7 @@ from typing import Final, Protocol
 
 from sluiceway.retry import RetryPolicy
 from sluiceway_server.storage.cluster_store import ClusterStore, LeaderRecord, MemberRecord
-from sluiceway_server.storage.kafka_log import TopicWriter
+from sluiceway_server.storage.record_log import TopicWriter
 
 log = logging.getLogger(__name__)
 

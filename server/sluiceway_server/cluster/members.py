@@ -16,8 +16,7 @@ from typing import Any
 from google.protobuf import duration_pb2
 
 from sluiceway.api.v1 import common_pb2, executor_pb2
-from sluiceway_server.cluster.assignor import TaskId
-from sluiceway_server.model import State, TargetState
+from sluiceway_server.model import State, TargetState, TaskId
 from sluiceway_server.status_writer import StatusWriter
 from sluiceway_server.storage import StatusStore, TaskStatusRecord
 

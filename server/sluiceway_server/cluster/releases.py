@@ -10,9 +10,8 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any, Final
 
 from sluiceway.retry import RetryPolicy
-from sluiceway_server.cluster.assignor import TaskId
 from sluiceway_server.cluster.members import LIVE_STATES, desired_tasks
-from sluiceway_server.model import ConnectorType, State
+from sluiceway_server.model import ConnectorType, State, TaskId
 from sluiceway_server.status_writer import StatusWriter
 from sluiceway_server.storage.task_fencing import TaskFencer
 

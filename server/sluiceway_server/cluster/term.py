@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
 from sluiceway_server.herder.herder import Herder
-from sluiceway_server.storage.kafka_log import KafkaLog, TopicWriter
+from sluiceway_server.storage.kafka_log import KafkaLog
+from sluiceway_server.storage.record_log import TopicWriter
 
 log = logging.getLogger(__name__)
 

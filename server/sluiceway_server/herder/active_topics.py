@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sluiceway.errors import Reason
-from sluiceway_server.herder.errors import PermissionDeniedError, connector_not_found
+from sluiceway_server.errors import PermissionDeniedError, connector_not_found
 from sluiceway_server.storage import StatusStore, TopicStatusRecord
 
 

@@ -11,7 +11,7 @@ from sluiceway.connect.config import ConfigDef, ConfigType, java_trim
 from sluiceway.connect.validation import ConfigInfos
 from sluiceway.errors import Reason
 from sluiceway.limits import MAX_CONFIG_BYTES, MAX_CONFIG_KEY_LENGTH, MAX_CONFIG_KEYS, MAX_TASKS, echo
-from sluiceway_server.herder.errors import FieldViolation, InvalidArgumentError, LimitExceededError
+from sluiceway_server.errors import FieldViolation, InvalidArgumentError, LimitExceededError
 from sluiceway_server.herder.fields import FieldOf
 
 # Keys hold no control characters at all; values may hold tabs and line breaks (SQL, JAAS texts)

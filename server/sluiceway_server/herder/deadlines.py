@@ -10,7 +10,7 @@ import contextvars
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
-from sluiceway_server.herder.errors import RequestTimeoutError
+from sluiceway_server.errors import RequestTimeoutError
 
 T = TypeVar("T")
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from sluiceway.errors import Reason
 from sluiceway.limits import MAX_CONNECTOR_NAME_LENGTH, echo
-from sluiceway_server.herder.errors import FieldViolation, InvalidArgumentError, LimitExceededError
+from sluiceway_server.errors import FieldViolation, InvalidArgumentError, LimitExceededError
 
 # Control (Cc), format (Cf: bidi overrides, zero-width characters), line and paragraph separators
 # and surrogates: characters that make a name look like another one, or break a table it is shown in.

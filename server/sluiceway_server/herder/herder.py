@@ -27,6 +27,15 @@ from sluiceway.connect.validation import (
 from sluiceway.connect.worker_policy import WorkerPolicy
 from sluiceway.errors import Reason
 from sluiceway.limits import echo
+from sluiceway_server.errors import (
+    AbortedError,
+    AlreadyExistsError,
+    FieldViolation,
+    InvalidArgumentError,
+    NotFoundError,
+    ServerError,
+    connector_not_found,
+)
 from sluiceway_server.herder.active_topics import ActiveTopicTracker
 from sluiceway_server.herder.config_checks import (
     check_config_input,
@@ -36,15 +45,6 @@ from sluiceway_server.herder.config_checks import (
 )
 from sluiceway_server.herder.deadlines import stage
 from sluiceway_server.herder.deleted_callbacks import PENDING, DeletedCallbackResult
-from sluiceway_server.herder.errors import (
-    AbortedError,
-    AlreadyExistsError,
-    FieldViolation,
-    HerderError,
-    InvalidArgumentError,
-    NotFoundError,
-    connector_not_found,
-)
 from sluiceway_server.herder.fields import FieldOf, map_field, patch_field, validate_connector_name
 from sluiceway_server.herder.locks import KeyedLocks
 from sluiceway_server.herder.masking import masked
@@ -376,7 +376,7 @@ class Herder:
             definition: ConfigDef | None = await self.definitions.get(
                 self.plugins.resolve(config.get("connector.class", ""))
             )
-        except (PluginNotFoundError, HerderError):
+        except (PluginNotFoundError, ServerError):
             definition = None  # the validation below reports it
         stored = normalized(config, definition)
         with stage("validating the connector configuration"):
@@ -388,7 +388,7 @@ class Herder:
         lock), with the tasks the reconciliation gave it if nothing has changed it since."""
         try:
             current = await self.connector_info(info.name)
-        except HerderError:
+        except ServerError:
             return info
         return current if current.etag == info.etag else info
 
@@ -494,7 +494,7 @@ class Herder:
                 try:
                     with stage("resetting the offsets of the connector"):
                         await self.offsets.reset_locked(name)
-                except HerderError as exc:
+                except ServerError as exc:
                     exc.message = f"{exc.message} Connector {name} is STOPPED now and was not deleted."
                     exc.args = (exc.message,)
                     raise

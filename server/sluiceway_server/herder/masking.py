@@ -8,7 +8,7 @@ from sluiceway.connect.config import ConfigDef
 from sluiceway.connect.plugins import PluginDesc, PluginNotFoundError, PluginRegistry
 from sluiceway.connect.validation import framework_config_def, secret_keys
 from sluiceway.secrets import HIDDEN, masked_config, redact_url_credentials
-from sluiceway_server.herder.errors import HerderError
+from sluiceway_server.errors import ServerError
 from sluiceway_server.herder.plugin_calls import PluginDefinitions
 
 __all__ = ["HIDDEN", "masked"]
@@ -35,7 +35,7 @@ async def masked(
     if desc is not None:
         try:
             definition = await definitions.get(desc)
-        except HerderError:
+        except ServerError:
             framework = framework_config_def(desc.type).keys()
             return {k: (redact_url_credentials(v) if k in framework else HIDDEN) for k, v in values.items()}
     return masked_config(values, secret_keys(connector_config, definition))

@@ -30,16 +30,16 @@ from sluiceway.connect.kafka_clients import topic_name_problem
 from sluiceway.connect.plugins import PluginDesc, PluginNotFoundError, PluginRegistry
 from sluiceway.errors import Reason
 from sluiceway.offsets import OffsetPair
-from sluiceway_server.herder.deadlines import stage
-from sluiceway_server.herder.errors import (
+from sluiceway_server.errors import (
     FailedPreconditionError,
     FieldViolation,
-    HerderError,
     InvalidArgumentError,
     NotFoundError,
+    ServerError,
     UnavailableError,
     connector_not_found,
 )
+from sluiceway_server.herder.deadlines import stage
 from sluiceway_server.herder.locks import KeyedLocks
 from sluiceway_server.herder.plugin_calls import PluginCalls
 from sluiceway_server.herder.reconciler import TaskScheduler, tasks_gone
@@ -272,7 +272,7 @@ class OffsetManager:
                 reason=Reason.CONNECTOR_REJECTED_OFFSETS,
                 metadata={"connector": name},
             ) from exc
-        except HerderError:
+        except ServerError:
             raise  # the time limit (PLUGIN_TIMEOUT) or the deadline, reported as they are
         except Exception as exc:
             raise FailedPreconditionError(

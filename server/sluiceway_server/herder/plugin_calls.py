@@ -27,7 +27,7 @@ from sluiceway.connect.config import ConfigDef
 from sluiceway.connect.plugins import PluginDesc
 from sluiceway.connect.validation import connector_config_def
 from sluiceway.errors import Reason
-from sluiceway_server.herder.errors import FailedPreconditionError, HerderError, PluginTimeoutError
+from sluiceway_server.errors import FailedPreconditionError, PluginTimeoutError, ServerError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -64,7 +64,7 @@ class PluginDefinitions:
         self._calls = calls
         self._clock = clock
         self._definitions: dict[type, ConfigDef] = {}
-        self._failures: dict[type, tuple[float, HerderError]] = {}
+        self._failures: dict[type, tuple[float, ServerError]] = {}
         self._loading: dict[type, asyncio.Task[ConfigDef]] = {}
 
     async def get(self, desc: PluginDesc) -> ConfigDef:
@@ -96,7 +96,7 @@ class PluginDefinitions:
             definition = await self._calls.run(
                 f"config() of plugin {desc.class_name}", lambda: connector_config_def(desc)
             )
-        except HerderError as exc:
+        except ServerError as exc:
             self._failures[desc.cls] = (self._clock(), exc)
             raise
         except Exception as exc:
@@ -115,5 +115,5 @@ class PluginDefinitions:
 
 
 def _log_failure(plugin: str, task: asyncio.Task[ConfigDef]) -> None:
-    if not task.cancelled() and isinstance(task.exception(), HerderError):
+    if not task.cancelled() and isinstance(task.exception(), ServerError):
         log.warning("config definition of plugin %s: %s", plugin, task.exception())

@@ -15,9 +15,10 @@ from sluiceway_server.storage.connector_offsets import (
     OwnOffsetsTopic,
     SinkOffsetsRefusedError,
 )
-from sluiceway_server.storage.kafka_log import KafkaLog, LogPosition, LogRecord, LogStoppedError, RecordLog
+from sluiceway_server.storage.kafka_log import KafkaLog
 from sluiceway_server.storage.memory_log import MemoryCluster, MemoryLog
 from sluiceway_server.storage.offset_store import OffsetStore, offset_key
+from sluiceway_server.storage.record_log import LogPosition, LogRecord, LogStoppedError, RecordLog
 from sluiceway_server.storage.status_store import (
     ConnectorStatusRecord,
     ErrorEntry,

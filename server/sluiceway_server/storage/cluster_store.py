@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sluiceway_server.storage import serde
-from sluiceway_server.storage.kafka_log import LogPosition, LogRecord, RecordLog, TopicWriter
+from sluiceway_server.storage.record_log import LogPosition, LogRecord, RecordLog, TopicWriter
 
 log = logging.getLogger(__name__)
 

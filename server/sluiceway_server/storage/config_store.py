@@ -26,7 +26,7 @@ from typing import Protocol
 from sluiceway.retry import Deadline
 from sluiceway_server.model import TargetState
 from sluiceway_server.storage import serde
-from sluiceway_server.storage.kafka_log import LogPosition, LogRecord, RecordLog
+from sluiceway_server.storage.record_log import LogPosition, LogRecord, RecordLog
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -29,6 +28,13 @@ from confluent_kafka.admin._listoffsets import OffsetSpec
 
 from sluiceway.kafka_errors import error_of, transient_exception
 from sluiceway.retry import Deadline, RetryPolicy
+from sluiceway_server.storage.record_log import (
+    LogPosition,
+    LogRecord,
+    LogStoppedError,
+    NotLeaderError,
+    TopicWriter,
+)
 from sluiceway_server.storage.topics import TopicSpec, ensure_topic, partition_count, warn_if_not_compacted
 
 log = logging.getLogger(__name__)
@@ -37,59 +43,6 @@ _LATEST: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]  # un
 # ListOffsets again after an error that passes by itself (a partition leader moving, say), within
 # the caller's timeout.
 _END_OFFSETS_RETRY = RetryPolicy(initial=0.1, maximum=0.1, transient=transient_exception)
-
-
-@dataclass(frozen=True)
-class LogRecord:
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None  # None = tombstone
-    timestamp_ms: int
-
-
-@dataclass(frozen=True)
-class LogPosition:
-    partition: int
-    offset: int  # offset of the record written
-
-
-class RecordLog(Protocol):
-    """One compacted topic, consumed from the beginning by a background thread that calls
-    the consumer callback for every record in order (per partition)."""
-
-    topic: str
-
-    def start(self, timeout: float) -> None: ...
-
-    def stop(self) -> None: ...
-
-    def send(
-        self, key: bytes | None, value: bytes | None, partition: int | None = None
-    ) -> concurrent.futures.Future[LogPosition]: ...
-
-    def flush(self, timeout: float) -> None: ...
-
-    def read_to_end(self, timeout: float) -> None: ...
-
-    def wait_for(self, position: LogPosition, timeout: float) -> None: ...
-
-
-class LogStoppedError(RuntimeError):
-    """The log is not running (not started yet, stopped, or its consumer thread died)."""
-
-
-class NotLeaderError(LogStoppedError):
-    """A write needs the leader's fenced producer and this replica has none: it does not lead, or a
-    newer leader fenced it."""
-
-
-class TopicWriter(Protocol):
-    """Where a leader-only log sends its records: the leader's transactional producer."""
-
-    def send(
-        self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None
-    ) -> concurrent.futures.Future[LogPosition]: ...
 
 
 _BATCH = 500

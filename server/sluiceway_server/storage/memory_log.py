@@ -11,7 +11,7 @@ import time
 import zlib
 from collections.abc import Callable
 
-from sluiceway_server.storage.kafka_log import LogPosition, LogRecord, LogStoppedError
+from sluiceway_server.storage.record_log import LogPosition, LogRecord, LogStoppedError
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from typing import Any
 from sluiceway.offsets import source_offset_key, source_offset_value
 from sluiceway.retry import Deadline
 from sluiceway_server.storage import serde
-from sluiceway_server.storage.kafka_log import LogPosition, LogRecord, RecordLog
+from sluiceway_server.storage.record_log import LogPosition, LogRecord, RecordLog
 
 log = logging.getLogger(__name__)
 

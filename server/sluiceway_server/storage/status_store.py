@@ -25,7 +25,7 @@ from sluiceway.retry import Deadline
 from sluiceway.traces import summarize_trace
 from sluiceway_server.model import State
 from sluiceway_server.storage import serde
-from sluiceway_server.storage.kafka_log import LogPosition, LogRecord, RecordLog
+from sluiceway_server.storage.record_log import LogPosition, LogRecord, RecordLog
 
 log = logging.getLogger(__name__)
 

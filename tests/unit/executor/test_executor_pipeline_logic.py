@@ -20,14 +20,10 @@ from sluiceway_executor.connectors.datagen import (
     DataGenSourceConnector,
     config_def,
 )
+from sluiceway_executor.datasources.source_task import SourceTaskOptions, converter_settings, poll_source_task
 from sluiceway_executor.kafka_ranges import PartitionRange
 from sluiceway_executor.pipelines.loading import load_task_class
-from sluiceway_executor.pipelines.record_tasks import (
-    SinkTaskWriter,
-    SourceTaskOptions,
-    converter_settings,
-    poll_source_task,
-)
+from sluiceway_executor.pipelines.record_tasks import SinkTaskWriter
 from sluiceway_executor.pipelines.sink import consumer_group, resume_offset, sink_offsets
 from sluiceway_executor.pipelines.source import last_offsets
 from sluiceway_executor.pipelines.spec import TaskSpec, batch_limits

@@ -14,16 +14,17 @@ from typing import Any, cast
 import pytest
 
 from sluiceway.connect import ConnectException, PluginRegistry, PluginType
+from sluiceway.connect.plugins import load_class
 from sluiceway_executor.connectors.datagen import DataGenBatchTask, DataGenSourceConnector
 from sluiceway_executor.connectors.filestream import (
     FileStreamSinkConnector,
     FileStreamSourceConnector,
     FileStreamSourceTask,
 )
+from sluiceway_executor.datasources.source_task import SourceTaskOptions, load_chosen_class
 from sluiceway_executor.kafka_ranges import list_partitions
 from sluiceway_executor.offset_commits import KafkaCommitterFactory, KafkaOffsetCommitter
-from sluiceway_executor.pipelines.loading import load_class, load_task_class, worker_policy
-from sluiceway_executor.pipelines.record_tasks import SourceTaskOptions, load_chosen_class
+from sluiceway_executor.pipelines.loading import load_task_class, worker_policy
 from sluiceway_executor.pipelines.sink import SinkPipeline
 from sluiceway_executor.pipelines.source import SourcePipeline
 from sluiceway_executor.pipelines.spec import TaskSpec

@@ -26,6 +26,7 @@ from sluiceway.connect import (
 from sluiceway_executor.connectors.datagen import DataGenBatchTask, DataGenSourceTask, heartbeat_record
 from sluiceway_executor.connectors.filestream import FileStreamSinkTask, FileStreamSourceTask
 from sluiceway_executor.connectors.jdbc import JdbcSourceTask
+from sluiceway_executor.datasources.source_task import SourceTaskOptions, poll_source_task
 from sluiceway_executor.heartbeats import (
     HeartbeatSettings,
     HeartbeatTimer,
@@ -34,7 +35,6 @@ from sluiceway_executor.heartbeats import (
     overrides_heartbeat_hook,
 )
 from sluiceway_executor.pipelines.pipeline import BatchOutcome, merge_offsets
-from sluiceway_executor.pipelines.record_tasks import SourceTaskOptions, poll_source_task
 from sluiceway_executor.pipelines.source import SourcePipeline
 from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_executor.runner import TaskRunner

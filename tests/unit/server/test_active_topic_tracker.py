@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
+from sluiceway_server.errors import NotFoundError, PermissionDeniedError
 from sluiceway_server.herder.active_topics import ActiveTopicsReset, ActiveTopicTracker
-from sluiceway_server.herder.errors import NotFoundError, PermissionDeniedError
 from sluiceway_server.storage import MemoryLog, StatusStore, TopicStatusRecord
 
 

@@ -12,10 +12,9 @@ import asyncio
 import pytest
 
 from sluiceway.api.v1 import common_pb2, executor_pb2
-from sluiceway_server.cluster.assignor import TaskId
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator, Member
 from sluiceway_server.cluster.members import desired_tasks
-from sluiceway_server.model import State
+from sluiceway_server.model import State, TaskId
 from sluiceway_server.storage import TaskStatusRecord
 from tests.unit.server.test_coordinator import (
     TASKS,

@@ -12,10 +12,9 @@ from confluent_kafka.admin import AdminClient
 
 from sluiceway.api.v1 import executor_pb2
 from sluiceway.limits import ASSIGNMENT_MESSAGE_BYTES
-from sluiceway_server.cluster.assignor import TaskId
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator, Member
 from sluiceway_server.herder.active_topics import ActiveTopicTracker
-from sluiceway_server.model import ConnectorType, State, TargetState
+from sluiceway_server.model import ConnectorType, State, TargetState, TaskId
 from sluiceway_server.status_writer import StatusWriter
 from sluiceway_server.storage import ConnectorOffsetStorage, MemoryLog, OffsetStore, StatusStore
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sluiceway_server.cluster.assignor import Plan, TaskId, plan
+from sluiceway_server.cluster.assignor import Plan, plan
+from sluiceway_server.model import TaskId
 
 
 def tasks(connector: str, count: int) -> set[TaskId]:

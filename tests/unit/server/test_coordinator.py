@@ -21,12 +21,11 @@ from confluent_kafka.admin import AdminClient
 
 from sluiceway.api.v1 import common_pb2, executor_pb2
 from sluiceway.offsets import map_from_proto, offsets_from_proto, sink_offsets_change
-from sluiceway_server.cluster.assignor import TaskId
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator, Member
 from sluiceway_server.cluster.members import desired_tasks, executors_with_live_tasks
+from sluiceway_server.errors import PermissionDeniedError, UnavailableError
 from sluiceway_server.herder.active_topics import ActiveTopicTracker
-from sluiceway_server.herder.errors import PermissionDeniedError, UnavailableError
-from sluiceway_server.model import ConnectorType, State, TargetState
+from sluiceway_server.model import ConnectorType, State, TargetState, TaskId
 from sluiceway_server.status_writer import StatusWriter
 from sluiceway_server.storage import (
     ConnectorOffsetStorage,

@@ -14,13 +14,13 @@ from confluent_kafka.admin import AdminClient
 from sluiceway.connect import Connector
 from sluiceway.connect.plugins import PluginRegistry
 from sluiceway_executor.connectors.datagen import DataGenSourceConnector
-from sluiceway_server.herder.deadlines import with_deadline
-from sluiceway_server.herder.errors import (
+from sluiceway_server.errors import (
     AlreadyExistsError,
     InvalidArgumentError,
     NotFoundError,
     RequestTimeoutError,
 )
+from sluiceway_server.herder.deadlines import with_deadline
 from sluiceway_server.herder.herder import Herder
 from sluiceway_server.model import State, TargetState
 from sluiceway_server.storage import (

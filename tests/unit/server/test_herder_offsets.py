@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sluiceway_server.herder.errors import (
+from sluiceway_server.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,

@@ -28,7 +28,7 @@ from sluiceway.connect.config_providers import ConfigProviders
 from sluiceway.connect.plugins import PluginRegistry
 from sluiceway.logging_setup import JsonFormatter, RedactingFilter
 from sluiceway_server.config import WorkerConfig, WorkerConfigError
-from sluiceway_server.herder.errors import InvalidArgumentError
+from sluiceway_server.errors import InvalidArgumentError
 from sluiceway_server.herder.herder import Herder
 from sluiceway_server.model import State, TargetState
 from sluiceway_server.storage import (

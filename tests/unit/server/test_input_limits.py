@@ -15,8 +15,8 @@ from sluiceway.connect.config import ConfigDef, ConfigType
 from sluiceway.errors import Reason
 from sluiceway.limits import MAX_CONFIG_BYTES, MAX_TASK_CONFIG_RECORD_BYTES, MAX_TASKS, echo
 from sluiceway_server.api.errors import build_status
+from sluiceway_server.errors import FieldViolation, InvalidArgumentError, LimitExceededError
 from sluiceway_server.herder.config_checks import check_config_input, normalized
-from sluiceway_server.herder.errors import FieldViolation, InvalidArgumentError, LimitExceededError
 from sluiceway_server.herder.fields import map_field
 from sluiceway_server.herder.locks import KeyedLocks
 from sluiceway_server.model import State, TargetState

@@ -17,7 +17,7 @@ from sluiceway.names import MAX_TASK_NUMBER
 from sluiceway_server.api.connectors import ConnectorServicer
 from sluiceway_server.api.idempotency import RequestIdCache
 from sluiceway_server.api.names import connector_name, format_connector, format_task, plugin_name, task_name
-from sluiceway_server.herder.errors import InvalidArgumentError, NotFoundError
+from sluiceway_server.errors import InvalidArgumentError, NotFoundError
 from sluiceway_server.herder.herder import Herder
 
 EXPLICIT = [

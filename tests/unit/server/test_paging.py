@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sluiceway_server.api.paging import MAX_PAGE_SIZE, page_request, take, within_bytes
-from sluiceway_server.herder.errors import InvalidArgumentError
+from sluiceway_server.errors import InvalidArgumentError
 
 
 def _all_pages(items: list[str], size: int, *query: object) -> list[list[str]]:

@@ -6,7 +6,7 @@ import pytest
 
 from sluiceway.api.v1 import connectors_pb2
 from sluiceway_server.api.idempotency import RequestIdCache
-from sluiceway_server.herder.errors import InvalidArgumentError, UnavailableError
+from sluiceway_server.errors import InvalidArgumentError, UnavailableError
 
 
 def _request(request_id: str, name: str = "connectors/a") -> connectors_pb2.PauseConnectorRequest:

@@ -10,7 +10,7 @@ import pytest
 from sluiceway.api.v1 import connectors_pb2, executor_pb2
 from sluiceway_server.api.auth import Authenticator, _connector_of, _is_loopback
 from sluiceway_server.api.forwarding import FORWARDED_BY, FORWARDED_PRINCIPAL, FORWARDED_ROLE
-from sluiceway_server.herder.errors import PermissionDeniedError, UnauthenticatedError
+from sluiceway_server.errors import PermissionDeniedError, UnauthenticatedError
 from sluiceway_server.rpc_methods import MUTATIONS, READS
 from sluiceway_server.security.access import ADMIN_CALLS, ATTACH, OPERATOR_CALLS, REFLECTION, allowed
 from sluiceway_server.security.principals import Principal, Role, TokensFile, TokensFileError, token_digest

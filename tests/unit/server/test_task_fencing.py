@@ -12,7 +12,7 @@ from typing import Any, TypeVar, cast
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from sluiceway_server.herder.errors import UnavailableError
+from sluiceway_server.errors import UnavailableError
 from sluiceway_server.model import State, TargetState
 from sluiceway_server.storage import MemoryLog, StatusStore, TaskStatusRecord
 from sluiceway_server.storage.task_fencing import TaskFencer

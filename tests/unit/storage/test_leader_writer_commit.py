@@ -14,8 +14,8 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from sluiceway.kafka_errors import retriable_exception
 from sluiceway.retry import RetryPolicy
 from sluiceway_server.storage import leader_writer
-from sluiceway_server.storage.kafka_log import LogPosition, NotLeaderError
 from sluiceway_server.storage.leader_writer import LeaderWriter, _Batch, _Pending
+from sluiceway_server.storage.record_log import LogPosition, NotLeaderError
 
 
 class _Message:

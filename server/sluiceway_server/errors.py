@@ -1,4 +1,4 @@
-"""Domain errors of the herder (and of the API layer, which raises the same ones).
+"""The control plane's errors: raised by the herder, the cluster coordinator and the API layer alike.
 
 An error carries a `Reason` from `sluiceway.errors`; the status code it is answered with comes from
 that module's `REASON_ERRORS` table (`api/errors.py` asks `status_code_for`), never from the class.
@@ -18,20 +18,20 @@ __all__ = [
     "AlreadyExistsError",
     "FailedPreconditionError",
     "FieldViolation",
-    "HerderError",
     "InvalidArgumentError",
     "LimitExceededError",
     "NotFoundError",
     "PermissionDeniedError",
     "PluginTimeoutError",
     "RequestTimeoutError",
+    "ServerError",
     "UnauthenticatedError",
     "UnavailableError",
     "connector_not_found",
 ]
 
 
-class HerderError(Exception):
+class ServerError(Exception):
     """A refused request: message, reason, BadRequest field violations and ErrorInfo metadata."""
 
     reason: Reason = Reason.ERROR_REASON_UNSPECIFIED
@@ -51,7 +51,7 @@ class HerderError(Exception):
         if reason is not None:
             chosen = reason
             wanted, given = REASON_ERRORS[type(self).reason], REASON_ERRORS[chosen]
-            if type(self) is not HerderError and given is not wanted:
+            if type(self) is not ServerError and given is not wanted:
                 raise TypeError(
                     f"{type(self).__name__} cannot carry {chosen}: clients raise "
                     f"{given.__name__} for it, not {wanted.__name__}"
@@ -61,15 +61,15 @@ class HerderError(Exception):
         self.metadata = dict(metadata or {})
 
 
-class NotFoundError(HerderError):
+class NotFoundError(ServerError):
     reason = Reason.CONNECTOR_NOT_FOUND
 
 
-class AlreadyExistsError(HerderError):
+class AlreadyExistsError(ServerError):
     reason = Reason.CONNECTOR_ALREADY_EXISTS
 
 
-class InvalidArgumentError(HerderError):
+class InvalidArgumentError(ServerError):
     """Bad input: INVALID_CONFIG (a bad config: violations name request fields such as
     `connector.config["tasks.max"]`, metadata `config_keys` the keys) or INVALID_REQUEST (other
     request fields)."""
@@ -77,17 +77,17 @@ class InvalidArgumentError(HerderError):
     reason = Reason.INVALID_REQUEST
 
 
-class FailedPreconditionError(HerderError):
+class FailedPreconditionError(ServerError):
     reason = Reason.CONNECTOR_NOT_STOPPED
 
 
-class AbortedError(HerderError):
+class AbortedError(ServerError):
     """The request was made against a state of the connector that is no longer current (etag)."""
 
     reason = Reason.ETAG_MISMATCH
 
 
-class UnavailableError(HerderError):
+class UnavailableError(ServerError):
     """Worth retrying as it is: always answered with RetryInfo (`retry_after` seconds)."""
 
     reason = Reason.STORAGE_UNAVAILABLE
@@ -104,17 +104,17 @@ class UnavailableError(HerderError):
         self.retry_after = retry_after
 
 
-class PermissionDeniedError(HerderError):
+class PermissionDeniedError(ServerError):
     reason = Reason.NOT_AUTHORIZED
 
 
-class UnauthenticatedError(HerderError):
+class UnauthenticatedError(ServerError):
     """The caller presented no credentials, or none this server accepts."""
 
     reason = Reason.UNAUTHENTICATED
 
 
-class RequestTimeoutError(HerderError):
+class RequestTimeoutError(ServerError):
     """The caller's deadline passed; `stage` says what the request was doing (Kafka's TickThreadStage)."""
 
     reason = Reason.REQUEST_TIMED_OUT
@@ -124,7 +124,7 @@ class RequestTimeoutError(HerderError):
         self.stage = stage
 
 
-class PluginTimeoutError(HerderError):
+class PluginTimeoutError(ServerError):
     """Plugin code did not return within plugin.callback.timeout.ms; its thread is abandoned."""
 
     reason = Reason.PLUGIN_TIMEOUT
