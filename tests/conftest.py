@@ -16,7 +16,7 @@ import grpc
 import pytest
 
 from sluiceway.api.v1 import cluster_pb2, cluster_pb2_grpc
-from sluiceway.transport import TransportSecurity
+from sluiceway.common.transport import TransportSecurity
 from sluiceway_server.embedded import (
     EmbeddedBroker,
     EmbeddedSparkConnect,

@@ -38,10 +38,10 @@ import grpc
 
 import sluiceway
 from sluiceway.api.v1 import executor_pb2, executor_pb2_grpc
+from sluiceway.common.limits import EXECUTOR_MAX_RECEIVE_BYTES
+from sluiceway.common.retry import RetryPolicy
+from sluiceway.common.transport import TransportSecurity
 from sluiceway.errors import Reason, from_rpc_error
-from sluiceway.limits import EXECUTOR_MAX_RECEIVE_BYTES
-from sluiceway.retry import RetryPolicy
-from sluiceway.transport import TransportSecurity
 from sluiceway_executor.offset_commits import CommitterFactory, KafkaCommitterFactory
 from sluiceway_executor.own_config import merge_worker_config
 from sluiceway_executor.pipelines.pipeline import PipelineFactory

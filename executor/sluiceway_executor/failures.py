@@ -26,7 +26,7 @@ from typing import Final
 
 from confluent_kafka import KafkaException
 
-from sluiceway.kafka_errors import error_of, is_transient
+from sluiceway.common.kafka_errors import error_of, is_transient
 
 __all__ = ["FailureKind", "classify", "is_kafka_unreachable", "is_spark_session_lost"]
 

@@ -31,8 +31,8 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._listoffsets import OffsetSpec
 
-from sluiceway.kafka_errors import flagged_retriable, transient_exception
-from sluiceway.retry import Deadline, Retry, RetryPolicy
+from sluiceway.common.kafka_errors import flagged_retriable, transient_exception
+from sluiceway.common.retry import Deadline, Retry, RetryPolicy
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
-from sluiceway.logging_setup import configure_logging
-from sluiceway.transport import TransportSecurity, add_arguments
+from sluiceway.common.logging_setup import configure_logging
+from sluiceway.common.transport import TransportSecurity, add_arguments
 from sluiceway_executor.attach import AttachSettings, ExecutorAgent, default_executor_id
 from sluiceway_executor.own_config import load_own_config
 from sluiceway_executor.spark_sessions import SparkSessions

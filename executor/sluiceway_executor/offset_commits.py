@@ -9,7 +9,7 @@ fences any earlier holder of the id, such as an executor that still runs the tas
 plane gave it to this one. Every commit is one transaction:
 
 - source tasks: one record per source partition in the connector's offsets topic, keyed and valued
-  as the control plane reads them (``sluiceway.offsets.source_offset_key``/``source_offset_value``);
+  as the control plane reads them (``sluiceway.common.offsets.source_offset_key``/``source_offset_value``);
 - sink tasks: the ends of the ranges read, sent to the connector's consumer group with
   ``send_offsets_to_transaction`` (the group metadata comes from a consumer that never subscribes),
   plus, when the group lives on the worker's cluster, one tombstone in the worker's offsets topic
@@ -33,6 +33,9 @@ from typing import Any, Final, Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from sluiceway.common.kafka_errors import is_transient, transient_exception
+from sluiceway.common.offsets import OffsetPair, source_offset_key, source_offset_value
+from sluiceway.common.retry import Deadline, RetryPolicy
 from sluiceway.connect import PluginRegistry, PluginType
 from sluiceway.connect.kafka_clients import (
     connect_first,
@@ -41,9 +44,6 @@ from sluiceway.connect.kafka_clients import (
     source_offsets_topic,
     task_transactional_id,
 )
-from sluiceway.kafka_errors import is_transient, transient_exception
-from sluiceway.offsets import OffsetPair, source_offset_key, source_offset_value
-from sluiceway.retry import Deadline, RetryPolicy
 from sluiceway_executor.pipelines.loading import worker_policy
 from sluiceway_executor.pipelines.spec import TaskSpec
 

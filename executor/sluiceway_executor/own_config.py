@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+from sluiceway.common.properties import PropertiesSyntaxError, env_overrides, load_properties
 from sluiceway.connect.worker_fallbacks import WORKER_FALLBACK_KEYS
 from sluiceway.connect.worker_settings import EXECUTOR_CONFIG_DEF, EXECUTOR_PASSTHROUGH_PREFIXES
-from sluiceway.properties import PropertiesSyntaxError, env_overrides, load_properties
 
 __all__ = [
     "ENV_KEYS",

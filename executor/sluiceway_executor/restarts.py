@@ -11,7 +11,7 @@ The kind of failure decides (``failures.FailureKind``):
 - the task's own error: the automatic-restart policy (``sluiceway.connect.restart_config``) says
   whether it runs again and after how long; each such restart is numbered.
 
-Both kinds of pause are drawn from a ``sluiceway.retry.RetryPolicy``, each varied by up to
+Both kinds of pause are drawn from a ``sluiceway.common.retry.RetryPolicy``, each varied by up to
 ``JITTER`` either way.
 
 A run that lasted ``RestartPolicy.stable_after_s`` counts as recovered: the next failure of the task
@@ -26,8 +26,8 @@ import random as _random
 from dataclasses import dataclass
 from typing import Final
 
+from sluiceway.common.retry import RandomSource, RetryPolicy
 from sluiceway.connect.restart_config import JITTER, RestartPolicy
-from sluiceway.retry import RandomSource, RetryPolicy
 from sluiceway_executor.failures import FailureKind
 
 __all__ = ["INFRA_BACKOFF_MAX_S", "INFRA_BACKOFF_MIN_S", "Failure", "Next", "RestartSchedule", "Step"]

@@ -41,6 +41,7 @@ from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
 from sluiceway.api.v1 import common_pb2
+from sluiceway.common.offsets import OffsetPair
 from sluiceway.connect.config import ConfigException
 from sluiceway.connect.config_providers import (
     ConfigProviders,
@@ -49,7 +50,6 @@ from sluiceway.connect.config_providers import (
     hide_resolved,
 )
 from sluiceway.connect.restart_config import RestartPolicy
-from sluiceway.offsets import OffsetPair
 from sluiceway_executor.failures import FailureKind, classify
 from sluiceway_executor.offset_commits import CommitOutcome, CommitStatus, CommitterFactory, OffsetCommitter
 from sluiceway_executor.pipelines.pipeline import (

@@ -10,7 +10,7 @@ sources registered and the client's retry policy set.
 The client's own retries are shortened (``CLIENT_MAX_RETRIES``, ``CLIENT_MAX_BACKOFF_MS``): by
 default it would retry a down server for about ten minutes inside a single call, which would keep a
 task silent long after the server is back. Here a call gives up after about fifteen seconds, and
-``renew`` keeps trying to build a session, waiting as ``sluiceway.retry`` says between tries, until
+``renew`` keeps trying to build a session, waiting as ``sluiceway.common.retry`` says between tries, until
 the server answers or the executor stops.
 """
 
@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
-from sluiceway.retry import RetryPolicy
+from sluiceway.common.retry import RetryPolicy
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -34,6 +34,8 @@ from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from sluiceway.common.kafka_errors import transient_exception
+from sluiceway.common.retry import Deadline, RetryPolicy
 from sluiceway.connect import ConfigException, ConfigType, ConnectException
 from sluiceway.connect.config import parse_type
 from sluiceway.connect.kafka_clients import connection_settings, kafka_client_config, topic_name_problem
@@ -45,8 +47,6 @@ from sluiceway.connect.topic_creation_config import (
     uses_topic_creation,
 )
 from sluiceway.connect.worker_settings import worker_default
-from sluiceway.kafka_errors import transient_exception
-from sluiceway.retry import Deadline, RetryPolicy
 
 __all__ = ["TopicAdmin", "TopicCreator", "refusal", "topic_creation_enabled"]
 

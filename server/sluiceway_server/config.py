@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from sluiceway.common.properties import PropertiesSyntaxError, env_overrides, load_properties
 from sluiceway.connect.config import ConfigException
 from sluiceway.connect.config_providers import check_config_providers
 from sluiceway.connect.restart_config import check_worker_restart_config
@@ -21,7 +22,6 @@ from sluiceway.connect.worker_settings import (
     worker_defaults,
     worker_int,
 )
-from sluiceway.properties import PropertiesSyntaxError, env_overrides, load_properties
 
 # Keys a worker understands, with their defaults as config text (Kafka Connect's names where it has
 # one); each is declared, with its type, checks and documentation, in sluiceway.connect.worker_settings.

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from sluiceway.transport import TransportSecurity
+from sluiceway.common.transport import TransportSecurity
 
 if TYPE_CHECKING:
     from grpc_health.v1.health_pb2_grpc import HealthStub

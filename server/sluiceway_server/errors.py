@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from sluiceway.common.limits import echo
 from sluiceway.errors import REASON_ERRORS, FieldViolation, Reason
-from sluiceway.limits import echo
 
 __all__ = [
     "AbortedError",
@@ -141,7 +141,7 @@ def connector_not_found(name: str) -> NotFoundError:
 
 
 class LimitExceededError(InvalidArgumentError):
-    """The request goes over one of the documented limits (sluiceway.limits): `limit` names it."""
+    """The request goes over one of the documented limits (sluiceway.common.limits): `limit` names it."""
 
     reason = Reason.LIMIT_EXCEEDED
 

@@ -9,7 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
-from sluiceway.logging_setup import configure_logging
+from sluiceway.common.logging_setup import configure_logging
 from sluiceway_server.config import WorkerConfig, WorkerConfigError
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from sluiceway.names import format_task_name, parse_task_name
+from sluiceway.common.names import format_task_name, parse_task_name
 
 
 class TargetState(enum.Enum):
@@ -45,6 +45,6 @@ class TaskId:
 
     @classmethod
     def parse(cls, name: str) -> TaskId:
-        """Raises sluiceway.names.InvalidNameError, a ValueError."""
+        """Raises sluiceway.common.names.InvalidNameError, a ValueError."""
         parsed = parse_task_name(name)
         return cls(parsed.connector, parsed.task)

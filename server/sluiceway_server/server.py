@@ -30,10 +30,10 @@ from sluiceway.api.v1 import (
     topics_pb2,
     topics_pb2_grpc,
 )
+from sluiceway.common.limits import SERVER_MAX_RECEIVE_BYTES
 from sluiceway.connect.config_providers import ConfigProviders
 from sluiceway.connect.plugins import PluginRegistry
 from sluiceway.connect.worker_policy import WorkerPolicy
-from sluiceway.limits import SERVER_MAX_RECEIVE_BYTES
 from sluiceway_executor.connectors import BUILT_IN_CONNECTORS
 from sluiceway_server.api.auth import AuditInterceptor, Authenticator, AuthInterceptor
 from sluiceway_server.api.cluster import ClusterServicer

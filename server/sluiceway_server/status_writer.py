@@ -7,7 +7,7 @@ import asyncio
 import dataclasses
 import logging
 
-from sluiceway.secrets import redact_url_credentials
+from sluiceway.common.secrets import redact_url_credentials
 from sluiceway_server.model import State
 from sluiceway_server.storage import ConnectorStatusRecord, StatusStore, TaskStatusRecord
 from sluiceway_server.storage.status_store import add_recent_error

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
 from sluiceway.client import SluicewayClient
-from sluiceway.offsets import OffsetPair, offsets_from_proto
+from sluiceway.common.offsets import OffsetPair, offsets_from_proto
 from sluiceway_server.embedded import EmbeddedSparkConnect, ManagedProcess, executor_argv, spawn
 from tests.conftest import LOG_DIR, ControlPlaneProcess
 

@@ -59,7 +59,7 @@ from sluiceway.api.v1 import (
     topics_pb2,
     topics_pb2_grpc,
 )
-from sluiceway.limits import EXECUTOR_MAX_RECEIVE_BYTES
+from sluiceway.common.limits import EXECUTOR_MAX_RECEIVE_BYTES
 
 pytestmark = pytest.mark.integration
 V = TypeVar("V")

@@ -18,8 +18,8 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 
 from sluiceway.api.v1 import common_pb2, offsets_pb2, offsets_pb2_grpc
 from sluiceway.client import SluicewayClient
+from sluiceway.common.offsets import map_from_proto, offsets_from_proto
 from sluiceway.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
-from sluiceway.offsets import map_from_proto, offsets_from_proto
 from sluiceway_executor.offset_commits import CommitStatus, KafkaOffsetCommitter
 from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_server.embedded import EmbeddedBroker, start_broker

@@ -16,7 +16,7 @@ import grpc
 import pytest
 
 from sluiceway.api.v1 import common_pb2, connectors_pb2, executor_pb2, executor_pb2_grpc, plugins_pb2
-from sluiceway.limits import (
+from sluiceway.common.limits import (
     MAX_CONFIG_BYTES,
     MAX_CONFIG_KEY_LENGTH,
     MAX_CONFIG_KEYS,

@@ -15,7 +15,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from sluiceway.api.v1 import cluster_pb2, common_pb2, connectors_pb2, executor_pb2
-from sluiceway.offsets import OffsetPair, map_from_proto
+from sluiceway.common.offsets import OffsetPair, map_from_proto
 from sluiceway_executor.offset_commits import CommitOutcome, CommitStatus, KafkaOffsetCommitter
 from sluiceway_executor.pipelines.spec import TaskSpec
 from tests.integration.api_helpers import Stubs, read_topic, wait_until

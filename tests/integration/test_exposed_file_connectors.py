@@ -18,8 +18,8 @@ import grpc
 import pytest
 
 from sluiceway.client import SluicewayClient
+from sluiceway.common.transport import TransportSecurity
 from sluiceway.errors import SluicewayError
-from sluiceway.transport import TransportSecurity
 from sluiceway_server.embedded import EmbeddedBroker, control_plane_argv
 from tests.conftest import ControlPlaneProcess
 from tests.integration.api_helpers import read_topic

@@ -27,8 +27,8 @@ from sluiceway.api.v1 import (
     topics_pb2,
 )
 from sluiceway.client import SluicewayClient
+from sluiceway.common.transport import TransportSecurity
 from sluiceway.errors import NotFoundError, PermissionDeniedError, SluicewayError
-from sluiceway.transport import TransportSecurity
 from sluiceway_server.embedded import EmbeddedBroker
 from tests.conftest import ControlPlaneProcess
 from tests.integration.api_helpers import failure, read_topic, wait_until

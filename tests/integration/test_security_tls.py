@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from sluiceway.client import SluicewayClient
+from sluiceway.common.transport import TransportSecurity
 from sluiceway.errors import SluicewayError, UnauthenticatedError
-from sluiceway.transport import TransportSecurity
 from sluiceway_server.dev_certificates import DevCertificates, make_dev_certificates
 from sluiceway_server.embedded import EmbeddedBroker, EmbeddedSparkConnect
 from tests.conftest import ControlPlaneProcess

@@ -22,8 +22,8 @@ from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
 
 from sluiceway.api.v1 import common_pb2
+from sluiceway.common.offsets import OffsetPair
 from sluiceway.errors import SluicewayError
-from sluiceway.offsets import OffsetPair
 from sluiceway_server.embedded import (
     EmbeddedBroker,
     EmbeddedSparkConnect,

@@ -14,6 +14,9 @@ What must hold:
 - the executor never imports the control plane (`sluiceway_server`), and the control plane imports
   of the executor only its built-in connectors (`sluiceway_executor.connectors`);
 - the shared package `sluiceway` imports neither `sluiceway_server` nor `sluiceway_executor`;
+- `sluiceway.common`, the code the SDK, the client, the control plane and the executors all use,
+  imports of `sluiceway` only itself, the generated `sluiceway.api` and `sluiceway.errors`
+  (COMMON_MAY_IMPORT);
 - inside the server and inside the executor, no module imports one of a higher layer (LAYERS; the
   same order is written in docs/ARCHITECTURE.md §4);
 - no hand-written module is over MAX_LINES lines.
@@ -79,6 +82,11 @@ LAYERS: Mapping[str, tuple[frozenset[str], ...]] = {
         ),
     ),
 }
+
+# What of `sluiceway` the modules of `sluiceway.common` may import, besides `sluiceway.common` itself:
+# each name and everything under it.
+COMMON = "sluiceway.common"
+COMMON_MAY_IMPORT: tuple[str, ...] = ("sluiceway.api", "sluiceway.errors")
 
 # Import cycles allowed for now, each as the set of modules in it, with the reason.
 ALLOWED_CYCLES: Mapping[frozenset[str], str] = {}
@@ -307,6 +315,28 @@ def test_control_plane_imports_of_the_executor_only_its_built_in_connectors() ->
 def test_shared_package_imports_neither_server_nor_executor() -> None:
     crossing = _crossing("sluiceway", frozenset({"sluiceway_server", "sluiceway_executor"}))
     assert not crossing, "the shared package imports server or executor code:\n" + "\n".join(crossing)
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(f"{package}.")
+
+
+def test_common_imports_only_itself_the_generated_api_and_errors() -> None:
+    # The checks would pass for nothing if the package were not parsed or its imports not resolved.
+    assert any(i.target == f"{COMMON}.limits" for i in imports() if i.importer == f"{COMMON}.names"), (
+        f"{COMMON} is not parsed"
+    )
+    outside = sorted(
+        f"{modules()[i.importer].path}:{i.line} imports {i.target}"
+        for i in imports()
+        if _within(i.importer, COMMON)
+        and _top(i.target) == "sluiceway"
+        and not any(_within(i.target, allowed) for allowed in (COMMON, *COMMON_MAY_IMPORT))
+    )
+    assert not outside, (
+        f"{COMMON} imports of sluiceway only itself and {', '.join(COMMON_MAY_IMPORT)}:\n"
+        + "\n".join(outside)
+    )
 
 
 def _unit(name: str) -> str | None:

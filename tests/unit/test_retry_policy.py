@@ -1,6 +1,6 @@
-"""The shared retry policy (sluiceway.retry): how waits grow and vary, that a run never waits past
+"""The shared retry policy (sluiceway.common.retry): how waits grow and vary, that a run never waits past
 its deadline or beyond its attempts, the stop events, and the Kafka transient tests the loops hand
-it (sluiceway.kafka_errors). A virtual clock stands in for time wherever a run is simulated."""
+it (sluiceway.common.kafka_errors). A virtual clock stands in for time wherever a run is simulated."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from confluent_kafka import KafkaError, KafkaException
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sluiceway.kafka_errors import flagged_retriable, retriable_exception, transient_exception
-from sluiceway.retry import Deadline, RetryPolicy, sleep, sleep_async
+from sluiceway.common.kafka_errors import flagged_retriable, retriable_exception, transient_exception
+from sluiceway.common.retry import Deadline, RetryPolicy, sleep, sleep_async
 
 
 class Clock:

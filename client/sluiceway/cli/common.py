@@ -22,8 +22,8 @@ from sluiceway.client import (
     parse_key_values,
     resolve_target,
 )
-from sluiceway.transport import TransportSecurity
-from sluiceway.transport import add_arguments as add_transport_arguments
+from sluiceway.common.transport import TransportSecurity
+from sluiceway.common.transport import add_arguments as add_transport_arguments
 
 
 class UsageError(Exception):

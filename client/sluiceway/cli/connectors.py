@@ -19,7 +19,7 @@ from sluiceway.cli.common import (
     read_config_inputs,
 )
 from sluiceway.client import connector_id
-from sluiceway.traces import summarize_trace
+from sluiceway.common.traces import summarize_trace
 
 _VIEWS = ("names", "status", "info", "full")
 _STATES = ("running", "paused", "stopped")

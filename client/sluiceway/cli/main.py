@@ -12,8 +12,8 @@ from sluiceway import __version__
 from sluiceway.cli import cluster, connectors, offsets, output, plugins, topics
 from sluiceway.cli.common import Context, Handler, UsageError, add_global_options
 from sluiceway.client import ConfigInputError
+from sluiceway.common.transport import TransportSecurity
 from sluiceway.errors import SluicewayError
-from sluiceway.transport import TransportSecurity
 
 __all__ = ["build_parser", "main"]
 

@@ -7,7 +7,7 @@ import argparse
 from sluiceway.cli import output
 from sluiceway.cli.common import Context, add_command, add_group
 from sluiceway.client import connector_id, load_offsets_file
-from sluiceway.offsets import offsets_from_proto
+from sluiceway.common.offsets import offsets_from_proto
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

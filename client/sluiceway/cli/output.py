@@ -14,8 +14,8 @@ from google.protobuf import json_format, timestamp_pb2
 from google.protobuf.message import Message
 
 from sluiceway.api.v1 import common_pb2, plugins_pb2
+from sluiceway.common.transport import TransportSecurity
 from sluiceway.errors import SluicewayError
-from sluiceway.transport import TransportSecurity
 
 
 def message_to_json(message: Message) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from sluiceway.client._names import connector_id, connector_name, parse_task_nam
 from sluiceway.client._requests import ConfigMapping, ConfigValue, OffsetLike
 from sluiceway.client._retry import Retrier, RetryPolicy
 from sluiceway.client._sync import SluicewayClient
-from sluiceway.transport import TransportSecurity
+from sluiceway.common.transport import TransportSecurity
 
 __all__ = [
     "DEFAULT_TARGET",

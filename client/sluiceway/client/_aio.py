@@ -40,7 +40,7 @@ from sluiceway.client._base import (
 )
 from sluiceway.client._requests import ConfigMapping, InitialStateLike, OffsetLike, ViewLike
 from sluiceway.client._retry import AsyncStreamCall, Retrier, RetryPolicy
-from sluiceway.transport import TransportSecurity, own_connections
+from sluiceway.common.transport import TransportSecurity, own_connections
 
 __all__ = ["AsyncSluicewayClient"]
 
@@ -75,7 +75,7 @@ class AsyncSluicewayClient:
         retrier: Retrier | None = None,
         security: TransportSecurity | None = None,
     ) -> None:
-        """`security` gives TLS, mutual TLS and a bearer token (`sluiceway.transport`); without
+        """`security` gives TLS, mutual TLS and a bearer token (`sluiceway.common.transport`); without
         it the SLUICEWAY_TLS, SLUICEWAY_TLS_CA, SLUICEWAY_TLS_CERT, SLUICEWAY_TLS_KEY,
         SLUICEWAY_TOKEN and SLUICEWAY_TOKEN_FILE environment variables apply. `credentials`
         instead sets the channel's TLS credentials directly (e.g. `grpc.ssl_channel_credentials()`);

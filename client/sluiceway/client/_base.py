@@ -10,7 +10,7 @@ from typing import Any, Final, Protocol, TypeAlias
 
 import grpc
 
-from sluiceway.transport import AUTHORIZATION_KEY, TransportSecurity
+from sluiceway.common.transport import AUTHORIZATION_KEY, TransportSecurity
 
 DEFAULT_TARGET: Final = "localhost:8083"
 TARGET_ENV: Final = "SLUICEWAY_SERVER"

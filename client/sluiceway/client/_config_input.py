@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from sluiceway import properties
-from sluiceway.properties import format_properties
+from sluiceway.common import properties
+from sluiceway.common.properties import format_properties
 
 __all__ = [
     "ConfigFile",
@@ -63,7 +63,7 @@ def parse_key_values(items: Iterable[str]) -> dict[str, str]:
     return result
 
 
-# --- Java .properties (sluiceway.properties) ----------------------------------------------
+# --- Java .properties (sluiceway.common.properties) ----------------------------------------------
 
 
 def parse_properties(text: str) -> dict[str, str]:

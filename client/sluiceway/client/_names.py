@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from sluiceway import names
+from sluiceway.common import names
 from sluiceway.errors import FieldViolation, InvalidArgumentError, Reason
 
 __all__ = [

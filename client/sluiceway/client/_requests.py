@@ -16,8 +16,8 @@ from sluiceway.api.v1 import (
     topics_pb2,
 )
 from sluiceway.client._names import connector_name, plugin_name, task_name
+from sluiceway.common.offsets import OffsetValueError, map_to_proto
 from sluiceway.errors import FieldViolation, InvalidArgumentError, Reason
-from sluiceway.offsets import OffsetValueError, map_to_proto
 
 ConfigValue: TypeAlias = str | int | float | bool
 ConfigMapping: TypeAlias = Mapping[str, ConfigValue]

@@ -7,8 +7,8 @@ server's `google.rpc.RetryInfo` delay, when it sends one, is the wait: it knows 
 makes sense (a control plane electing a leader asks for about half a second).
 
 The client keeps its own loop, for the server's hint and the request id every attempt re-sends,
-but its backoff and deadline are the shared ones of `sluiceway.retry`: `RetryPolicy.backoff` is
-the shared policy its waits are drawn from, and `Attempts` counts down a `sluiceway.retry.Deadline`.
+but its backoff and deadline are the shared ones of `sluiceway.common.retry`: `RetryPolicy.backoff` is
+the shared policy its waits are drawn from, and `Attempts` counts down a `sluiceway.common.retry.Deadline`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Protocol, TypeVar
 
 import grpc
 
-from sluiceway import retry as shared
+from sluiceway.common import retry as shared
 from sluiceway.errors import SluicewayError, from_rpc_error
 
 __all__ = ["AsyncStreamCall", "Attempts", "Retrier", "RetryPolicy", "StreamCall"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar, Final, Protocol, runtime_checkable
 
-from sluiceway.limits import shorten
+from sluiceway.common.limits import shorten
 
 __all__ = [
     "NO_DEFAULT",

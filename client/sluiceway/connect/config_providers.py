@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from sluiceway.common.properties import PropertiesSyntaxError, parse_properties
+from sluiceway.common.secrets import redact_url_credentials
 from sluiceway.connect.config import ConfigValue
 from sluiceway.connect.validation import ConfigInfo, ConfigInfos
-from sluiceway.properties import PropertiesSyntaxError, parse_properties
-from sluiceway.secrets import redact_url_credentials
 
 __all__ = [
     "CONFIG_PROVIDERS_CONFIG",

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
+from sluiceway.common.secrets import looks_secret
 from sluiceway.connect.config import ConfigDef, ConfigKey, ConfigType, ConfigValue, java_trim
 from sluiceway.connect.framework_config import (
     CONFIG_RELOAD_ACTION_CONFIG,
@@ -51,7 +52,6 @@ from sluiceway.connect.plugins import PluginDesc, PluginNotFoundError, PluginReg
 from sluiceway.connect.topic_creation_config import unread_topic_creation_keys
 from sluiceway.connect.worker_fallbacks import WORKER_FALLBACK_KEYS
 from sluiceway.connect.worker_policy import WorkerPolicy, path_errors
-from sluiceway.secrets import looks_secret
 
 __all__ = [
     "NOT_SUPPORTED_YET",

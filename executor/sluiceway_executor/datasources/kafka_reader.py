@@ -19,7 +19,7 @@ from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, Messa
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from sluiceway.kafka_errors import flagged_retriable
+from sluiceway.common.kafka_errors import flagged_retriable
 from sluiceway_executor.datasources.kafka_common import (
     ARROW_SCHEMA,
     HEADERS_ARROW,

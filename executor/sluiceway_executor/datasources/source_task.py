@@ -38,6 +38,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from sluiceway.common.offsets import OffsetPair
 from sluiceway.connect import (
     ConnectException,
     MemoryOffsetStorageReader,
@@ -47,7 +48,6 @@ from sluiceway.connect import (
     Task,
 )
 from sluiceway.connect.plugins import load_class
-from sluiceway.offsets import OffsetPair
 
 if TYPE_CHECKING:
     from sluiceway_executor.converters.base import Converter

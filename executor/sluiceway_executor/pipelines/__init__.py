@@ -16,7 +16,7 @@ themselves only read, convert and write through Spark (their Kafka client settin
 
 from __future__ import annotations
 
-from sluiceway.names import parse_task_name  # the one task-name parser; re-exported
+from sluiceway.common.names import parse_task_name  # the one task-name parser; re-exported
 
 __all__ = [
     "parse_task_name",

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from sluiceway.offsets import OffsetPair
+from sluiceway.common.offsets import OffsetPair
 from sluiceway_executor.pipelines.spec import TaskSpec
 
 __all__ = [

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
+from sluiceway.common.offsets import OffsetPair
 from sluiceway.connect import (
     ConnectException,
     SinkRecord,
@@ -31,7 +32,6 @@ from sluiceway.connect import (
     TopicPartition,
 )
 from sluiceway.connect.worker_policy import WorkerPolicy
-from sluiceway.offsets import OffsetPair
 from sluiceway_executor.datasources.source_task import (
     DEFAULT_POLL_WINDOW_MS,
     SOURCE_TASK_FORMAT,

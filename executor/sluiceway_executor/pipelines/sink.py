@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Final
 
 from confluent_kafka.admin import AdminClient
 
+from sluiceway.common.offsets import OffsetPair
 from sluiceway.connect import (
     BatchContext,
     ConnectException,
@@ -34,7 +35,6 @@ from sluiceway.connect import (
     Task,
 )
 from sluiceway.connect.kafka_clients import kafka_client_config, sink_consumer_group
-from sluiceway.offsets import OffsetPair
 from sluiceway_executor.kafka_ranges import (
     PartitionRange,
     RecordSizes,

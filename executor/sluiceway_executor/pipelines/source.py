@@ -35,6 +35,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from sluiceway.common.offsets import OffsetPair
 from sluiceway.connect import (
     BatchContext,
     ConnectException,
@@ -45,7 +46,6 @@ from sluiceway.connect import (
     Task,
 )
 from sluiceway.connect.kafka_clients import kafka_client_config
-from sluiceway.offsets import OffsetPair
 from sluiceway_executor.heartbeats import (
     HeartbeatTimer,
     heartbeat_settings,

@@ -7,12 +7,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sluiceway.api.v1 import common_pb2, executor_pb2
+from sluiceway.common.names import parse_task_name
+from sluiceway.common.offsets import OffsetPair, offsets_from_proto, sink_offsets_change
 from sluiceway.connect import ConnectException
 from sluiceway.connect.batch_config import BatchLimits
 from sluiceway.connect.config import ConfigException
 from sluiceway.connect.config_providers import ConfigProviders, ConfigReferenceError
-from sluiceway.names import parse_task_name
-from sluiceway.offsets import OffsetPair, offsets_from_proto, sink_offsets_change
 
 __all__ = ["TaskSpec", "batch_limits"]
 

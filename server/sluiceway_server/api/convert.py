@@ -7,10 +7,10 @@ from typing import Any
 from google.protobuf import timestamp_pb2
 
 from sluiceway.api.v1 import common_pb2, connectors_pb2, plugins_pb2
+from sluiceway.common.secrets import HIDDEN, redact_url_credentials
 from sluiceway.connect.config import ConfigKey, ConfigValue, Password
 from sluiceway.connect.plugins import PluginDesc, PluginType
 from sluiceway.connect.validation import ConfigInfos
-from sluiceway.secrets import HIDDEN, redact_url_credentials
 from sluiceway_server.api.names import format_connector, format_task
 from sluiceway_server.herder.deleted_callbacks import DeletedCallbackResult
 from sluiceway_server.herder.views import (

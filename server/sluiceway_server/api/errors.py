@@ -15,8 +15,8 @@ from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[import-untyped]
 from grpc_status import rpc_status
 
+from sluiceway.common.limits import MAX_REQUEST_BYTES
 from sluiceway.errors import ERROR_DOMAIN, FieldViolation, Reason, status_code_for
-from sluiceway.limits import MAX_REQUEST_BYTES
 from sluiceway_server.errors import (
     InvalidArgumentError,
     LimitExceededError,

@@ -11,8 +11,8 @@ from typing import Any
 import grpc
 
 from sluiceway.api.v1 import executor_pb2, executor_pb2_grpc
+from sluiceway.common.limits import MAX_EXECUTOR_ID_LENGTH
 from sluiceway.errors import Reason
-from sluiceway.limits import MAX_EXECUTOR_ID_LENGTH
 from sluiceway_server.api.errors import abort, invalid_request
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
 from sluiceway_server.errors import LimitExceededError, ServerError, UnavailableError

@@ -19,8 +19,8 @@ import grpc
 from google.protobuf import message_factory
 from google.protobuf.message import Message
 
+from sluiceway.common.transport import TransportSecurity
 from sluiceway.errors import Reason
-from sluiceway.transport import TransportSecurity
 from sluiceway_server.api.errors import status_for
 from sluiceway_server.errors import UnavailableError
 from sluiceway_server.rpc_methods import METHODS, MUTATIONS

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from sluiceway import names
-from sluiceway.limits import MAX_CONNECTOR_NAME_LENGTH, echo
+from sluiceway.common import names
+from sluiceway.common.limits import MAX_CONNECTOR_NAME_LENGTH, echo
 from sluiceway_server.api.errors import invalid_request
 from sluiceway_server.errors import LimitExceededError
 
-# The names themselves are parsed and formatted by `sluiceway.names`; this module maps a name the
+# The names themselves are parsed and formatted by `sluiceway.common.names`; this module maps a name the
 # request got wrong to INVALID_ARGUMENT with a field violation (never INTERNAL). A name longer than
 # any connector's can be is refused before anything else looks at it, and errors repeat only its
 # beginning.

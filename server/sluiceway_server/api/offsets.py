@@ -7,7 +7,7 @@ from typing import Any
 import grpc
 
 from sluiceway.api.v1 import offsets_pb2, offsets_pb2_grpc
-from sluiceway.offsets import offsets_from_proto, offsets_to_proto
+from sluiceway.common.offsets import offsets_from_proto, offsets_to_proto
 from sluiceway_server.api.deadline import call_timeout
 from sluiceway_server.api.errors import mapped
 from sluiceway_server.api.idempotency import RequestIdCache

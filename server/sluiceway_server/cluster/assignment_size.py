@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Final
 
 from sluiceway.api.v1 import executor_pb2
-from sluiceway.limits import EXECUTOR_MAX_RECEIVE_BYTES
+from sluiceway.common.limits import EXECUTOR_MAX_RECEIVE_BYTES
 
 # What wraps an Assignment into a ControllerMessage (field tag and length), kept free in the bound.
 ENVELOPE_BYTES: Final = 16

@@ -12,11 +12,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 from sluiceway.api.v1 import common_pb2, executor_pb2
+from sluiceway.common.limits import ASSIGNMENT_MESSAGE_BYTES, EXECUTOR_MAX_RECEIVE_BYTES
+from sluiceway.common.offsets import map_to_proto
+from sluiceway.common.retry import RetryPolicy
+from sluiceway.common.secrets import looks_secret
 from sluiceway.errors import Reason
-from sluiceway.limits import ASSIGNMENT_MESSAGE_BYTES, EXECUTOR_MAX_RECEIVE_BYTES
-from sluiceway.offsets import map_to_proto
-from sluiceway.retry import RetryPolicy
-from sluiceway.secrets import looks_secret
 from sluiceway_server.cluster.assignment_size import (
     ENVELOPE_BYTES,
     FRAMING_MARGIN_BYTES,

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from sluiceway.retry import RetryPolicy
+from sluiceway.common.retry import RetryPolicy
 from sluiceway_server.storage.cluster_store import ClusterStore, LeaderRecord, MemberRecord
 from sluiceway_server.storage.record_log import TopicWriter
 

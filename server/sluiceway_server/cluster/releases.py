@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any, Final
 
-from sluiceway.retry import RetryPolicy
+from sluiceway.common.retry import RetryPolicy
 from sluiceway_server.cluster.members import LIVE_STATES, desired_tasks
 from sluiceway_server.model import ConnectorType, State, TaskId
 from sluiceway_server.status_writer import StatusWriter

@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from sluiceway.common.limits import MAX_CONFIG_BYTES, MAX_CONFIG_KEY_LENGTH, MAX_CONFIG_KEYS, MAX_TASKS, echo
 from sluiceway.connect.config import ConfigDef, ConfigType, java_trim
 from sluiceway.connect.validation import ConfigInfos
 from sluiceway.errors import Reason
-from sluiceway.limits import MAX_CONFIG_BYTES, MAX_CONFIG_KEY_LENGTH, MAX_CONFIG_KEYS, MAX_TASKS, echo
 from sluiceway_server.errors import FieldViolation, InvalidArgumentError, LimitExceededError
 from sluiceway_server.herder.fields import FieldOf
 

@@ -21,9 +21,9 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from sluiceway.common.retry import RetryPolicy
 from sluiceway.connect.config_providers import ConfigProviders
 from sluiceway.connect.plugins import PluginNotFoundError, PluginRegistry
-from sluiceway.retry import RetryPolicy
 from sluiceway_server.herder.connector_instance import ConnectorInstance, PluginCallbackError
 from sluiceway_server.storage import ClusterConfigState, ConfigStore
 

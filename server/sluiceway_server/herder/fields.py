@@ -7,8 +7,8 @@ import json
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 
+from sluiceway.common.limits import MAX_CONNECTOR_NAME_LENGTH, echo
 from sluiceway.errors import Reason
-from sluiceway.limits import MAX_CONNECTOR_NAME_LENGTH, echo
 from sluiceway_server.errors import FieldViolation, InvalidArgumentError, LimitExceededError
 
 # Control (Cc), format (Cf: bidi overrides, zero-width characters), line and paragraph separators

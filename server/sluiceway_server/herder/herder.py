@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
+from sluiceway.common.limits import echo
 from sluiceway.connect.config import ConfigDef
 from sluiceway.connect.config_providers import ConfigProviders, with_raw_values
 from sluiceway.connect.plugins import PluginDesc, PluginNotFoundError, PluginRegistry, PluginType
@@ -26,7 +27,6 @@ from sluiceway.connect.validation import (
 )
 from sluiceway.connect.worker_policy import WorkerPolicy
 from sluiceway.errors import Reason
-from sluiceway.limits import echo
 from sluiceway_server.errors import (
     AbortedError,
     AlreadyExistsError,

@@ -1,13 +1,13 @@
-"""Secret config values hidden in every read the API answers (the rules: sluiceway.secrets)."""
+"""Secret config values hidden in every read the API answers (the rules: sluiceway.common.secrets)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from sluiceway.common.secrets import HIDDEN, masked_config, redact_url_credentials
 from sluiceway.connect.config import ConfigDef
 from sluiceway.connect.plugins import PluginDesc, PluginNotFoundError, PluginRegistry
 from sluiceway.connect.validation import framework_config_def, secret_keys
-from sluiceway.secrets import HIDDEN, masked_config, redact_url_credentials
 from sluiceway_server.errors import ServerError
 from sluiceway_server.herder.plugin_calls import PluginDefinitions
 

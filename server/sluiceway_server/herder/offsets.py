@@ -24,12 +24,12 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
+from sluiceway.common.offsets import OffsetPair
 from sluiceway.connect import SinkConnector, SourceConnector, TopicPartition
 from sluiceway.connect.config_providers import ConfigProviders, ConfigReferenceError
 from sluiceway.connect.kafka_clients import topic_name_problem
 from sluiceway.connect.plugins import PluginDesc, PluginNotFoundError, PluginRegistry
 from sluiceway.errors import Reason
-from sluiceway.offsets import OffsetPair
 from sluiceway_server.errors import (
     FailedPreconditionError,
     FieldViolation,

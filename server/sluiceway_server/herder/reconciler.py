@@ -10,10 +10,10 @@ import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Final, Protocol
 
+from sluiceway.common.limits import MAX_TASK_CONFIG_RECORD_BYTES, MAX_TASK_CONFIGS_BYTES, MAX_TASKS, echo
+from sluiceway.common.retry import Retry, RetryPolicy
 from sluiceway.connect.config_providers import ConfigProviders
 from sluiceway.connect.plugins import PluginNotFoundError, PluginRegistry
-from sluiceway.limits import MAX_TASK_CONFIG_RECORD_BYTES, MAX_TASK_CONFIGS_BYTES, MAX_TASKS, echo
-from sluiceway.retry import Retry, RetryPolicy
 from sluiceway_server.herder.active_topics import ActiveTopicTracker
 from sluiceway_server.herder.connector_instance import ConnectorInstance, InstanceState, PluginCallbackError
 from sluiceway_server.herder.deadlines import stage

@@ -7,8 +7,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from sluiceway.common.transport import TransportSecurity
 from sluiceway.connect.worker_policy import ALLOWED_PATHS_CONFIG, WorkerPolicy, is_loopback_host
-from sluiceway.transport import TransportSecurity
 from sluiceway_server.config import WorkerConfig, WorkerConfigError
 from sluiceway_server.security.principals import TokensFile, TokensFileError
 from sluiceway_server.security.tls import ListenerTls

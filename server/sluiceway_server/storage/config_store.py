@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol
 
-from sluiceway.retry import Deadline
+from sluiceway.common.retry import Deadline
 from sluiceway_server.model import TargetState
 from sluiceway_server.storage import serde
 from sluiceway_server.storage.record_log import LogPosition, LogRecord, RecordLog

@@ -11,7 +11,7 @@ Kafka themselves).
   connector's `consumer.override.group.id`) on the cluster its admin settings name (the worker's,
   unless the connector sets `admin.override.bootstrap.servers`), read and written with the Admin API.
   Each KIP-875 change of them is also recorded in the worker's offsets topic
-  (`sluiceway.offsets.SINK_OFFSETS_CHANGE`), and sink task assignments carry that record.
+  (`sluiceway.common.offsets.SINK_OFFSETS_CHANGE`), and sink task assignments carry that record.
 
 A connector's own offsets topic is opened (created when missing, then read to its end) once, off
 the event loop; until it is open the connector's source tasks are not ready to be assigned, and
@@ -38,6 +38,9 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
+from sluiceway.common.kafka_errors import error_of, transient_exception
+from sluiceway.common.offsets import SINK_OFFSETS_CHANGE, new_sink_offsets_change
+from sluiceway.common.retry import Deadline, RetryPolicy
 from sluiceway.connect.config_providers import ConfigProviders, ConfigProvidersError
 from sluiceway.connect.kafka_clients import (
     connection_settings,
@@ -45,9 +48,6 @@ from sluiceway.connect.kafka_clients import (
     own_offsets_topic,
     sink_consumer_group,
 )
-from sluiceway.kafka_errors import error_of, transient_exception
-from sluiceway.offsets import SINK_OFFSETS_CHANGE, new_sink_offsets_change
-from sluiceway.retry import Deadline, RetryPolicy
 from sluiceway_server.storage.offset_store import OffsetStore
 
 log = logging.getLogger(__name__)

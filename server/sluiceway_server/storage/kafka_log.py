@@ -26,8 +26,8 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._listoffsets import OffsetSpec
 
-from sluiceway.kafka_errors import error_of, transient_exception
-from sluiceway.retry import Deadline, RetryPolicy
+from sluiceway.common.kafka_errors import error_of, transient_exception
+from sluiceway.common.retry import Deadline, RetryPolicy
 from sluiceway_server.storage.record_log import (
     LogPosition,
     LogRecord,

@@ -16,9 +16,9 @@ from typing import Any, Final
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from sluiceway.common.kafka_errors import error_of, retriable_exception
+from sluiceway.common.retry import Deadline, RetryPolicy
 from sluiceway.connect.kafka_clients import connect_first
-from sluiceway.kafka_errors import error_of, retriable_exception
-from sluiceway.retry import Deadline, RetryPolicy
 from sluiceway_server.storage.record_log import LogPosition, NotLeaderError
 
 log = logging.getLogger(__name__)

@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sluiceway.offsets import source_offset_key, source_offset_value
-from sluiceway.retry import Deadline
+from sluiceway.common.offsets import source_offset_key, source_offset_value
+from sluiceway.common.retry import Deadline
 from sluiceway_server.storage import serde
 from sluiceway_server.storage.record_log import LogPosition, LogRecord, RecordLog
 

@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sluiceway.retry import Deadline
-from sluiceway.traces import summarize_trace
+from sluiceway.common.retry import Deadline
+from sluiceway.common.traces import summarize_trace
 from sluiceway_server.model import State
 from sluiceway_server.storage import serde
 from sluiceway_server.storage.record_log import LogPosition, LogRecord, RecordLog

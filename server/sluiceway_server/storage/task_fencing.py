@@ -19,10 +19,10 @@ from typing import Any, Final
 
 from confluent_kafka import KafkaException, Producer
 
+from sluiceway.common.kafka_errors import error_of, transient_exception
+from sluiceway.common.retry import Deadline, RetryPolicy
 from sluiceway.connect.config_providers import ConfigProviders, ConfigProvidersError
 from sluiceway.connect.kafka_clients import connect_first, offset_commit_config, task_transactional_id
-from sluiceway.kafka_errors import error_of, transient_exception
-from sluiceway.retry import Deadline, RetryPolicy
 from sluiceway_server.config import DEFAULTS
 from sluiceway_server.storage.status_store import StatusStore
 

@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
-from sluiceway.retry import Deadline, RetryPolicy
+from sluiceway.common.retry import Deadline, RetryPolicy
 
 log = logging.getLogger(__name__)
 

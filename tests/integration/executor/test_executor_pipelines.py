@@ -16,9 +16,9 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, 
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from pyspark.sql import SparkSession
 
+from sluiceway.common.offsets import SINK_OFFSETS_CHANGE, OffsetPair
 from sluiceway.connect import OffsetRange
 from sluiceway.connect import TopicPartition as ConnectTopicPartition
-from sluiceway.offsets import SINK_OFFSETS_CHANGE, OffsetPair
 from sluiceway_executor.connectors import lake_commits
 from sluiceway_executor.connectors.lake_commits import (
     batch_dir,

@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, 
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from sluiceway.offsets import source_offset_key
+from sluiceway.common.offsets import source_offset_key
 from sluiceway_executor.offset_commits import CommitStatus, KafkaOffsetCommitter
 from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_server.embedded import EmbeddedBroker

@@ -33,7 +33,7 @@ from sluiceway.api.v1 import (
     topics_pb2,
     topics_pb2_grpc,
 )
-from sluiceway.offsets import offsets_to_proto
+from sluiceway.common.offsets import offsets_to_proto
 
 DATAGEN = "io.sluiceway.connectors.DataGenSourceConnector"
 FILESINK = "io.sluiceway.connectors.FileStreamSinkConnector"

@@ -8,8 +8,8 @@ import pytest
 
 from sluiceway.api.v1 import common_pb2, connectors_pb2, plugins_pb2
 from sluiceway.client import AsyncSluicewayClient, SluicewayClient
+from sluiceway.common.offsets import map_from_proto
 from sluiceway.errors import InvalidArgumentError, NotFoundError
-from sluiceway.offsets import map_from_proto
 from tests.unit.client.fake_control_plane import DATAGEN, Served, offset_of
 
 

@@ -1,4 +1,4 @@
-"""sluiceway.names: the one parser and formatter of connector and task resource names."""
+"""sluiceway.common.names: the one parser and formatter of connector and task resource names."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from sluiceway.names import (
+from sluiceway.common.names import (
     MAX_TASK_NUMBER,
     InvalidNameError,
     InvalidTaskNumberError,

@@ -1,10 +1,10 @@
-"""sluiceway.secrets: which keys are secret, URL credentials redacted, whole configs masked."""
+"""sluiceway.common.secrets: which keys are secret, URL credentials redacted, whole configs masked."""
 
 from __future__ import annotations
 
 import pytest
 
-from sluiceway.secrets import HIDDEN, looks_secret, masked_config, redact_url_credentials
+from sluiceway.common.secrets import HIDDEN, looks_secret, masked_config, redact_url_credentials
 
 
 @pytest.mark.parametrize(

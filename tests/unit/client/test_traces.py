@@ -7,7 +7,7 @@ import traceback
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sluiceway.traces import summarize_trace
+from sluiceway.common.traces import summarize_trace
 
 
 class OffsetCommitError(Exception):

@@ -1,4 +1,4 @@
-"""sluiceway.transport.TransportSecurity: settings from the environment and from flags, the errors
+"""sluiceway.common.transport.TransportSecurity: settings from the environment and from flags, the errors
 that name the bad setting, and real TLS / mutual TLS handshakes with the development certificates."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import grpc
 import pytest
 
-from sluiceway.transport import TransportSecurity, add_arguments
+from sluiceway.common.transport import TransportSecurity, add_arguments
 from sluiceway_server.dev_certificates import DevCertificates, make_dev_certificates
 
 _METHOD = "/test.Echo/Whoami"

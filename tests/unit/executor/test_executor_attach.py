@@ -19,9 +19,9 @@ from confluent_kafka import KafkaError, KafkaException
 from google.protobuf import duration_pb2
 
 from sluiceway.api.v1 import common_pb2, executor_pb2, executor_pb2_grpc
+from sluiceway.common.offsets import OffsetPair, map_to_proto
 from sluiceway.connect import PluginRegistry
 from sluiceway.connect.kafka_clients import kafka_client_config
-from sluiceway.offsets import OffsetPair, map_to_proto
 from sluiceway_executor.attach import AttachSettings, ExecutorAgent
 from sluiceway_executor.connectors.filestream import FileStreamSinkConnector, FileStreamSourceConnector
 from sluiceway_executor.offset_commits import (

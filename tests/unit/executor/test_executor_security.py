@@ -17,7 +17,7 @@ import grpc
 import pytest
 
 from sluiceway.api.v1 import common_pb2, executor_pb2, executor_pb2_grpc
-from sluiceway.transport import TransportSecurity
+from sluiceway.common.transport import TransportSecurity
 from sluiceway_executor.attach import ExecutorAgent
 from sluiceway_executor.main import parse_args
 from sluiceway_executor.own_config import OwnConfigError, load_own_config, merge_worker_config

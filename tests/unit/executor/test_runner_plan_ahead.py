@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from sluiceway.offsets import OffsetPair
+from sluiceway.common.offsets import OffsetPair
 from sluiceway_executor.offset_commits import CommitOutcome, CommitStatus
 from sluiceway_executor.pipelines.pipeline import BatchOutcome, PlansAhead
 from sluiceway_executor.pipelines.spec import TaskSpec

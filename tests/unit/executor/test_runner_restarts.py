@@ -16,7 +16,7 @@ from confluent_kafka import KafkaError, KafkaException
 from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 
 from sluiceway.api.v1 import common_pb2
-from sluiceway.offsets import OffsetPair
+from sluiceway.common.offsets import OffsetPair
 from sluiceway_executor.offset_commits import CommitOutcome, CommitStatus
 from sluiceway_executor.pipelines.pipeline import BatchOutcome
 from sluiceway_executor.pipelines.spec import TaskSpec

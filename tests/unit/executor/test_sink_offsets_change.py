@@ -13,13 +13,13 @@ from typing import Any
 
 from pyarrow import fs
 
-from sluiceway.connect import OffsetRange, TopicPartition
-from sluiceway.offsets import (
+from sluiceway.common.offsets import (
     SINK_OFFSETS_CHANGE,
     OffsetPair,
     new_sink_offsets_change,
     sink_offsets_change,
 )
+from sluiceway.connect import OffsetRange, TopicPartition
 from sluiceway_executor.connectors.lake_commits import MANIFEST, _newest_ranges, held_ranges, manifest
 from sluiceway_executor.pipelines.sink import resume_offset
 from sluiceway_executor.pipelines.spec import TaskSpec

@@ -11,7 +11,7 @@ from typing import Any, cast
 from confluent_kafka.admin import AdminClient
 
 from sluiceway.api.v1 import executor_pb2
-from sluiceway.limits import ASSIGNMENT_MESSAGE_BYTES
+from sluiceway.common.limits import ASSIGNMENT_MESSAGE_BYTES
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator, Member
 from sluiceway_server.herder.active_topics import ActiveTopicTracker
 from sluiceway_server.model import ConnectorType, State, TargetState, TaskId

@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from sluiceway.api.v1 import common_pb2, executor_pb2
-from sluiceway.offsets import map_from_proto, offsets_from_proto, sink_offsets_change
+from sluiceway.common.offsets import map_from_proto, offsets_from_proto, sink_offsets_change
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator, Member
 from sluiceway_server.cluster.members import desired_tasks, executors_with_live_tasks
 from sluiceway_server.errors import PermissionDeniedError, UnavailableError

@@ -15,6 +15,7 @@ from typing import Any, ClassVar, TypeVar
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from sluiceway.common.logging_setup import JsonFormatter, RedactingFilter
 from sluiceway.connect import (
     ConfigDef,
     ConfigType,
@@ -26,7 +27,6 @@ from sluiceway.connect import (
 )
 from sluiceway.connect.config_providers import ConfigProviders
 from sluiceway.connect.plugins import PluginRegistry
-from sluiceway.logging_setup import JsonFormatter, RedactingFilter
 from sluiceway_server.config import WorkerConfig, WorkerConfigError
 from sluiceway_server.errors import InvalidArgumentError
 from sluiceway_server.herder.herder import Herder

@@ -11,9 +11,9 @@ from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-unty
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sluiceway.common.limits import MAX_CONFIG_BYTES, MAX_TASK_CONFIG_RECORD_BYTES, MAX_TASKS, echo
 from sluiceway.connect.config import ConfigDef, ConfigType
 from sluiceway.errors import Reason
-from sluiceway.limits import MAX_CONFIG_BYTES, MAX_TASK_CONFIG_RECORD_BYTES, MAX_TASKS, echo
 from sluiceway_server.api.errors import build_status
 from sluiceway_server.errors import FieldViolation, InvalidArgumentError, LimitExceededError
 from sluiceway_server.herder.config_checks import check_config_input, normalized

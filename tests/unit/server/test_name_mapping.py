@@ -13,7 +13,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from sluiceway.api.v1 import connectors_pb2
-from sluiceway.names import MAX_TASK_NUMBER
+from sluiceway.common.names import MAX_TASK_NUMBER
 from sluiceway_server.api.connectors import ConnectorServicer
 from sluiceway_server.api.idempotency import RequestIdCache
 from sluiceway_server.api.names import connector_name, format_connector, format_task, plugin_name, task_name

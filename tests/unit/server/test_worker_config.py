@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sluiceway.properties import parse_properties
+from sluiceway.common.properties import parse_properties
 from sluiceway_server.config import DEFAULTS, WorkerConfig, WorkerConfigError
 
 

@@ -11,8 +11,8 @@ from typing import Any, cast
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from sluiceway.kafka_errors import retriable_exception
-from sluiceway.retry import RetryPolicy
+from sluiceway.common.kafka_errors import retriable_exception
+from sluiceway.common.retry import RetryPolicy
 from sluiceway_server.storage import leader_writer
 from sluiceway_server.storage.leader_writer import LeaderWriter, _Batch, _Pending
 from sluiceway_server.storage.record_log import LogPosition, NotLeaderError

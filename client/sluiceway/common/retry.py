@@ -17,7 +17,7 @@ A wait can be taken with ``time.sleep``, on a ``threading.Event`` (set to stop t
 event loop with ``asyncio.sleep`` or an ``asyncio.Event``. The clock and the random draws can be
 replaced, so tests need not wait in real time.
 
-The Kafka loops use ``sluiceway.kafka_errors.transient_exception`` as the transient test, or, where
+The Kafka loops use ``sluiceway.common.kafka_errors.transient_exception`` as the transient test, or, where
 librdkafka's own flag is the contract, ``retriable_exception`` (that module says where and why).
 """
 

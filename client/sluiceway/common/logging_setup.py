@@ -10,7 +10,7 @@ import sys
 import time
 from typing import Any
 
-from sluiceway.secrets import redact_url_credentials
+from sluiceway.common.secrets import redact_url_credentials
 
 __all__ = ["JsonFormatter", "RedactingFilter", "configure_logging"]
 

@@ -1,7 +1,7 @@
 """Which Kafka client errors pass by themselves: the transient test of the retry loops of the
 control plane and the executors (offset commits and fencing, topic creation, the Admin API calls of
 offset changes, the stores' end-offset reads), which hand `transient_exception` to their
-`sluiceway.retry.RetryPolicy`.
+`sluiceway.common.retry.RetryPolicy`.
 
 Two kinds of loop ask librdkafka's retriable flag alone, on purpose (`flagged_retriable`,
 `retriable_exception`): the leader's ``commit_transaction`` retry (storage/leader_writer.py), where

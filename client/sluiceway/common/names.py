@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from sluiceway.limits import echo
+from sluiceway.common.limits import echo
 
 __all__ = [
     "CONNECTORS_PREFIX",
