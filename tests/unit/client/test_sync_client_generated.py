@@ -4,7 +4,6 @@ translate, and the two clients must offer the same methods with the same paramet
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from types import ModuleType
 import pytest
 
 from sluiceway.client import AsyncSluicewayClient, SluicewayClient
+from tests.unit.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "client" / "generate_sync.py"
@@ -28,12 +28,7 @@ DIFFERENT_DOCSTRINGS = frozenset({"close", "list_connectors", "watch_status"})
 
 
 def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("generate_sync", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def _surface(cls: type) -> dict[str, object]:

@@ -3,7 +3,6 @@ executors derive from the declarations, and the README's settings tables made fr
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
@@ -26,18 +25,14 @@ from sluiceway.connect.worker_settings import (
 from sluiceway_executor.heartbeats import DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TOPIC
 from sluiceway_executor.own_config import ENV_KEYS, ENV_PREFIXES
 from sluiceway_server.config import DEFAULTS, PASSTHROUGH_PREFIXES, WorkerConfig
+from tests.unit.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "client" / "generate_settings_doc.py"
 
 
 def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("generate_settings_doc", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def test_the_readme_settings_tables_are_current() -> None:
