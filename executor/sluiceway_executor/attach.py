@@ -41,6 +41,7 @@ from sluiceway.api.v1 import executor_pb2, executor_pb2_grpc
 from sluiceway.common.limits import EXECUTOR_MAX_RECEIVE_BYTES
 from sluiceway.common.retry import RetryPolicy
 from sluiceway.common.transport import TransportSecurity
+from sluiceway.connect.worker_settings import worker_default
 from sluiceway.errors import Reason, from_rpc_error
 from sluiceway_executor.offset_commits import CommitterFactory, KafkaCommitterFactory
 from sluiceway_executor.own_config import merge_worker_config
@@ -53,7 +54,8 @@ __all__ = ["AttachSettings", "ExecutorAgent", "default_executor_id", "leader_red
 
 log = logging.getLogger(__name__)
 
-DEFAULT_HEARTBEAT_INTERVAL_S: Final = 3.0
+# Until a Welcome says otherwise: the control plane's default executor.heartbeat.interval.ms.
+DEFAULT_HEARTBEAT_INTERVAL_S: Final = int(worker_default("executor.heartbeat.interval.ms")) / 1000
 # How long shutdown() waits for the leader to end the stream after Goodbye before cancelling it.
 _GOODBYE_WAIT_S: Final = 5.0
 

@@ -44,6 +44,7 @@ from sluiceway.connect.kafka_clients import (
     source_offsets_topic,
     task_transactional_id,
 )
+from sluiceway.connect.worker_settings import worker_default
 from sluiceway_executor.pipelines.loading import worker_policy
 from sluiceway_executor.pipelines.spec import TaskSpec
 
@@ -194,7 +195,9 @@ class KafkaOffsetCommitter:
         # Sink tasks whose group is on the worker's cluster: where each commit writes its tombstone.
         self._marker_topic: str | None = None
         if not source and connection.get("bootstrap.servers") == worker_config.get("bootstrap.servers"):
-            self._marker_topic = worker_config.get("offset.storage.topic") or "connect-offsets"
+            self._marker_topic = worker_config.get("offset.storage.topic") or worker_default(
+                "offset.storage.topic"
+            )
         self._producer_factory = producer_factory
         self._consumer_factory = consumer_factory
         self._producer: Producer | None = None
