@@ -79,9 +79,7 @@ class RestartSchedule:
         self._can_renew_session = can_renew_session
         self._random = random
         # The task's own failures: the task.restart.* pauses, with the same jitter.
-        self._restarts = RetryPolicy(
-            initial=policy.backoff_initial_ms / 1000.0, maximum=policy.backoff_max_ms / 1000.0, jitter=JITTER
-        )
+        self._restarts = policy.pauses
         self.attempt = 0
         self._infra = _INFRA_RETRY.start(random=random)
         # The last step was a new session.

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from sluiceway.common.retry import RetryPolicy
 from sluiceway.connect.config import (
     ConfigDef,
     ConfigType,
@@ -181,13 +182,18 @@ class RestartPolicy:
         """Whether automatic restart number ``attempt`` (1 for the first in a row) may happen."""
         return self.enabled and (self.max_attempts < 0 or attempt <= self.max_attempts)
 
+    @property
+    def pauses(self) -> RetryPolicy:
+        """The pauses as the shared retry policy: from the initial pause, doubling, capped at the
+        maximum, each varied by up to JITTER either way (the executor's RestartSchedule runs it)."""
+        return RetryPolicy(
+            initial=self.backoff_initial_ms / 1000.0, maximum=self.backoff_max_ms / 1000.0, jitter=JITTER
+        )
+
     def delay_ms(self, attempt: int, variation: float = 1.0) -> int:
-        """The pause before restart number ``attempt``: the initial pause doubled for each earlier
-        attempt, capped at the maximum, times ``variation`` (kept within 1 ± JITTER)."""
-        # The exponent is capped: past 2**40 the maximum has long been reached.
-        nominal = min(self.backoff_initial_ms << min(max(attempt - 1, 0), 40), self.backoff_max_ms)
+        """The pause before restart number ``attempt``, times ``variation`` (kept within 1 ± JITTER)."""
         factor = min(max(variation, 1.0 - JITTER), 1.0 + JITTER)
-        return round(nominal * factor)
+        return round(self.pauses.nominal(attempt) * 1000.0 * factor)
 
     @property
     def stable_after_s(self) -> float:
