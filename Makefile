@@ -1,20 +1,32 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+# Each part of deploy/bootstrap.sh runs when its stamp is missing or older than one of its inputs.
+STAMP       := $(VENV)/.installed
+TESTS_STAMP := $(VENV)/.installed-tests
 PYTEST_ARGS ?=
 # What `make test` runs (e.g. `make test TESTS=tests/unit`), and where its coverage data goes.
 TESTS ?= tests
 COVERAGE_DIR := var/coverage
 
-.PHONY: install bench-install run run-cluster test lint proto api-protos unit integration clean fuzz dev-certs
+.PHONY: install test-install bench-install run run-cluster test lint proto api-protos unit integration clean fuzz dev-certs
 
-# Installs Java and Node (apt), the .venv, the pinned dependencies and the pinned Node packages
-# (protos/: buf; tests/node: the Node client test) when missing or outdated.
-$(STAMP): pyproject.toml requirements.lock deploy/bootstrap.sh protos/package-lock.json tests/node/package-lock.json
-	@./deploy/bootstrap.sh
+# What running needs: Java (apt, only when `java` is missing: the one step that needs root), the
+# .venv with the pinned dependencies and this project. Neither Node nor npm.
+$(STAMP): pyproject.toml requirements.lock deploy/bootstrap.sh
+	@VENV=$(VENV) ./deploy/bootstrap.sh
+	@touch $@
 
 install: $(STAMP)
-	@command -v java >/dev/null || ./deploy/bootstrap.sh
+	@command -v java >/dev/null || VENV=$(VENV) ./deploy/bootstrap.sh
+
+# What the tests and lint need on top: Node and npm (apt, only when missing) and the pinned Node
+# packages (protos/: buf; tests/node: the Node client test).
+$(TESTS_STAMP): protos/package-lock.json tests/node/package-lock.json deploy/bootstrap.sh | $(STAMP)
+	@VENV=$(VENV) ./deploy/bootstrap.sh --tests
+	@touch $@
+
+test-install: install $(TESTS_STAMP)
+	@command -v node >/dev/null && command -v npm >/dev/null || VENV=$(VENV) ./deploy/bootstrap.sh --tests
 
 # What the benchmarks' plots need on top (bench/README.md), pinned like the rest.
 bench-install: install
@@ -32,7 +44,7 @@ run-cluster: install
 # coverage (settings in pyproject.toml; the control planes and executors the tests start are measured
 # too). Prints the total and per-package line coverage and exits with pytest's status; afterwards
 # `$(PY) -m coverage report` (or `html`) shows every file.
-test: install lint
+test: test-install lint
 	@rm -rf $(COVERAGE_DIR) && mkdir -p $(COVERAGE_DIR)
 	@export COVERAGE_FILE=$(CURDIR)/$(COVERAGE_DIR)/.coverage; \
 	$(PY) -m coverage run -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) $(TESTS); status=$$?; \
@@ -46,7 +58,7 @@ test: install lint
 
 # Ruff without its cache: the cache keeps a file's import sorting from when a module it imports did
 # not exist yet, and a fresh clone (CI) would then disagree.
-lint: install
+lint: test-install
 	$(VENV)/bin/ruff check --no-cache client server executor tests protos deploy bench
 	$(VENV)/bin/ruff format --no-cache --check client server executor tests protos deploy bench
 	$(VENV)/bin/mypy client server executor tests protos bench

@@ -1,12 +1,13 @@
-"""Write the README's worker settings tables from their declarations in
+"""Write the worker settings tables of docs/CONFIGURATION.md from their declarations in
 client/sluiceway/connect/worker_settings.py.
 
-The text between `<!-- worker-settings:begin -->` and `<!-- worker-settings:end -->` in README.md is
-made here, and only there: the control plane's keys with their defaults and documentation, its
-pass-through prefixes, which keys executors take from `SLUICEWAY_<KEY>` variables, and the keys the
-control plane passes on to executors without declaring them itself. Edit a key's declaration (not the
-README), then run `python client/generate_settings_doc.py`; `--check` (run by `make lint` and by
-tests/unit/connect/test_worker_settings.py) fails when the README holds something else.
+The text between `<!-- worker-settings:begin -->` and `<!-- worker-settings:end -->` in
+docs/CONFIGURATION.md is made here, and only there: the control plane's keys with their defaults
+and documentation, its pass-through prefixes, which keys executors take from `SLUICEWAY_<KEY>`
+variables, and the keys the control plane passes on to executors without declaring them itself.
+Edit a key's declaration (not the document), then run `python client/generate_settings_doc.py`;
+`--check` (run by `make lint` and by tests/unit/connect/test_worker_settings.py) fails when the
+document holds something else.
 """
 
 from __future__ import annotations
@@ -27,18 +28,19 @@ from sluiceway.connect.worker_settings import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-README = ROOT / "README.md"
+DOCUMENT = ROOT / "docs" / "CONFIGURATION.md"
 BEGIN = "<!-- worker-settings:begin -->"
 END = "<!-- worker-settings:end -->"
 NOTE = (
     "<!-- Made by client/generate_settings_doc.py from client/sluiceway/connect/worker_settings.py: "
     "edit the declarations there, then run the script. -->"
 )
+_SHOWN = "docs/CONFIGURATION.md"
 HEADER = ("| key | default | what it does today |", "|---|---|---|")
 
 
 class MarkersError(ValueError):
-    """The README does not hold the two markers once each, in order."""
+    """The document does not hold the two markers once each, in order."""
 
 
 def _code(text: str) -> str:
@@ -69,7 +71,7 @@ def _listed(items: Iterable[str], last: str = "and") -> str:
 
 
 def settings_text() -> str:
-    """The generated part of the README, markers included, ending in a line break."""
+    """The generated part of the document, markers included, ending in a line break."""
     worker = WORKER_CONFIG_DEF.keys()
     executor = EXECUTOR_CONFIG_DEF.keys()
     passed_on = [key for name, key in executor.items() if name not in worker]
@@ -96,15 +98,15 @@ def settings_text() -> str:
     return "\n".join(lines) + "\n"
 
 
-def replace_settings(readme: str, generated: str) -> str:
-    """``readme`` with the text from the begin marker's line to the end marker's line replaced."""
-    begin, end = readme.find(BEGIN), readme.find(END)
-    if begin < 0 or end < begin or readme.count(BEGIN) != 1 or readme.count(END) != 1:
-        raise MarkersError(f"README.md needs {BEGIN} and then {END}, once each")
-    start = readme.rfind("\n", 0, begin) + 1
-    stop = readme.find("\n", end)
-    stop = len(readme) if stop < 0 else stop + 1
-    return readme[:start] + generated + readme[stop:]
+def replace_settings(document: str, generated: str) -> str:
+    """``document`` with the text from the begin marker's line to the end marker's line replaced."""
+    begin, end = document.find(BEGIN), document.find(END)
+    if begin < 0 or end < begin or document.count(BEGIN) != 1 or document.count(END) != 1:
+        raise MarkersError(f"{_SHOWN} needs {BEGIN} and then {END}, once each")
+    start = document.rfind("\n", 0, begin) + 1
+    stop = document.find("\n", end)
+    stop = len(document) if stop < 0 else stop + 1
+    return document[:start] + generated + document[stop:]
 
 
 def main() -> int:
@@ -112,10 +114,10 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--check", action="store_true", help="fail if README.md's settings tables are not current"
+        "--check", action="store_true", help=f"fail if {_SHOWN}'s settings tables are not current"
     )
     opts = parser.parse_args()
-    current = README.read_text(encoding="utf-8")
+    current = DOCUMENT.read_text(encoding="utf-8")
     try:
         produced = replace_settings(current, settings_text())
     except MarkersError as exc:
@@ -124,15 +126,15 @@ def main() -> int:
     if opts.check:
         if current != produced:
             print(
-                "README.md's worker settings are stale: run `python client/generate_settings_doc.py`",
+                f"{_SHOWN}'s worker settings are stale: run `python client/generate_settings_doc.py`",
                 file=sys.stderr,
             )
             return 1
-        print("README.md's worker settings are up to date")
+        print(f"{_SHOWN}'s worker settings are up to date")
         return 0
     if current != produced:
-        README.write_text(produced, encoding="utf-8", newline="\n")
-    print("wrote README.md's worker settings")
+        DOCUMENT.write_text(produced, encoding="utf-8", newline="\n")
+    print(f"wrote {_SHOWN}'s worker settings")
     return 0
 
 

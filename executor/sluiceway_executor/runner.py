@@ -28,6 +28,11 @@ may still be committed depends on why the task stops (``stop(commit=...)``).
 After an empty batch the runner pauses (growing up to ``max_poll_interval``), but never past the
 moment a source task's next heartbeat (KIP-910) is due, so an idle task still sends heartbeat
 records on time; they are committed like any batch's records.
+
+A running task that has nothing to do (its source said it reached the end of its data, or its
+batches have been empty for a while: ``pipelines/idle.py``) reports RUNNING again with a detail
+and the time since when it is idle, and plain RUNNING once a batch brings records: a report on
+each change, not on each batch.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
 from sluiceway.api.v1 import common_pb2
+from sluiceway.common.generations import generation_label
 from sluiceway.common.offsets import OffsetPair
 from sluiceway.connect.config import ConfigException
 from sluiceway.connect.config_providers import (
@@ -52,6 +58,7 @@ from sluiceway.connect.config_providers import (
 from sluiceway.connect.restart_config import RestartPolicy
 from sluiceway_executor.failures import FailureKind, classify
 from sluiceway_executor.offset_commits import CommitOutcome, CommitStatus, CommitterFactory, OffsetCommitter
+from sluiceway_executor.pipelines.idle import IDLE_AFTER_S, Idleness, IdleTracker
 from sluiceway_executor.pipelines.pipeline import (
     BatchOutcome,
     Pipeline,
@@ -92,6 +99,8 @@ class TaskHost(Protocol):
         *,
         restart_attempt: int = 0,
         next_restart_ms: int = 0,
+        detail: str = "",
+        idle_since_ms: int = 0,
     ) -> None: ...
 
     def send_active_topics(self, spec: TaskSpec, topics: list[str]) -> None: ...
@@ -181,8 +190,10 @@ class TaskRunner:
         max_poll_interval: float = DEFAULT_MAX_POLL_INTERVAL_S,
         commit_timeout: float = DEFAULT_COMMIT_TIMEOUT_S,
         sessions: SessionKeeper | None = None,
+        idle_after: float = IDLE_AFTER_S,
     ) -> None:
         self.spec = spec
+        self._idle_after = idle_after
         self._sessions = sessions
         self._host = host
         self._factory = factory
@@ -262,7 +273,7 @@ class TaskRunner:
         if self._stopping.is_set():
             return
         if self.spec.paused:
-            log.info("task %s (generation %d) is paused", self.name, self.spec.generation)
+            log.info("task %s (generation %s) is paused", self.name, generation_label(self.spec.generation))
             self._host.send_status(self.spec, common_pb2.STATE_PAUSED)
             self._stopping.wait()
             return
@@ -304,9 +315,9 @@ class TaskRunner:
         else:
             plan = f"running it again in {step.delay:.1f}s, once its infrastructure answers"
         log.warning(
-            "task %s (generation %d): %s (%s failure); %s\n%s",
+            "task %s (generation %s): %s (%s failure); %s\n%s",
             self.name,
-            self.spec.generation,
+            generation_label(self.spec.generation),
             failure.what,
             failure.kind.value,
             plan,
@@ -373,7 +384,7 @@ class TaskRunner:
                 pipeline_started - began,
                 opened.seconds,
             )
-            log.info("task %s started (generation %d)", self.name, self.spec.generation)
+            log.info("task %s started (generation %s)", self.name, generation_label(self.spec.generation))
             self._host.send_status(self.spec, common_pb2.STATE_RUNNING)
             self._running_since = time.monotonic()
             self._loop(pipeline, committer)
@@ -433,6 +444,7 @@ class TaskRunner:
 
     def _loop(self, pipeline: Pipeline, committer: OffsetCommitter) -> None:
         idle = self._poll_interval
+        idleness = IdleTracker(self._idle_after)
         batch_id = 0
         while not self._stopping.is_set():
             started = time.monotonic()
@@ -442,6 +454,8 @@ class TaskRunner:
             ran = time.monotonic()
             if not self._finish_batch(pipeline, committer, outcome):
                 return
+            if idleness.observe(empty=outcome.empty, end_of_data=outcome.end_of_data):
+                self._report_idleness(idleness.state)
             ended = time.monotonic()
             if log.isEnabledFor(logging.DEBUG):
                 steps = {**outcome.steps, "commit": ended - ran}
@@ -459,6 +473,17 @@ class TaskRunner:
                 idle = min(idle * 2, self._max_poll_interval)
             else:
                 idle = self._poll_interval
+
+    def _report_idleness(self, state: Idleness | None) -> None:
+        """RUNNING again, with why and since when the task is idle, or without (busy again)."""
+        if state is None:
+            log.info("task %s has records to handle again", self.name)
+            self._host.send_status(self.spec, common_pb2.STATE_RUNNING)
+            return
+        log.info("task %s is %s", self.name, state.detail)
+        self._host.send_status(
+            self.spec, common_pb2.STATE_RUNNING, detail=state.detail, idle_since_ms=state.since_ms
+        )
 
     @staticmethod
     def _idle_pause(pipeline: Pipeline, idle: float) -> float:
@@ -494,10 +519,10 @@ class TaskRunner:
             if result.status is CommitStatus.FENCED:
                 self.fenced = True
                 log.info(
-                    "task %s (generation %d): another executor took the task over; stopping without "
+                    "task %s (generation %s): another executor took the task over; stopping without "
                     "committing its last batch (%s)",
                     self.name,
-                    self.spec.generation,
+                    generation_label(self.spec.generation),
                     result.error,
                 )
                 return False
@@ -526,5 +551,7 @@ class TaskRunner:
     def _fail(self, what: str, trace: str) -> None:
         trace = hide_resolved(trace, self._substituted)
         self.failed = True
-        log.error("task %s (generation %d): %s\n%s", self.name, self.spec.generation, what, trace)
+        log.error(
+            "task %s (generation %s): %s\n%s", self.name, generation_label(self.spec.generation), what, trace
+        )
         self._host.send_status(self.spec, common_pb2.STATE_FAILED, trace)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sluiceway.api.v1 import common_pb2, executor_pb2
+from sluiceway.common.generations import generation_label
 from sluiceway_executor.offset_commits import CommitterFactory
 from sluiceway_executor.pipelines.pipeline import PipelineFactory
 from sluiceway_executor.pipelines.spec import TaskSpec
@@ -47,6 +48,8 @@ class _Reported:
     generation: int
     state: common_pb2.State.ValueType
     trace: str
+    detail: str = ""
+    idle_since_ms: int = 0
 
 
 class TaskTable:
@@ -104,20 +107,21 @@ class TaskTable:
                 continue
             spec = runner.spec
             reported = self._reported.get(name)
-            if reported is not None and reported.generation == spec.generation:
-                state, trace = reported.state, reported.trace
-            else:
+            if reported is None or reported.generation != spec.generation:
                 # Still starting: it will be running (or paused) unless it fails, which it reports.
-                state, trace = (common_pb2.STATE_PAUSED if spec.paused else common_pb2.STATE_RUNNING), ""
-            tasks.append(
-                executor_pb2.RunningTask(
-                    task=name,
-                    generation=spec.generation,
-                    fingerprint=spec.fingerprint,
-                    state=state,
-                    trace=trace,
-                )
+                state = common_pb2.STATE_PAUSED if spec.paused else common_pb2.STATE_RUNNING
+                reported = _Reported(spec.generation, state, "")
+            task = executor_pb2.RunningTask(
+                task=name,
+                generation=spec.generation,
+                fingerprint=spec.fingerprint,
+                state=reported.state,
+                trace=reported.trace,
+                detail=reported.detail,
             )
+            if reported.idle_since_ms > 0:
+                task.idle_since.FromMilliseconds(reported.idle_since_ms)
+            tasks.append(task)
         return tasks
 
     # ------------------------------------------------------------------ TaskHost
@@ -130,6 +134,8 @@ class TaskTable:
         *,
         restart_attempt: int = 0,
         next_restart_ms: int = 0,
+        detail: str = "",
+        idle_since_ms: int = 0,
     ) -> None:
         report = executor_pb2.TaskStatusReport(
             task=spec.name,
@@ -137,14 +143,17 @@ class TaskTable:
             state=state,
             trace=trace,
             restart_attempt=restart_attempt,
+            detail=detail,
         )
         if next_restart_ms > 0:
             report.next_restart_time.FromMilliseconds(next_restart_ms)
+        if idle_since_ms > 0:
+            report.idle_since.FromMilliseconds(idle_since_ms)
         message = executor_pb2.ExecutorMessage(task_status=report)
         with self._lock:
             current = self._runners.get(spec.name)
             if current is not None and current.spec.generation == spec.generation:
-                self._reported[spec.name] = _Reported(spec.generation, state, trace)
+                self._reported[spec.name] = _Reported(spec.generation, state, trace, detail, idle_since_ms)
             outlet = self._outlet
         if outlet is not None:
             outlet.send(message)
@@ -198,10 +207,10 @@ class TaskTable:
                 self._runners[spec.name] = runner
                 self._reported.pop(spec.name, None)
             log.info(
-                "%s %s (generation %d%s)",
+                "%s %s (generation %s%s)",
                 "restarting" if existing is not None else "starting",
                 spec.name,
-                spec.generation,
+                generation_label(spec.generation),
                 ", paused" if spec.paused else "",
             )
             runner.start()

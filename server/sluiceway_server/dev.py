@@ -2,11 +2,13 @@
 
 Starts, in order, an embedded Kafka-compatible broker (Tansu), a Spark Connect server, one
 control-plane replica (or `--replicas N`, on consecutive ports, forming one cluster) and one
-executor that knows every replica, each as a child process logging to `--log-dir`. It waits for
-each to be ready, prints where everything runs, and then supervises them: Ctrl-C or SIGTERM stops
-them all in reverse order (exit 0); a child that dies stops the rest and is reported with the end
-of its log (exit 1) — except a replica of a cluster of several, whose death is reported while the
-others carry on (to try a failover, kill one).
+executor that knows every replica, each as a child process logging to `--log-dir` (a fresh set of
+files each run, the previous runs' moved into `previous-1/` …, every file rotated by size: see
+log_files). It waits for each to be ready, prints where everything runs and the README Quickstart's
+first commands, and then supervises them: Ctrl-C or SIGTERM stops them all in reverse order
+(exit 0); a child that dies stops the rest and is reported with the end of its log (exit 1) —
+except a replica of a cluster of several, whose death is reported while the others carry on (to
+try a failover, kill one).
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ import argparse
 import contextlib
 import functools
 import os
+import re
+import shlex
+import shutil
 import signal
 import socket
 import sys
@@ -36,11 +41,40 @@ from sluiceway_server.embedded import (
     start_broker,
     start_spark_connect,
 )
+from sluiceway_server.log_files import PREVIOUS_RUNS_KEPT, LogRotation, set_aside_previous_run
 
 DEFAULT_BROKER_PORT = 9092
 DEFAULT_SPARK_CONNECT_PORT = 15002
 DEFAULT_CONTROL_PLANE_PORT = 8083
 DEFAULT_LOG_DIR = Path("var/dev-logs")
+LOG_ROTATION = LogRotation()
+# The log files a run writes (named after the children) and their rotated pieces: what the next run
+# moves aside. Nothing else in --log-dir is touched.
+STACK_LOGS = re.compile(r"(?:tansu|spark-connect|control-plane(?:-\d+)?|executor)\.log(?:\.\d+)?")
+
+# The README Quickstart's first commands (its first ```sh block, after the line that activates the
+# venv), which the start-up table offers to try; tests/unit/server/test_dev_banner.py keeps the two
+# the same.
+QUICKSTART: tuple[tuple[str, ...], ...] = (
+    (
+        "connectors",
+        "create",
+        "gen",
+        "connector.class=DataGenSource",
+        "topic=datagen",
+        "tasks.max=2",
+        "max.records=50000",
+    ),
+    (
+        "connectors",
+        "create",
+        "lake",
+        "connector.class=SparkFileSink",
+        "topics=datagen",
+        "path=/tmp/sluiceway-lake",
+        "format=parquet",
+    ),
+)
 
 # Before it reports SERVING the control plane creates its internal topics and reads them to the
 # end, which can take a while on a freshly started broker.
@@ -208,7 +242,14 @@ def main(argv: list[str]) -> int:
                 f"sluiceway dev: port {port} is already in use; choose another with --port", file=sys.stderr
             )
             return 2
-    log_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        previous = set_aside_previous_run(log_dir, STACK_LOGS)
+    except OSError as exc:
+        print(f"sluiceway dev: cannot prepare the log directory {log_dir}: {exc}", file=sys.stderr)
+        return 1
+    if previous is not None:
+        _say(f"sluiceway dev: the previous run's logs are now in {_shown(previous)}")
 
     running: list[_Child] = []
     code: int | None = None
@@ -234,14 +275,17 @@ def _run(args: argparse.Namespace, log_dir: Path, running: list[_Child]) -> int:
     notes: list[str] = []
     port: int = args.port
     try:
-        _say(f"sluiceway dev: starting the broker (logs in {log_dir})")
-        broker = start_broker(log_dir, port=_preferred_port(DEFAULT_BROKER_PORT))
+        _say(f"sluiceway dev: starting the broker (logs in {_shown(log_dir)})")
+        broker = start_broker(log_dir, port=_preferred_port(DEFAULT_BROKER_PORT), rotation=LOG_ROTATION)
         running.append((broker.managed, broker.stop))
         rows.append(("broker (Tansu, in memory)", broker.bootstrap_servers))
 
         _say(f"sluiceway dev: starting Spark Connect ({args.spark_master})")
         spark = start_spark_connect(
-            log_dir, port=_preferred_port(DEFAULT_SPARK_CONNECT_PORT), master=args.spark_master
+            log_dir,
+            port=_preferred_port(DEFAULT_SPARK_CONNECT_PORT),
+            master=args.spark_master,
+            rotation=LOG_ROTATION,
         )
         running.append((spark.managed, spark.stop))
         rows.append((f"Spark Connect ({args.spark_master})", spark.remote))
@@ -259,7 +303,7 @@ def _run(args: argparse.Namespace, log_dir: Path, running: list[_Child]) -> int:
                 None,
                 {**_SINGLE_BROKER_SETTINGS, "advertised.listeners": address},
             )
-            plane = spawn(name, plane_argv, log_dir, env=_child_env())
+            plane = spawn(name, plane_argv, log_dir, env=_child_env(), rotation=LOG_ROTATION)
             running.append((plane, plane.stop))
             replicas.append(plane)
             with grpc.insecure_channel(address) as channel:
@@ -268,11 +312,16 @@ def _run(args: argparse.Namespace, log_dir: Path, running: list[_Child]) -> int:
                     raise TimeoutError(
                         f"{name} is not SERVING after {CONTROL_PLANE_TIMEOUT_S:.0f}s; see {plane.log_path}"
                     )
-            rows.append((f"{name} (gRPC)", f"{address}  (this host only, no authentication)"))
+            where = f"{address}, pid {plane.process.pid} (this host only, no authentication)"
+            rows.append((f"{name} (gRPC)", where))
 
         _say("sluiceway dev: starting an executor")
         executor = spawn(
-            "executor", executor_argv(",".join(addresses), spark.remote), log_dir, env=_child_env()
+            "executor",
+            executor_argv(",".join(addresses), spark.remote),
+            log_dir,
+            env=_child_env(),
+            rotation=LOG_ROTATION,
         )
         running.append((executor, executor.stop))
         with grpc.insecure_channel(addresses[0]) as channel:
@@ -285,7 +334,7 @@ def _run(args: argparse.Namespace, log_dir: Path, running: list[_Child]) -> int:
                 f"the executor has not attached after {EXECUTOR_ATTACH_TIMEOUT_S:.0f}s; "
                 f"see {executor.log_path}"
             )
-        rows.append(("logs", str(log_dir)))
+        rows += _log_rows(log_dir)
     except _ChildDiedError as died:
         _report_death(died.child)
         return 1
@@ -293,28 +342,62 @@ def _run(args: argparse.Namespace, log_dir: Path, running: list[_Child]) -> int:
         print(f"sluiceway dev: {exc}", file=sys.stderr, flush=True)
         return 1
 
-    _print_banner(rows, notes, port)
+    _say(banner(rows, notes, port, cli_command()))
     return _supervise(running, tolerated={r.name for r in replicas} if len(replicas) > 1 else set())
 
 
-def _print_banner(rows: list[tuple[str, str]], notes: list[str], port: int) -> None:
+def _shown(path: Path) -> str:
+    """`path` as the user can type it here: relative when under the current directory."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _log_rows(log_dir: Path) -> list[tuple[str, str]]:
+    shown = _shown(log_dir)
+    return [
+        (
+            "logs",
+            f"{shown}/*.log, a fresh set each run (the {PREVIOUS_RUNS_KEPT} runs before: previous-1/ … "
+            f"previous-{PREVIOUS_RUNS_KEPT}/)",
+        ),
+        ("", LOG_ROTATION.describe()),
+    ]
+
+
+def cli_command() -> str:
+    """The `sluiceway` command of this installation as the user can type it in the current
+    directory: `sluiceway` when the PATH finds this one, else its path (relative to the current
+    directory when under it, as `.venv/bin/sluiceway`)."""
+    # Not resolved: the venv's python is a link to the base interpreter, outside the venv.
+    script = Path(os.path.abspath(sys.executable)).parent / "sluiceway"
+    if not script.exists():
+        return "sluiceway"
+    found = shutil.which("sluiceway")
+    if found is not None and Path(found).resolve() == script.resolve():
+        return "sluiceway"
+    shown = _shown(script)
+    return shown if "/" in shown else f"./{shown}"
+
+
+def banner(rows: list[tuple[str, str]], notes: list[str], port: int, cli: str) -> str:
+    """The start-up table: where everything runs, then the Quickstart's first commands."""
     width = max(len(name) for name, _ in rows)
     server_flag = "" if port == DEFAULT_CONTROL_PLANE_PORT else f" --server 127.0.0.1:{port}"
     lines = ["", "Sluiceway dev stack is running:", ""]
     lines += [f"  {name.ljust(width)}  {where}" for name, where in rows]
     lines += [f"  note: {note}" for note in notes]
-    lines += [
-        "",
-        "Try:",
-        f"  sluiceway{server_flag} connectors list",
-        f"  sluiceway{server_flag} connectors create gen connector.class=DataGenSource topic=gen "
-        "max.records=1000",
-        f"  sluiceway{server_flag} connectors get gen",
-        "",
-        "Press Ctrl-C to stop everything.",
-        "",
-    ]
-    _say("\n".join(lines))
+    lines += ["", "Try the README's Quickstart, in a second terminal, in this directory:"]
+    if cli != "sluiceway":
+        # As the README has it: the venv's bin on the PATH first.
+        activate = shlex.quote(str(Path(cli).with_name("activate")))
+        lines.append(
+            f"  source {activate}   # puts `sluiceway` on the PATH; or type {shlex.quote(cli)} each time"
+        )
+    lines += [f"  sluiceway{server_flag} {shlex.join(command)}" for command in QUICKSTART]
+    lines += ["", "Press Ctrl-C to stop everything.", ""]
+    return "\n".join(lines)
 
 
 def _supervise(running: list[_Child], tolerated: set[str]) -> int:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from sluiceway.common.transport import TransportSecurity
+from sluiceway_server.log_files import LogPump, LogRotation, RotatingLogFile
 
 if TYPE_CHECKING:
     from grpc_health.v1.health_pb2_grpc import HealthStub
@@ -50,14 +51,21 @@ def wait_for_port(
     raise TimeoutError(f"nothing listening on {host}:{port} after {timeout:.0f}s")
 
 
+# How long, once a child has exited, to wait for the rest of its output to reach its log file (a
+# grandchild that outlives it may hold the pipe open for longer).
+_DRAIN_TIMEOUT_S = 5.0
+
+
 @dataclass
 class ManagedProcess:
-    """A child process in its own process group, with its output in a log file."""
+    """A child process in its own process group, with its output in a log file: written by the
+    child itself, or, with log rotation, by a LogPump of this process."""
 
     name: str
     process: subprocess.Popen[bytes]
     log_path: Path
     _log_file: IO[bytes] | None = field(default=None, repr=False)
+    _pump: LogPump | None = field(default=None, repr=False)
 
     def stop(self, timeout: float = 15.0) -> None:
         if self.process.poll() is None:
@@ -69,9 +77,14 @@ class ManagedProcess:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(5)
+        self._drain()
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None
+
+    def _drain(self) -> None:
+        if self._pump is not None and self.process.poll() is not None:
+            self._pump.join(_DRAIN_TIMEOUT_S)
 
     def kill(self) -> None:
         """SIGKILL the whole group, as a crash would."""
@@ -80,25 +93,50 @@ class ManagedProcess:
         self.process.wait(10)
 
     def tail(self, lines: int = 40) -> str:
+        self._drain()
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
 
 
-def spawn(name: str, argv: Sequence[str], log_dir: Path, env: dict[str, str] | None = None) -> ManagedProcess:
+def spawn(
+    name: str,
+    argv: Sequence[str],
+    log_dir: Path,
+    env: dict[str, str] | None = None,
+    rotation: LogRotation | None = None,
+) -> ManagedProcess:
+    """Start `argv` with stdout and stderr in `log_dir/name.log`: appended to by the child itself,
+    or, given a `rotation`, written through a pipe by a LogPump that rotates the file by size."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
-    log_file = log_path.open("ab")
-    process = subprocess.Popen(
+    if rotation is None:
+        log_file = log_path.open("ab")
+        process = _popen(argv, log_file, env)
+        return ManagedProcess(name=name, process=process, log_path=log_path, _log_file=log_file)
+    log = RotatingLogFile(log_path, rotation)
+    try:
+        process = _popen(argv, subprocess.PIPE, env)
+    except BaseException:
+        log.close()
+        raise
+    assert process.stdout is not None
+    pump = LogPump(name, process.stdout, log)
+    return ManagedProcess(name=name, process=process, log_path=log_path, _pump=pump)
+
+
+def _popen(
+    argv: Sequence[str], stdout: IO[bytes] | int, env: dict[str, str] | None
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
         list(argv),
-        stdout=log_file,
+        stdout=stdout,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
         env=env,
         start_new_session=True,
     )
-    return ManagedProcess(name=name, process=process, log_path=log_path, _log_file=log_file)
 
 
 def tansu_binary() -> Path:
@@ -130,7 +168,9 @@ class EmbeddedBroker:
         self.managed.stop()
 
 
-def start_broker(log_dir: Path, port: int | None = None, timeout: float = 30.0) -> EmbeddedBroker:
+def start_broker(
+    log_dir: Path, port: int | None = None, timeout: float = 30.0, rotation: LogRotation | None = None
+) -> EmbeddedBroker:
     port = port or free_port()
     url = f"tcp://127.0.0.1:{port}"
     managed = spawn(
@@ -147,6 +187,7 @@ def start_broker(log_dir: Path, port: int | None = None, timeout: float = 30.0) 
         ],
         log_dir,
         env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
+        rotation=rotation,
     )
     try:
         wait_for_port("127.0.0.1", port, timeout, managed.process)
@@ -191,6 +232,7 @@ def start_spark_connect(
     master: str = "local[2]",
     timeout: float = 120.0,
     extra_conf: dict[str, str] | None = None,
+    rotation: LogRotation | None = None,
 ) -> EmbeddedSparkConnect:
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         raise RuntimeError("Spark Connect needs Java 17: run `make install` (it installs it with apt)")
@@ -227,7 +269,7 @@ def start_spark_connect(
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_LOG_DIR": str(work_dir / "logs"),
     }
-    managed = spawn("spark-connect", argv, log_dir, env=env)
+    managed = spawn("spark-connect", argv, log_dir, env=env, rotation=rotation)
     try:
         wait_for_port("127.0.0.1", port, timeout, managed.process)
     except BaseException as exc:

@@ -88,10 +88,12 @@ class StatusWriter:
         *,
         restart_attempt: int = 0,
         next_restart_ms: int = 0,
+        detail: str = "",
+        idle_since_ms: int = 0,
     ) -> None:
         """`worker_principal` is who the executor `worker_id` attached as, for a status it reported;
         `restart_attempt` and `next_restart_ms` describe the automatic restart a RESTARTING task
-        waits for."""
+        waits for; `detail` and `idle_since_ms` why and since when a RUNNING task is idle."""
         trace = _redacted(trace)
         current = self.store.get_task(connector, task)
         history = current.recent_errors if current is not None else ()
@@ -106,6 +108,8 @@ class StatusWriter:
             worker_principal=worker_principal,
             restart_attempt=restart_attempt,
             next_restart_ms=next_restart_ms,
+            detail=detail,
+            idle_since_ms=idle_since_ms,
         )
         if _is_new_failure(current, record):
             history = add_recent_error(history, trace, worker_id, message="task failed")

@@ -16,8 +16,8 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from sluiceway.api.v1 import common_pb2, offsets_pb2, offsets_pb2_grpc
-from sluiceway.client import SluicewayClient
+from sluiceway.api.v1 import offsets_pb2, offsets_pb2_grpc
+from sluiceway.client import SluicewayClient, TargetState
 from sluiceway.common.offsets import map_from_proto, offsets_from_proto
 from sluiceway.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 from sluiceway_executor.offset_commits import CommitStatus, KafkaOffsetCommitter
@@ -424,7 +424,7 @@ def test_delete_with_offsets_keeps_the_connector_when_it_refuses(
         client.delete_connector(name, delete_offsets=True)
     assert refused.value.reason == "CONNECTOR_REJECTED_OFFSETS"
     assert "STOPPED now and was not deleted" in refused.value.message
-    assert client.get_connector(name).target_state == common_pb2.TARGET_STATE_STOPPED
+    assert client.get_connector(name).target_state == TargetState.STOPPED
     assert offsets_of(client, name) == [({"file": "a"}, {"line": 10})]
 
 

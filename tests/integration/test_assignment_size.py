@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
-from sluiceway.api.v1 import common_pb2
+from sluiceway.client import State
 from sluiceway_server.embedded import EmbeddedSparkConnect
 from tests.conftest import ControlPlaneProcess
 from tests.integration.pipeline_helpers import FAST_EXECUTOR_SESSION, PipelineStack, attach_executor
@@ -37,7 +37,7 @@ def _idle_datagen(topic: str, tasks: int, **extra: str) -> dict[str, str]:
 def _running(stack: PipelineStack, name: str, tasks: int) -> bool:
     status = stack.client.connector_status(name)
     states = [task.status.state for task in status.tasks]
-    return len(states) == tasks and all(state == common_pb2.STATE_RUNNING for state in states)
+    return len(states) == tasks and all(state == State.RUNNING for state in states)
 
 
 def test_a_connector_with_large_assignments_runs_beside_a_small_one_without_reattaching(

@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from sluiceway.api.v1 import common_pb2
-from sluiceway.client import AsyncSluicewayClient, SluicewayClient
+from sluiceway.client import AsyncSluicewayClient, SluicewayClient, State
 from sluiceway.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError
 from tests.integration.api_helpers import wait_until
 
@@ -158,7 +157,7 @@ def test_sync_client_errors_are_typed(control_plane: Any, unique: str) -> None:
         assert info.value.metadata["config_keys"] == "topic"
         with pytest.raises(NotFoundError):
             client.connector_status(f"nope-{unique}")
-        wait_until(lambda: client.connector_status(name).connector.state == common_pb2.STATE_RUNNING)
+        wait_until(lambda: client.connector_status(name).connector.state == State.RUNNING)
 
 
 def test_async_client_lifecycle_and_watch(control_plane: Any, unique: str) -> None:
@@ -170,13 +169,13 @@ def test_async_client_lifecycle_and_watch(control_plane: Any, unique: str) -> No
             )
             events = client.watch_status(name, include_initial=True)
             first = await anext(aiter(events))
-            assert first.name == f"connectors/{name}"
+            assert (first.connector, first.task) == (name, None)
             await client.resume_connector(name)
             async for event in events:
-                if event.name == f"connectors/{name}" and event.status.state == common_pb2.STATE_RUNNING:
+                if event.task is None and event.status.state == State.RUNNING:
                     break
             names = [c.name async for c in client.list_connectors(page_size=1)]
-            assert f"connectors/{name}" in names
+            assert name in names
             await client.delete_connector(name)
             with pytest.raises(NotFoundError):
                 await client.get_connector(name)

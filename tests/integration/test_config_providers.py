@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from sluiceway.api.v1 import common_pb2
+from sluiceway.client import State
 from sluiceway_server.embedded import EmbeddedBroker, EmbeddedSparkConnect
 from tests.conftest import ControlPlaneProcess
 from tests.integration.api_helpers import read_topic
@@ -119,7 +119,7 @@ def test_references_resolve_where_used_and_are_all_that_is_stored(
             assert shown["api.password"] == "[hidden]" and shown["db.password"] == "[hidden]"
             assert shown["connection.url"] == REDACTED_URL
         listed = {c.name: c for c in client.list_connectors(view="INFO")}
-        assert listed[f"connectors/{name}"].config["api.password"] == "[hidden]"
+        assert listed[name].config["api.password"] == "[hidden]"
         (task,) = client.list_tasks(name)
         assert (
             task.config["file"] == config["file"]
@@ -186,8 +186,8 @@ def test_a_reference_that_does_not_resolve(
 
         def failed() -> bool:
             status = client.connector_status(name)
-            return status.connector.state == common_pb2.STATE_FAILED and any(
-                t.status.state == common_pb2.STATE_FAILED for t in status.tasks
+            return status.connector.state == State.FAILED and any(
+                t.status.state == State.FAILED for t in status.tasks
             )
 
         stack.wait_for(failed, "the connector and its task to fail")

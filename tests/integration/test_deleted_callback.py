@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sluiceway.api.v1 import common_pb2, connectors_pb2
-from sluiceway.client import SluicewayClient
+from sluiceway.client import SluicewayClient, State
 from sluiceway.errors import NotFoundError
 from tests.conftest import ControlPlaneProcess
 from tests.integration.api_helpers import read_topic, wait_until
@@ -188,7 +188,7 @@ def test_deleted_is_never_preceded_by_a_start_made_for_it(
 
         stopped, stopped_calls = f"{kind}-stopped-{unique}", tmp_path / "stopped"
         client.create_connector(stopped, config(stopped_calls), initial_state="STOPPED")
-        wait_until(lambda: client.connector_status(stopped).connector.state == common_pb2.STATE_STOPPED)
+        wait_until(lambda: client.connector_status(stopped).connector.state == State.STOPPED)
         deleted(client, stopped)
         assert _names(stopped_calls) == ["deleted:begin", "deleted:end"]
 
@@ -202,12 +202,12 @@ def test_deleted_is_never_preceded_by_a_start_made_for_it(
 
         paused, paused_calls = f"{kind}-paused-{unique}", tmp_path / "paused"
         client.create_connector(paused, config(paused_calls), initial_state="STOPPED")
-        wait_until(lambda: client.connector_status(paused).connector.state == common_pb2.STATE_STOPPED)
+        wait_until(lambda: client.connector_status(paused).connector.state == State.STOPPED)
         client.pause_connector(paused)
 
         def paused_with_task() -> bool:
             status = client.connector_status(paused)
-            return status.connector.state == common_pb2.STATE_PAUSED and len(status.tasks) == 1
+            return status.connector.state == State.PAUSED and len(status.tasks) == 1
 
         wait_until(paused_with_task, 20, 0.1, "paused with its task")
         assert _names(paused_calls) == ["start", "stop"]

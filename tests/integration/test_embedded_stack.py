@@ -1,10 +1,16 @@
 """`sluiceway dev` for real: the all-in-one stack starts (broker, Spark Connect, control plane and
-one executor), serves gRPC health, and a Ctrl-C stops every process it started, grandchildren
-included, with exit code 0."""
+one executor), serves gRPC health, runs the Quickstart its start-up table prints, and a Ctrl-C stops
+every process it started, grandchildren included, with exit code 0. The next run starts fresh log
+files and moves the previous run's into previous-1/."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import re
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +26,7 @@ from pyspark.sql import SparkSession
 
 from sluiceway_server.embedded import EmbeddedSparkConnect, free_port
 from tests.integration.pipeline_helpers import parquet_counts
+from tests.readme_blocks import blocks_under, commands
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +34,11 @@ pytest.importorskip("sluiceway_server.main", reason="the control plane is not in
 
 DEV = "import sys; from sluiceway_server.dev import main; sys.exit(main(sys.argv[1:]))"
 READY_LINE = "Press Ctrl-C to stop everything."
+STACK_LOGS = {"tansu.log", "spark-connect.log", "control-plane.log", "executor.log"}
 START_TIMEOUT_S = 180.0
+# What the README's Quickstart names that differs in the test: the lake and the Spark Connect address.
+README_LAKE = "/tmp/sluiceway-lake"
+README_SPARK = "sc://127.0.0.1:15002"
 STOP_TIMEOUT_S = 120.0
 
 
@@ -108,10 +119,7 @@ def wait_serving(address: str, process: subprocess.Popen[str], output: Output) -
     pytest.fail(f"control plane at {address} not SERVING after {START_TIMEOUT_S:.0f}s:\n{output.text()}")
 
 
-@pytest.fixture
-def dev_stack(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Output, int, Path]]:
-    port = free_port()
-    log_dir = tmp_path / "logs"
+def start_dev(port: int, log_dir: Path) -> tuple[subprocess.Popen[str], Output]:
     process = subprocess.Popen(
         [sys.executable, "-c", DEV, "--port", str(port), "--log-dir", str(log_dir)],
         stdout=subprocess.PIPE,
@@ -120,45 +128,113 @@ def dev_stack(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Output, i
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    output = Output(process)
+    return process, Output(process)
+
+
+def kill_all(process: subprocess.Popen[str]) -> None:
+    """Leave no process of a `sluiceway dev` behind, whatever the test did."""
     seen: dict[int, str] = {}
+    if process.poll() is None:
+        seen = descendants(process.pid)
+        process.kill()
+        process.wait(10)
+    for pid in still_running(seen):
+        os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def dev_stack(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Output, int, Path]]:
+    port = free_port()
+    log_dir = tmp_path / "logs"
+    process, output = start_dev(port, log_dir)
     try:
         yield process, output, port, log_dir
     finally:
-        # Whatever the test did: leave no process of the stack behind.
-        if process.poll() is None:
-            seen = descendants(process.pid)
-            process.kill()
-            process.wait(10)
-        for pid in still_running(seen):
-            os.kill(pid, signal.SIGKILL)
+        kill_all(process)
 
 
-def quickstart(port: int, lake: Path) -> None:
-    """The README quickstart's two commands, through the installed CLI."""
-    cli = [str(Path(sys.executable).parent / "sluiceway"), "--server", f"127.0.0.1:{port}"]
-    for args in (
-        [
-            "connectors",
-            "create",
-            "gen",
-            "connector.class=DataGenSource",
-            "topic=datagen",
-            "tasks.max=2",
-            "max.records=50000",
-        ],
-        [
-            "connectors",
-            "create",
-            "lake",
-            "connector.class=SparkFileSink",
-            "topics=datagen",
-            f"path={lake}",
-            "format=parquet",
-        ],
-    ):
-        result = subprocess.run([*cli, *args], capture_output=True, text=True, timeout=60, check=False)
+def cli_path(banner: str) -> str:
+    """The console script as the start-up table names it: the activated venv's, or the one on the
+    PATH."""
+    lines = banner.splitlines()
+    start = next(n for n, line in enumerate(lines) if line.startswith("Try "))
+    first = shlex.split(lines[start + 1], comments=True)
+    found = str(Path(first[1]).with_name("sluiceway")) if first[0] == "source" else shutil.which("sluiceway")
+    assert found is not None, banner
+    return found
+
+
+def quickstart(banner: str, lake: Path) -> None:
+    """The Quickstart as the start-up table offers it (its "Try" lines), typed into a shell in this
+    directory, with the lake under the test's own directory."""
+    lines = banner.splitlines()
+    start = next(n for n, line in enumerate(lines) if line.startswith("Try "))
+    commands = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("  "):
+            break
+        commands.append(shlex.split(line, comments=True))
+    cli = shutil.which("sluiceway")
+    if commands[0][0] == "source":
+        # Activating the venv puts its bin/ first on the PATH.
+        cli = str(Path(commands.pop(0)[1]).with_name("sluiceway"))
+    assert cli is not None, banner
+    assert len(commands) == 2, banner
+    for command in commands:
+        assert command[:2] == ["sluiceway", "--server"], banner
+        args = [f"path={lake}" if arg.startswith("path=") else arg for arg in command[1:]]
+        result = subprocess.run([cli, *args], capture_output=True, text=True, timeout=60, check=False)
         assert result.returncode == 0, result.stderr
+
+
+def _readme_command(cli: str, port: int, line: str, lake: Path) -> subprocess.CompletedProcess[str]:
+    """One `sluiceway …` line of the README, against this stack (the README's stack listens on
+    8083, this one on `port`) and with the lake under the test's own directory."""
+    words = [str(lake) if word == README_LAKE else word for word in shlex.split(line)]
+    assert words[0] == "sluiceway", line
+    env = {**os.environ, "SLUICEWAY_SERVER": f"127.0.0.1:{port}"}
+    return subprocess.run([cli, *words[1:]], capture_output=True, text=True, timeout=60, env=env, check=False)
+
+
+def readme_quickstart_after_the_pipeline(cli: str, port: int, spark_remote: str, lake: Path) -> None:
+    """The rest of the README's Quickstart as written, once the lake is complete: the commands that
+    watch the pipeline, the Spark check, and the commands that operate connectors."""
+    watching, operating = blocks_under("Quickstart", "sh")[1:3]
+    for line in commands(watching):
+        if " watch " in f"{line} ":
+            # `watch` runs until Ctrl-C: it prints the current states first, gen's among them.
+            env = {**os.environ, "SLUICEWAY_SERVER": f"127.0.0.1:{port}"}
+            argv = [cli, *shlex.split(line)[1:]]
+            with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env) as watch:
+                assert watch.stdout is not None
+                first = watch.stdout.readline()
+                watch.send_signal(signal.SIGINT)
+                assert watch.wait(30) == 130
+            assert first.split()[1] == "gen" and "RUNNING" in first, first
+            continue
+        result = _readme_command(cli, port, line, lake)
+        assert result.returncode == 0, (line, result.stderr)
+        if line.startswith("sluiceway connectors status gen"):
+            assert result.stdout.count("RUNNING (idle: end of data, since ") == 2, result.stdout
+        if line.startswith("sluiceway offsets get gen"):
+            assert result.stdout.count("49999") == 2, result.stdout
+
+    (check,) = blocks_under("Quickstart", "python")
+    code = check.text.replace(README_SPARK, spark_remote).replace(README_LAKE, str(lake))
+    printed = io.StringIO()
+    names: dict[str, object] = {"__name__": "readme_quickstart"}
+    try:
+        with contextlib.redirect_stdout(printed):
+            exec(compile(code, "README.md", "exec"), names)
+    finally:
+        session = names.get("spark")
+        if isinstance(session, SparkSession):
+            session.stop()
+    assert re.search(r"\|\s*100000\|\s*100000\|", printed.getvalue()), printed.getvalue()
+
+    for line in commands(operating):
+        result = _readme_command(cli, port, line, lake)
+        assert result.returncode == 0, (line, result.stderr)
 
 
 def test_dev_stack_runs_the_quickstart_and_stops_everything_on_ctrl_c(
@@ -177,11 +253,12 @@ def test_dev_stack_runs_the_quickstart_and_stops_everything_on_ctrl_c(
     assert f"127.0.0.1:{port}" in banner
     assert "sc://127.0.0.1:" in banner
     assert str(log_dir) in banner
-    assert {"tansu.log", "spark-connect.log", "control-plane.log"} <= {p.name for p in log_dir.iterdir()}
+    assert {p.name for p in log_dir.iterdir()} >= STACK_LOGS
 
-    # README quickstart: make run, then two commands, leave Parquet holding exactly the generated records.
+    # README quickstart: make run, then the commands the table offers, leave Parquet holding exactly
+    # the generated records.
     lake = tmp_path / "lake"
-    quickstart(port, lake)
+    quickstart(banner, lake)
     spark = SparkSession.builder.remote(spark_connect.remote).getOrCreate()
     try:
         deadline = time.monotonic() + 240
@@ -192,6 +269,7 @@ def test_dev_stack_runs_the_quickstart_and_stops_everything_on_ctrl_c(
         assert counts == (100_000, 100_000), f"{counts}\n{output.text()}"
     finally:
         spark.stop()
+    readme_quickstart_after_the_pipeline(cli_path(banner), port, spark_connect.remote, lake)
 
     process.send_signal(signal.SIGINT)
     assert process.wait(STOP_TIMEOUT_S) == 0, output.text()
@@ -201,3 +279,24 @@ def test_dev_stack_runs_the_quickstart_and_stops_everything_on_ctrl_c(
         time.sleep(0.2)
     assert still_running(stack) == [], f"left running: {still_running(stack)}\n{output.text()}"
     assert "stopping control-plane" in output.text()
+    first_run = {name: (log_dir / name).read_bytes() for name in STACK_LOGS}
+    assert first_run["control-plane.log"]
+    assert first_run["executor.log"]
+
+    # The next run moves those aside and starts afresh (stopped once its broker is up).
+    again, again_output = start_dev(port, log_dir)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while "starting Spark Connect" not in again_output.text():
+            assert again.poll() is None and time.monotonic() < deadline, again_output.text()
+            time.sleep(0.2)
+        again.send_signal(signal.SIGINT)
+        assert again.wait(STOP_TIMEOUT_S) == 0, again_output.text()
+    finally:
+        kill_all(again)
+    assert f"the previous run's logs are now in {log_dir / 'previous-1'}" in again_output.text()
+    assert {name: (log_dir / "previous-1" / name).read_bytes() for name in STACK_LOGS} == first_run
+    # This run's broker log is its own; the children it never started have none.
+    assert (log_dir / "tansu.log").exists()
+    assert not (log_dir / "control-plane.log").exists()
+    assert not (log_dir / "executor.log").exists()

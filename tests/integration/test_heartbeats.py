@@ -209,7 +209,7 @@ def test_empty_heartbeat_settings_of_a_connector_take_the_workers(
         empty = {
             "heartbeat.records.topic": "",
             "heartbeat.interval.ms": "",
-            # The restart keys follow the same rule (README): empty is the worker's value.
+            # The restart keys follow the same rule (docs/CONFIGURATION.md): empty is the worker's value.
             "task.restart.max.attempts": "",
         }
         stack.client.create_connector(name, datagen(f"data-{u}-empty", last, **empty))

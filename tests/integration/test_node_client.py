@@ -30,7 +30,7 @@ def _bundle(out_dir: Path) -> list[str]:
 def test_node_client_calls_the_api(control_plane: Any, unique: str, tmp_path: Path) -> None:
     node = shutil.which("node")
     if node is None or not (NODE_DIR / "node_modules" / "@grpc" / "grpc-js").is_dir():
-        pytest.fail("Node or tests/node/node_modules is missing: run deploy/bootstrap.sh")
+        pytest.fail("Node or tests/node/node_modules is missing: run `make test-install`")
     protos = tmp_path / "api-protos"
     written = _bundle(protos)
     assert "google/rpc/error_details.proto" in written and "google/api/resource.proto" in written

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sluiceway.api.v1 import common_pb2, connectors_pb2
+from sluiceway.client import ConnectorStatus, State
 from sluiceway_server.embedded import EmbeddedBroker, EmbeddedSparkConnect
 from tests.conftest import ControlPlaneProcess
 from tests.integration.pipeline_helpers import FAST_EXECUTOR_SESSION, PipelineStack, attach_executor
@@ -38,9 +38,7 @@ def _marks(marker: Path) -> list[str]:
     return marker.read_text().splitlines() if marker.exists() else []
 
 
-def _in_state(
-    stack: PipelineStack, name: str, state: common_pb2.State.ValueType, tasks: int
-) -> connectors_pb2.ConnectorStatus | None:
+def _in_state(stack: PipelineStack, name: str, state: State, tasks: int) -> ConnectorStatus | None:
     """The status once the connector and exactly `tasks` tasks all report `state`."""
     status = stack.client.connector_status(name)
     if status.connector.state != state or len(status.tasks) != tasks:
@@ -60,12 +58,12 @@ def test_a_paused_stopped_connector_has_its_tasks_paused_on_the_executor_then_ru
         "tasks.max": "2",
     }
     stack.client.create_connector(name, config, initial_state="STOPPED")
-    stack.wait_for(lambda: _in_state(stack, name, common_pb2.STATE_STOPPED, 0), "STOPPED")
+    stack.wait_for(lambda: _in_state(stack, name, State.STOPPED, 0), "STOPPED")
     assert _marks(marker) == []
 
     stack.client.pause_connector(name)
     paused = stack.wait_for(
-        lambda: _in_state(stack, name, common_pb2.STATE_PAUSED, 2), "the connector and its 2 tasks PAUSED"
+        lambda: _in_state(stack, name, State.PAUSED, 2), "the connector and its 2 tasks PAUSED"
     )
     assert paused is not None
     # The executor reported them: they are assigned and paused, not merely published.
@@ -77,9 +75,7 @@ def test_a_paused_stopped_connector_has_its_tasks_paused_on_the_executor_then_ru
     assert [t.config["task.index"] for t in tasks] == ["0", "1"]
 
     stack.client.resume_connector(name)
-    stack.wait_for(
-        lambda: _in_state(stack, name, common_pb2.STATE_RUNNING, 2), "the connector and its tasks RUNNING"
-    )
+    stack.wait_for(lambda: _in_state(stack, name, State.RUNNING, 2), "the connector and its tasks RUNNING")
     assert _marks(marker) == ["start", "stop", "start"]
     stack.client.delete_connector(name)
 
@@ -91,20 +87,18 @@ def test_a_paused_stopped_connector_whose_start_fails_is_failed_until_fixed(
     marker = tmp_path / "marks"
     config = {"connector.class": CONTROLLABLE, "marker.file": str(marker), "fail.start": "true"}
     stack.client.create_connector(name, config, initial_state="STOPPED")
-    stack.wait_for(lambda: _in_state(stack, name, common_pb2.STATE_STOPPED, 0), "STOPPED")
+    stack.wait_for(lambda: _in_state(stack, name, State.STOPPED, 0), "STOPPED")
 
     stack.client.pause_connector(name)
-    failed = stack.wait_for(
-        lambda: _in_state(stack, name, common_pb2.STATE_FAILED, 0), "FAILED without tasks"
-    )
+    failed = stack.wait_for(lambda: _in_state(stack, name, State.FAILED, 0), "FAILED without tasks")
     assert failed is not None
     assert "start failed on purpose" in failed.connector.trace
     assert _marks(marker) == ["start"]
 
     # With the cause removed, the connector (still paused) is started for its task and stopped.
     stack.client.patch_connector_config(name, {"fail.start": "false"})
-    stack.wait_for(lambda: _in_state(stack, name, common_pb2.STATE_PAUSED, 1), "PAUSED with its task")
+    stack.wait_for(lambda: _in_state(stack, name, State.PAUSED, 1), "PAUSED with its task")
     assert _marks(marker) == ["start", "start", "stop"]
     stack.client.resume_connector(name)
-    stack.wait_for(lambda: _in_state(stack, name, common_pb2.STATE_RUNNING, 1), "RUNNING")
+    stack.wait_for(lambda: _in_state(stack, name, State.RUNNING, 1), "RUNNING")
     stack.client.delete_connector(name)

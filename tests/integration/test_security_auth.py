@@ -26,7 +26,7 @@ from sluiceway.api.v1 import (
     plugins_pb2,
     topics_pb2,
 )
-from sluiceway.client import SluicewayClient
+from sluiceway.client import SluicewayClient, State
 from sluiceway.common.transport import TransportSecurity
 from sluiceway.errors import NotFoundError, PermissionDeniedError, SluicewayError
 from sluiceway_server.embedded import EmbeddedBroker
@@ -203,7 +203,7 @@ def test_each_role_does_its_work_and_every_mutation_is_audited_once(
             },
             initial_state="STOPPED",
         )
-        assert created.name == f"connectors/{name}"
+        assert created.name == name
         assert viewer.get_connector(name).config["connection.password"] == "[hidden]"
         assert [c.name for c in viewer.list_connectors()] and viewer.connector_status(name)
         viewer.list_plugins()
@@ -345,9 +345,7 @@ def test_after_the_leader_is_killed_an_executor_id_stays_with_its_principal(
         for task in tasks:
             peer.report(task, common_pb2.STATE_RUNNING)
         wait_until(
-            lambda: (
-                [t.status.state for t in admin.connector_status(name).tasks] == [common_pb2.STATE_RUNNING] * 2
-            ),
+            lambda: [t.status.state for t in admin.connector_status(name).tasks] == [State.RUNNING] * 2,
             what="both tasks recorded RUNNING",
         )
         statuses = [
@@ -386,7 +384,7 @@ def test_after_the_leader_is_killed_an_executor_id_stays_with_its_principal(
 
 def _exists(client: SluicewayClient, name: str) -> bool:
     try:
-        return client.get_connector(name).name == f"connectors/{name}"
+        return client.get_connector(name).name == name
     except NotFoundError:
         return False
 

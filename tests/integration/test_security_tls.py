@@ -75,12 +75,12 @@ def test_client_library_over_mutual_tls(
         admin.create_connector(
             name, {"connector.class": "DataGenSource", "topic": name}, initial_state="STOPPED"
         )
-        assert admin.get_connector(name).name == f"connectors/{name}"
+        assert admin.get_connector(name).name == name
     # A token decides who the caller is when it sends one; its certificate still opens the channel.
     with SluicewayClient(
         tls_plane.address, timeout=20, security=mtls(certificates, "intruder", VIEWER)
     ) as viewer:
-        assert viewer.get_connector(name).name == f"connectors/{name}"
+        assert viewer.get_connector(name).name == name
     # A certificate from our CA whose subject is in no entry authenticates no one.
     with (
         SluicewayClient(tls_plane.address, timeout=20, security=mtls(certificates, "intruder")) as intruder,
@@ -203,7 +203,7 @@ def test_a_follower_forwards_over_mutual_tls_as_a_replica(
             )
             assert follower.server_info().leader.id == tls_plane.server_info().this_replica.id
         with SluicewayClient(tls_plane.address, timeout=20, security=mtls(certificates, "admin")) as leader:
-            assert leader.get_connector(name).name == f"connectors/{name}"
+            assert leader.get_connector(name).name == name
             leader.delete_connector(name)
     finally:
         follower.stop()

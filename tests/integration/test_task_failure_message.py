@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
-from sluiceway.api.v1 import common_pb2, connectors_pb2
+from sluiceway.client import ConnectorStatus, InstanceStatus, State
 from sluiceway_server.embedded import EmbeddedSparkConnect
 from tests.conftest import ControlPlaneProcess
 from tests.integration.pipeline_helpers import FAST_EXECUTOR_SESSION, attach_executor
@@ -21,8 +21,8 @@ from tests.integration.pipeline_helpers import FAST_EXECUTOR_SESSION, attach_exe
 pytestmark = pytest.mark.integration
 
 
-def _failed_task(status: connectors_pb2.ConnectorStatus) -> connectors_pb2.InstanceStatus | None:
-    return next((t.status for t in status.tasks if t.status.state == common_pb2.STATE_FAILED), None)
+def _failed_task(status: ConnectorStatus) -> InstanceStatus | None:
+    return next((t.status for t in status.tasks if t.status.state == State.FAILED), None)
 
 
 def test_jvm_failure_message_names_the_exception(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sluiceway.api.v1 import common_pb2, connectors_pb2
+from sluiceway.client import InstanceStatus, State
 from sluiceway_server.embedded import EmbeddedBroker, EmbeddedSparkConnect
 from tests.conftest import ControlPlaneProcess
 from tests.integration.api_helpers import read_topic
@@ -62,10 +62,10 @@ def test_a_task_failing_twice_restarts_itself_with_growing_pauses_then_runs(
     try:
         seen: list[tuple[int, int, int]] = []  # (state, attempt, due ms) of each status polled
 
-        def ran() -> connectors_pb2.InstanceStatus | None:
+        def ran() -> InstanceStatus | None:
             status = stack.client.task_status(name, 0).status
-            seen.append((status.state, status.restart_attempt, status.next_restart_time.ToMilliseconds()))
-            done = status.state == common_pb2.STATE_RUNNING and len(status.recent_errors) == 2
+            seen.append((status.state, status.restart_attempt, status.raw.next_restart_time.ToMilliseconds()))
+            done = status.state == State.RUNNING and len(status.recent_errors) == 2
             return status if done and len(read_topic(broker.bootstrap_servers, topic)) == 10 else None
 
         status = stack.wait_for(ran, "the task to run after two failures", timeout=120)
@@ -73,11 +73,11 @@ def test_a_task_failing_twice_restarts_itself_with_growing_pauses_then_runs(
         # The history, newest first: both failures, with their times and the executor.
         newest, oldest = status.recent_errors
         assert "failing on purpose (2)" in newest.message and "failing on purpose (1)" in oldest.message
-        assert newest.time.ToMilliseconds() > oldest.time.ToMilliseconds()
+        assert newest.time is not None and oldest.time is not None and newest.time > oldest.time
         assert newest.worker_id == oldest.worker_id == status.worker_id
-        assert status.restart_attempt == 0 and not status.HasField("next_restart_time")
+        assert status.restart_attempt == 0 and status.next_restart_time is None
         # Any RESTARTING status caught while polling named its attempt and when it was due.
-        waiting = [(attempt, due) for state, attempt, due in seen if state == common_pb2.STATE_RESTARTING]
+        waiting = [(attempt, due) for state, attempt, due in seen if state == State.RESTARTING]
         assert {attempt for attempt, _ in waiting} <= {1, 2} and all(due > 0 for _, due in waiting)
         # Three runs: each failure followed by a pause of 1.5 s, then 3 s (each ±20%), plus the time
         # a new run takes to start.
@@ -109,7 +109,7 @@ def test_a_manual_restart_starts_the_count_again(stack: PipelineStack, tmp_path:
         def attempt_at_least(n: int) -> Callable[[], bool]:
             def check() -> bool:
                 status = stack.client.task_status(name, 0).status
-                return status.state == common_pb2.STATE_RESTARTING and status.restart_attempt >= n
+                return status.state == State.RESTARTING and status.restart_attempt >= n
 
             return check
 
@@ -117,17 +117,17 @@ def test_a_manual_restart_starts_the_count_again(stack: PipelineStack, tmp_path:
         failures_before = sum(event == "fail" for event, _ in _log(log))
         stack.client.restart_task(name, 0)
 
-        def restarted_from_one() -> connectors_pb2.InstanceStatus | None:
+        def restarted_from_one() -> InstanceStatus | None:
             status = stack.client.task_status(name, 0).status
             fails = sum(event == "fail" for event, _ in _log(log))
-            fresh = status.state == common_pb2.STATE_RESTARTING and fails > failures_before
+            fresh = status.state == State.RESTARTING and fails > failures_before
             return status if fresh and status.restart_attempt == 1 else None
 
         status = stack.wait_for(
             restarted_from_one, "the restarted task's first automatic restart", timeout=60
         )
         assert status is not None
-        due_in = status.next_restart_time.ToMilliseconds() - int(time.time() * 1000)
+        due_in = status.raw.next_restart_time.ToMilliseconds() - int(time.time() * 1000)
         assert due_in <= 2400  # the first pause again (2 s), not the third (8 s)
     finally:
         stack.client.delete_connector(name)

@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
 
-from sluiceway.api.v1 import common_pb2
+from sluiceway.client import State
 from sluiceway.common.offsets import OffsetPair
 from sluiceway.errors import SluicewayError
 from sluiceway_server.embedded import (
@@ -132,7 +132,7 @@ def test_topics_are_created_with_the_settings_of_their_group_and_existing_ones_a
     # Every record reached its topic.
     for topic in (plain, compacted, skipped, kept):
         assert len(read_topic(broker.bootstrap_servers, topic)) == PER_TOPIC, topic
-    assert stack.client.task_status(name, 0).status.state == common_pb2.STATE_RUNNING
+    assert stack.client.task_status(name, 0).status.state == State.RUNNING
     stack.client.delete_connector(name)
 
 
@@ -157,9 +157,7 @@ def test_a_topic_that_cannot_be_created_fails_the_task_before_anything_is_writte
             },
         ),
     )
-    stack.wait_for(
-        lambda: stack.client.task_status(name, 0).status.state == common_pb2.STATE_FAILED, "the task to fail"
-    )
+    stack.wait_for(lambda: stack.client.task_status(name, 0).status.state == State.FAILED, "the task to fail")
     failed = stack.client.task_status(name, 0).status
     assert f"'{illegal}'" in failed.trace
     assert "topic creation group 'named'" in failed.trace

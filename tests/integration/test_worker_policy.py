@@ -13,7 +13,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from sluiceway.api.v1 import common_pb2, connectors_pb2, plugins_pb2
+from sluiceway.api.v1 import connectors_pb2, plugins_pb2
+from sluiceway.client import InstanceStatus, State
 from sluiceway_server.embedded import EmbeddedBroker, EmbeddedSparkConnect
 from tests.conftest import ControlPlaneProcess
 from tests.integration.api_helpers import RpcFailure, Stubs, failure, read_topic
@@ -184,9 +185,9 @@ def test_source_records_for_an_internal_topic_fail_the_task_unwritten(
     )
     try:
 
-        def failed() -> connectors_pb2.InstanceStatus | None:
+        def failed() -> InstanceStatus | None:
             tasks = stack.client.connector_status(name).tasks
-            return next((t.status for t in tasks if t.status.state == common_pb2.STATE_FAILED), None)
+            return next((t.status for t in tasks if t.status.state == State.FAILED), None)
 
         status = stack.wait_for(failed, "the task to fail")
         assert status is not None

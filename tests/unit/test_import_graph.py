@@ -64,7 +64,7 @@ LAYERS: Mapping[str, tuple[frozenset[str], ...]] = {
         frozenset({"herder"}),
         frozenset({"status_writer"}),
         frozenset({"storage"}),
-        frozenset({"config", "rpc_methods", "dev_certificates"}),
+        frozenset({"config", "rpc_methods", "dev_certificates", "log_files"}),
         frozenset({"errors", "model"}),
     ),
     "sluiceway_executor": (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 from google.protobuf.message import Message
@@ -18,6 +18,7 @@ from sluiceway.client import (
     ConfigFile,
     ConfigInputError,
     SluicewayClient,
+    connector_id,
     load_config_file,
     parse_key_values,
     resolve_target,
@@ -40,6 +41,8 @@ class Context:
     out: TextIO = dataclasses.field(default_factory=lambda: sys.stdout)
     # TLS and token settings from the flags and environment (None: the environment's alone).
     security: TransportSecurity | None = None
+    # The config a command sent, so that the errors found in it can be shown next to its values.
+    sent_config: Mapping[str, str] | None = None
     _client: SluicewayClient | None = None
 
     @property
@@ -176,3 +179,58 @@ def config_from_inputs(pairs: Sequence[str], file: str | None, *, required: bool
     if required and not config:
         raise UsageError("no config given: pass KEY=VALUE arguments or --file")
     return config
+
+
+# --- NAME [KEY=VALUE ...] [-f FILE]: create and validate --------------------------------------
+
+
+def add_named_config_inputs(parser: argparse.ArgumentParser) -> None:
+    """NAME, KEY=VALUE entries and --file, where NAME may be left out when the file names the
+    connector (Kafka Connect's {"name", "config"} body, or a `name` entry)."""
+    parser.add_argument(
+        "name",
+        nargs="?",
+        metavar="NAME",
+        help="the connector's name; may be left out when the file names the connector",
+    )
+    add_config_inputs(parser)
+
+
+@dataclasses.dataclass(frozen=True)
+class NamedConfig:
+    """A connector's name and config as the command line and its file give them."""
+
+    name: str
+    config: dict[str, str]
+    # The file's initial_state (Kafka Connect's create body), if it has one.
+    initial_state: str | None
+
+
+def named_config_from_inputs(name: str | None, pairs: Sequence[str], file: str | None) -> NamedConfig:
+    """The name and config of `[NAME] [KEY=VALUE ...] [-f FILE]`: the file's entries, then the
+    arguments'; the name from NAME, the file's "name" or the config's `name` entry, which must agree
+    with each other. argparse hands the first positional to NAME, so one that holds a `=` is taken
+    as the first KEY=VALUE entry instead."""
+    if name is not None and "=" in name:
+        pairs = [name, *pairs]
+        name = None
+    loaded, from_args = read_config_inputs(pairs, file)
+    config = loaded.values_only(file or "config")
+    config.update(from_args)
+    if not config:
+        raise UsageError("no config given: pass KEY=VALUE arguments or --file")
+    given: list[tuple[str, str]] = []
+    if name is not None:
+        given.append(("NAME", connector_id(name)))
+    if loaded.name is not None:
+        given.append(('the file\'s "name"', loaded.name))
+    if "name" in config:
+        given.append(("the config's name entry", config["name"]))
+    if not given:
+        raise UsageError('no connector name: pass NAME, or a --file that names the connector (its "name")')
+    for where, other in given[1:]:
+        if other != given[0][1]:
+            raise UsageError(
+                f"two different connector names: {given[0][0]} is {given[0][1]!r}, {where} is {other!r}"
+            )
+    return NamedConfig(given[0][1], config, loaded.initial_state)

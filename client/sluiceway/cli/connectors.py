@@ -7,7 +7,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from sluiceway.api.v1 import connectors_pb2
+from sluiceway.api.v1 import common_pb2, connectors_pb2
 from sluiceway.cli import output
 from sluiceway.cli.common import (
     Context,
@@ -15,7 +15,9 @@ from sluiceway.cli.common import (
     add_command,
     add_config_inputs,
     add_group,
+    add_named_config_inputs,
     config_from_inputs,
+    named_config_from_inputs,
     read_config_inputs,
 )
 from sluiceway.client import connector_id
@@ -33,9 +35,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--view", choices=_VIEWS, default="names", help="how much to show (default: names)")
     p.add_argument("--page-size", type=int, default=0, help=argparse.SUPPRESS)
 
-    p = add_command(group, "create", "create a connector", _create)
-    p.add_argument("name", metavar="NAME")
-    add_config_inputs(p)
+    p = add_command(
+        group,
+        "create",
+        "create a connector",
+        _create,
+        description="Create a connector from KEY=VALUE entries, a --file, or both (the entries win).\n"
+        'NAME may be left out when the file names the connector: Kafka Connect\'s {"name", "config"}\n'
+        "body, or a name entry (as in a Kafka Connect standalone .properties file).",
+    )
+    p.usage = (
+        "%(prog)s [NAME] [KEY=VALUE ...] [-f FILE] [--initial-state {running,paused,stopped}]\n"
+        "       [--validate-only] [global options]"
+    )
+    add_named_config_inputs(p)
     p.add_argument(
         "--initial-state",
         choices=_STATES,
@@ -132,8 +145,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "validate",
         "validate a config against its plugin (exit code 1 when it has errors)",
         _validate,
+        description="Validate a config against its plugin, as create would; exit code 1 when it has\n"
+        "errors. NAME, KEY=VALUE and --file work as for create: NAME becomes the config's name.",
     )
-    add_config_inputs(p)
+    p.usage = "%(prog)s [NAME] [KEY=VALUE ...] [-f FILE] [--plugin PLUGIN] [global options]"
+    add_named_config_inputs(p)
     p.add_argument("--plugin", help="plugin to validate against (default: the config's connector.class)")
 
 
@@ -190,21 +206,34 @@ def _print_config(ctx: Context, config: Mapping[str, str]) -> None:
     output.print_table(["KEY", "VALUE"], items, ctx.out)
 
 
+def _state_text(instance: connectors_pb2.InstanceStatus) -> str:
+    """The state with what qualifies it: the automatic restart a task waits for, or why a running
+    task has nothing to do and since when."""
+    state = output.state_label(instance.state)
+    if instance.restart_attempt:
+        due = output.timestamp_label(instance.next_restart_time)
+        return f"{state} (restart {instance.restart_attempt} at {due})"
+    if instance.detail:
+        since = output.timestamp_label(instance.idle_since)
+        return f"{state} ({instance.detail}" + (f", since {since})" if since != "-" else ")")
+    return state
+
+
+def _print_notices(ctx: Context, connector: connectors_pb2.Connector) -> None:
+    for notice in connector.notices:
+        ctx.write(f"Note: {notice.message}\n\n")
+
+
 def _status_rows(status: connectors_pb2.ConnectorStatus) -> list[list[object]]:
     rows: list[list[object]] = []
     instances = [("connector", status.connector)] + [
         (f"task {task.id}", task.status) for task in status.tasks
     ]
     for label, instance in instances:
-        state = output.state_label(instance.state)
-        if instance.restart_attempt:
-            # A task waiting for an automatic restart: which one, and when it is due.
-            due = output.timestamp_label(instance.next_restart_time)
-            state = f"{state} (restart {instance.restart_attempt} at {due})"
         rows.append(
             [
                 label,
-                state,
+                _state_text(instance),
                 instance.worker_id or "-",
                 output.generation_label(instance.generation),
                 output.timestamp_label(instance.update_time),
@@ -255,7 +284,7 @@ def _print_connector(ctx: Context, c: connectors_pb2.Connector) -> None:
 
 
 def _list(ctx: Context, args: argparse.Namespace) -> int:
-    connectors = list(ctx.client.list_connectors(view=args.view, page_size=args.page_size))
+    connectors = [c.raw for c in ctx.client.list_connectors(view=args.view, page_size=args.page_size)]
 
     def table() -> None:
         if not connectors:
@@ -269,22 +298,23 @@ def _list(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _create(ctx: Context, args: argparse.Namespace) -> int:
-    loaded, from_args = read_config_inputs(args.pairs, args.file)
-    name = connector_id(args.name)
-    if loaded.name is not None and loaded.name != name:
-        raise UsageError(f"the file names connector {loaded.name!r}, not {name!r}")
-    config = loaded.values_only(args.file or "config")
-    config.update(from_args)
-    if not config:
-        raise UsageError("no config given: pass KEY=VALUE arguments or --file")
-    initial_state = args.initial_state or loaded.initial_state or "running"
+    given = named_config_from_inputs(args.name, args.pairs, args.file)
+    name, config = given.name, given.config
+    initial_state = args.initial_state or given.initial_state or "running"
+    ctx.sent_config = config
     created = ctx.client.create_connector(
         name, config, initial_state=initial_state, validate_only=args.validate_only
-    )
+    ).raw
 
     def table() -> None:
-        verb = "Validated" if args.validate_only else "Created"
-        ctx.write(f"{verb} connector {name}.\n\n")
+        if args.validate_only:
+            # Nothing was created: no etag, state or tasks to show, only the verdict.
+            ctx.write(f"The config is valid; connector {name} was not created.\n")
+            for notice in created.notices:
+                ctx.write(f"\nNote: {notice.message}\n")
+            return
+        ctx.write(f"Created connector {name}.\n\n")
+        _print_notices(ctx, created)
         _print_connector(ctx, created)
 
     ctx.emit(created, table)
@@ -292,24 +322,27 @@ def _create(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _get(ctx: Context, args: argparse.Namespace) -> int:
-    connector = ctx.client.get_connector(args.name, view=args.view)
+    connector = ctx.client.get_connector(args.name, view=args.view).raw
     ctx.emit(connector, lambda: _print_connector(ctx, connector))
     return 0
 
 
 def _config(ctx: Context, args: argparse.Namespace) -> int:
     if not args.pairs and not args.file:
-        connector = ctx.client.get_connector(args.name, view="info")
+        connector = ctx.client.get_connector(args.name, view="info").raw
         # Kafka Connect's GET /connectors/{name}/config returns the bare map too.
         ctx.emit(dict(connector.config), lambda: _print_config(ctx, dict(connector.config)))
         return 0
     config = config_from_inputs(args.pairs, args.file)
-    connector, created = ctx.client.replace_connector_config(args.name, config, etag=args.etag)
+    ctx.sent_config = config
+    replaced, created = ctx.client.replace_connector_config(args.name, config, etag=args.etag)
+    connector = replaced.raw
     response = connectors_pb2.ReplaceConnectorConfigResponse(connector=connector, created=created)
 
     def table() -> None:
         name = output.short_name(connector.name) or connector_id(args.name)
         ctx.write(f"{'Created connector' if created else 'Replaced the config of'} {name}.\n\n")
+        _print_notices(ctx, connector)
         _print_config(ctx, dict(connector.config))
 
     ctx.emit(response, table)
@@ -333,7 +366,8 @@ def _patch(ctx: Context, args: argparse.Namespace) -> int:
             to_remove.append(key)
     if not to_set and not to_remove:
         raise UsageError("nothing to change: pass KEY=VALUE arguments, --remove or --file")
-    connector = ctx.client.patch_connector_config(args.name, set=to_set, remove=to_remove, etag=args.etag)
+    ctx.sent_config = to_set
+    connector = ctx.client.patch_connector_config(args.name, set=to_set, remove=to_remove, etag=args.etag).raw
 
     def table() -> None:
         ctx.write(f"Patched connector {output.short_name(connector.name) or args.name}.\n\n")
@@ -350,15 +384,15 @@ def _lifecycle(ctx: Context, connector: connectors_pb2.Connector, verb: str, fal
 
 
 def _pause(ctx: Context, args: argparse.Namespace) -> int:
-    return _lifecycle(ctx, ctx.client.pause_connector(args.name), "Paused", args.name)
+    return _lifecycle(ctx, ctx.client.pause_connector(args.name).raw, "Paused", args.name)
 
 
 def _resume(ctx: Context, args: argparse.Namespace) -> int:
-    return _lifecycle(ctx, ctx.client.resume_connector(args.name), "Resumed", args.name)
+    return _lifecycle(ctx, ctx.client.resume_connector(args.name).raw, "Resumed", args.name)
 
 
 def _stop(ctx: Context, args: argparse.Namespace) -> int:
-    return _lifecycle(ctx, ctx.client.stop_connector(args.name), "Stopped", args.name)
+    return _lifecycle(ctx, ctx.client.stop_connector(args.name).raw, "Stopped", args.name)
 
 
 def _delete(ctx: Context, args: argparse.Namespace) -> int:
@@ -392,18 +426,44 @@ def _restart(ctx: Context, args: argparse.Namespace) -> int:
         return 0
     status = ctx.client.restart_connector(
         name, include_tasks=args.include_tasks, only_failed=args.only_failed
-    )
+    ).raw
 
     def table() -> None:
-        ctx.write(f"Restarting connector {name}.\n\n")
+        ctx.write(_restart_summary(name, status) + "\n\n")
         _print_status(ctx, status)
 
     ctx.emit(status, table)
     return 0
 
 
+def _restart_summary(name: str, status: connectors_pb2.ConnectorStatus) -> str:
+    """What a restart request restarts, read from its answer: the instances it restarts show as
+    RESTARTING there. A task waiting for an automatic restart also shows RESTARTING, but with its
+    attempt number; the request did not restart that one."""
+
+    def restarts(instance: connectors_pb2.InstanceStatus) -> bool:
+        return instance.state == common_pb2.STATE_RESTARTING and not instance.restart_attempt
+
+    def tasks_label(ids: list[int]) -> str:
+        return ("task " if len(ids) == 1 else "tasks ") + ", ".join(map(str, ids))
+
+    tasks = [task.id for task in status.tasks if restarts(task.status)]
+    if restarts(status.connector):
+        return f"Restarting connector {name}" + (f" and its {tasks_label(tasks)}." if tasks else ".")
+    if tasks:
+        return f"Restarting {tasks_label(tasks)} of connector {name}."
+    failed = [task.id for task in status.tasks if task.status.state == common_pb2.STATE_FAILED]
+    if failed:
+        # Only --only-failed without --include-tasks gets here with failed tasks.
+        return (
+            f"Nothing restarted: connector {name} is not FAILED; its {tasks_label(failed)} "
+            f"{'is' if len(failed) == 1 else 'are'}, and --include-tasks restarts those."
+        )
+    return f"Nothing restarted: neither connector {name} nor any of its tasks is FAILED."
+
+
 def _status(ctx: Context, args: argparse.Namespace) -> int:
-    status = ctx.client.connector_status(args.name)
+    status = ctx.client.connector_status(args.name).raw
 
     def table() -> None:
         kind = output.connector_type_label(status.type)
@@ -416,7 +476,7 @@ def _status(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _tasks(ctx: Context, args: argparse.Namespace) -> int:
-    tasks = ctx.client.list_tasks(args.name)
+    tasks = [task.raw for task in ctx.client.list_tasks(args.name)]
 
     def table() -> None:
         if not tasks:
@@ -441,11 +501,12 @@ def _instance_label(name: str) -> str:
 
 def _watch(ctx: Context, args: argparse.Namespace) -> int:
     # No deadline: a watch runs until the user stops it (Ctrl-C exits with 130).
-    for event in ctx.client.watch_status(args.name, include_initial=not args.no_initial):
+    for watched in ctx.client.watch_status(args.name, include_initial=not args.no_initial):
+        event = watched.raw
         if ctx.json:
             ctx.write(json.dumps(output.message_to_json(event), ensure_ascii=False) + "\n")
         else:
-            state = "REMOVED" if event.removed else output.state_label(event.status.state)
+            state = "REMOVED" if event.removed else _state_text(event.status)
             when = output.timestamp_label(event.status.update_time)
             worker = event.status.worker_id or "-"
             ctx.write(f"{when}  {_instance_label(event.name)}  {state}  {worker}\n")
@@ -454,7 +515,9 @@ def _watch(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _validate(ctx: Context, args: argparse.Namespace) -> int:
-    config = config_from_inputs(args.pairs, args.file)
+    given = named_config_from_inputs(args.name, args.pairs, args.file)
+    # The name is part of what is validated, as in the config create would send.
+    config = {**given.config, "name": given.name}
     result = ctx.client.validate_config(config, args.plugin)
 
     def table() -> None:
@@ -468,14 +531,16 @@ def _validate(ctx: Context, args: argparse.Namespace) -> int:
             for e in info.value.errors
         ]
         if rows:
-            output.print_table(["KEY", "VALUE", "ERROR"], rows, ctx.out)
+            output.print_table(output.CONFIG_ERROR_HEADERS, rows, ctx.out)
             ctx.write("\n")
         plugin = result.plugin_class_name or args.plugin or config.get("connector.class", "?")
         if result.error_count:
             plural = "s" if result.error_count != 1 else ""
-            ctx.write(f"{result.error_count} error{plural} in the config for {plugin}.\n")
+            ctx.write(
+                f"{result.error_count} error{plural} in the config of connector {given.name} for {plugin}.\n"
+            )
         else:
-            ctx.write(f"The config is valid for {plugin}.\n")
+            ctx.write(f"The config of connector {given.name} is valid for {plugin}.\n")
 
     ctx.emit(result, table)
     return 1 if result.error_count else 0

@@ -161,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit as usage_exit:
             return _exit_code(usage_exit)
     except SluicewayError as exc:
-        sys.stderr.write(output.format_error(exc, ctx.connected_target, security))
+        sys.stderr.write(output.format_error(exc, ctx.connected_target, security, ctx.sent_config))
         return 1
     except ConfigInputError as exc:
         sys.stderr.write(f"error: {exc}\n")

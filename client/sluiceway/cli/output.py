@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import sys
-from collections.abc import Iterable, Sequence
-from typing import Any, TextIO
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final, TextIO
 
 import grpc
 from google.protobuf import json_format, timestamp_pb2
 from google.protobuf.message import Message
 
 from sluiceway.api.v1 import common_pb2, plugins_pb2
+from sluiceway.common.secrets import masked_config
 from sluiceway.common.transport import TransportSecurity
-from sluiceway.errors import SluicewayError
+from sluiceway.errors import Reason, SluicewayError
 
 
 def message_to_json(message: Message) -> dict[str, Any]:
@@ -67,12 +69,11 @@ def render_fields(fields: Sequence[tuple[str, object]]) -> str:
 
 
 def generation_label(generation: int) -> str:
-    """`epoch.assignment` for a task's generation (the leader epoch in the high 32 bits, the leader's
-    assignment counter in the low ones); a connector's generation is the epoch alone; 0 is "-"."""
-    if generation <= 0:
-        return "-"
-    epoch, assignment = generation >> 32, generation & 0xFFFFFFFF
-    return f"{epoch}.{assignment}" if epoch else str(assignment)
+    """A generation as `EPOCH.COUNT`, the form logs and client objects use too (one formatter,
+    sluiceway.common.generations); a connector's reads as its epoch alone, 0 as "-"."""
+    from sluiceway.common.generations import generation_label as shared_label
+
+    return shared_label(generation)
 
 
 def truncate(text: str, width: int) -> str:
@@ -134,12 +135,59 @@ def short_name(name: str) -> str:
 # --- errors ---------------------------------------------------------------------------------
 
 
+# The columns of config errors, from `connectors validate` and from a refused create, replace or patch.
+CONFIG_ERROR_HEADERS: Final = ("KEY", "VALUE", "ERROR")
+
+# A BadRequest field that names one key of a request's config map: `connector.config["tasks.max"]`,
+# `config["topic"]`, `set["topic"]` (the key is JSON-quoted).
+_CONFIG_KEY_FIELD: Final = re.compile(r'^[\w.]*\[(?P<key>".*")\]$')
+
+
+def _config_key(field: str) -> str | None:
+    match = _CONFIG_KEY_FIELD.match(field)
+    if match is None:
+        return None
+    try:
+        key = json.loads(match["key"])
+    except ValueError:
+        return None
+    return key if isinstance(key, str) else None
+
+
+def _config_errors(error: SluicewayError, config: Mapping[str, str]) -> str | None:
+    """An INVALID_CONFIG error as `validate` shows errors: a KEY, VALUE, ERROR table under a one-line
+    summary (values of secret-looking keys hidden). None when its violations name no config key."""
+    shown = masked_config(config)
+    rows: list[list[str]] = []
+    other: list[str] = []
+    for violation in error.field_violations:
+        key = _config_key(violation.field)
+        if key is None:
+            other.append(f"  {violation.field}: {violation.description}")
+        else:
+            rows.append([key, shown.get(key, ""), violation.description.removeprefix(f"{key}: ")])
+    if not rows:
+        return None
+    count = len(rows) + len(other)
+    connector = error.metadata.get("connector")
+    where = f"the config of connector {connector}" if connector else "the config"
+    head = f"error: {error.code.name} {error.reason}: {count} error{'s' if count != 1 else ''} in {where}"
+    return "\n".join([head, "", render_table(CONFIG_ERROR_HEADERS, rows).rstrip("\n"), *other]) + "\n"
+
+
 def format_error(
-    error: SluicewayError, target: str | None = None, security: TransportSecurity | None = None
+    error: SluicewayError,
+    target: str | None = None,
+    security: TransportSecurity | None = None,
+    config: Mapping[str, str] | None = None,
 ) -> str:
-    """`error: <CODE> <reason>: <message>` and one indented line per field violation. `security`,
-    the settings the call was made with, lets the hints for TLS and authentication failures name
-    what was missing."""
+    """`error: <CODE> <reason>: <message>` and one indented line per field violation; errors in a
+    config as a table with the `config` that was sent. `security`, the settings the call was made
+    with, lets the hints for TLS and authentication failures name what was missing."""
+    if error.reason == Reason.INVALID_CONFIG:
+        table = _config_errors(error, config or {})
+        if table is not None:
+            return table
     head = str(error)
     if error.reason == error.code.name:
         # UNAUTHENTICATED's reason repeats its code.

@@ -6,7 +6,7 @@ This is the one hand-written client: client/generate_sync.py derives the blockin
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from types import TracebackType
 from typing import Self, TypeVar
 
@@ -37,6 +37,14 @@ from sluiceway.client._base import (
     check_timeout,
     resolve_target,
     transport_settings,
+)
+from sluiceway.client._objects import (
+    Connector,
+    ConnectorPage,
+    ConnectorStatus,
+    StatusEvent,
+    Task,
+    TaskStatus,
 )
 from sluiceway.client._requests import ConfigMapping, InitialStateLike, OffsetLike, ViewLike
 from sluiceway.client._retry import AsyncStreamCall, Retrier, RetryPolicy
@@ -157,11 +165,11 @@ class AsyncSluicewayClient:
         validate_only: bool = False,
         request_id: str | None = None,
         timeout: TimeoutArg = UNSET,
-    ) -> connectors_pb2.Connector:
+    ) -> Connector:
         """Creates connector `name` (KIP-980 `initial_state`: RUNNING, PAUSED or STOPPED).
         With `validate_only` the server checks everything and writes nothing."""
         request = _requests.create_connector(name, config, initial_state, validate_only, request_id)
-        return await self._unary(self._connectors.CreateConnector, request, timeout)
+        return Connector.from_proto(await self._unary(self._connectors.CreateConnector, request, timeout))
 
     async def get_connector(
         self,
@@ -170,11 +178,11 @@ class AsyncSluicewayClient:
         view: ViewLike = "INFO",
         min_config_position: int = 0,
         timeout: TimeoutArg = UNSET,
-    ) -> connectors_pb2.Connector:
+    ) -> Connector:
         """The connector in `view` NAMES, INFO (config, type, tasks, target state), STATUS or
         FULL. `min_config_position` (a mutation's `config_position`) reads your own write."""
         request = _requests.get_connector(name, view, min_config_position)
-        return await self._unary(self._connectors.GetConnector, request, timeout)
+        return Connector.from_proto(await self._unary(self._connectors.GetConnector, request, timeout))
 
     async def list_connectors_page(
         self,
@@ -184,10 +192,10 @@ class AsyncSluicewayClient:
         page_token: str = "",
         min_config_position: int = 0,
         timeout: TimeoutArg = UNSET,
-    ) -> connectors_pb2.ListConnectorsResponse:
+    ) -> ConnectorPage:
         """One page of connectors, sorted by name; pass `next_page_token` on for the next."""
         request = _requests.list_connectors(view, page_size, page_token, min_config_position)
-        return await self._unary(self._connectors.ListConnectors, request, timeout)
+        return ConnectorPage.from_proto(await self._unary(self._connectors.ListConnectors, request, timeout))
 
     def list_connectors(
         self,
@@ -196,7 +204,7 @@ class AsyncSluicewayClient:
         page_size: int = 0,
         min_config_position: int = 0,
         timeout: TimeoutArg = UNSET,
-    ) -> AsyncIterator[connectors_pb2.Connector]:
+    ) -> AsyncIterator[Connector]:
         """Every connector, as an async iterator fetching pages as it advances (`timeout` applies to
         each page's call)."""
         request = _requests.list_connectors(view, page_size, "", min_config_position)
@@ -204,10 +212,10 @@ class AsyncSluicewayClient:
 
     async def _iter_connectors(
         self, request: connectors_pb2.ListConnectorsRequest, timeout: TimeoutArg
-    ) -> AsyncIterator[connectors_pb2.Connector]:
+    ) -> AsyncIterator[Connector]:
         async for page in self._pages(self._connectors.ListConnectors, request, timeout):
             for connector in page.connectors:
-                yield connector
+                yield Connector.from_proto(connector)
 
     async def replace_connector_config(
         self,
@@ -217,12 +225,12 @@ class AsyncSluicewayClient:
         request_id: str | None = None,
         etag: str | None = None,
         timeout: TimeoutArg = UNSET,
-    ) -> tuple[connectors_pb2.Connector, bool]:
+    ) -> tuple[Connector, bool]:
         """Creates or replaces the whole config; returns the connector and whether it was
         created. With `etag` (from a read), it fails with AbortedError if the connector changed."""
         request = _requests.replace_connector_config(name, config, request_id, etag)
         response = await self._unary(self._connectors.ReplaceConnectorConfig, request, timeout)
-        return response.connector, response.created
+        return Connector.from_proto(response.connector), response.created
 
     async def patch_connector_config(
         self,
@@ -233,11 +241,13 @@ class AsyncSluicewayClient:
         request_id: str | None = None,
         etag: str | None = None,
         timeout: TimeoutArg = UNSET,
-    ) -> connectors_pb2.Connector:
+    ) -> Connector:
         """Sets the keys in `set` and removes those in `remove` (Kafka Connect's null). With
         `etag` (from a read), it fails with AbortedError if the connector changed."""
         request = _requests.patch_connector_config(name, set, remove, request_id, etag)
-        return await self._unary(self._connectors.PatchConnectorConfig, request, timeout)
+        return Connector.from_proto(
+            await self._unary(self._connectors.PatchConnectorConfig, request, timeout)
+        )
 
     async def delete_connector(
         self,
@@ -258,22 +268,22 @@ class AsyncSluicewayClient:
 
     async def pause_connector(
         self, name: str, *, request_id: str | None = None, timeout: TimeoutArg = UNSET
-    ) -> connectors_pb2.Connector:
+    ) -> Connector:
         request = _requests.pause_connector(name, request_id)
-        return await self._unary(self._connectors.PauseConnector, request, timeout)
+        return Connector.from_proto(await self._unary(self._connectors.PauseConnector, request, timeout))
 
     async def resume_connector(
         self, name: str, *, request_id: str | None = None, timeout: TimeoutArg = UNSET
-    ) -> connectors_pb2.Connector:
+    ) -> Connector:
         request = _requests.resume_connector(name, request_id)
-        return await self._unary(self._connectors.ResumeConnector, request, timeout)
+        return Connector.from_proto(await self._unary(self._connectors.ResumeConnector, request, timeout))
 
     async def stop_connector(
         self, name: str, *, request_id: str | None = None, timeout: TimeoutArg = UNSET
-    ) -> connectors_pb2.Connector:
+    ) -> Connector:
         """KIP-875: shuts the connector and its tasks down, keeping its config."""
         request = _requests.stop_connector(name, request_id)
-        return await self._unary(self._connectors.StopConnector, request, timeout)
+        return Connector.from_proto(await self._unary(self._connectors.StopConnector, request, timeout))
 
     async def restart_connector(
         self,
@@ -283,33 +293,33 @@ class AsyncSluicewayClient:
         only_failed: bool = False,
         request_id: str | None = None,
         timeout: TimeoutArg = UNSET,
-    ) -> connectors_pb2.ConnectorStatus:
+    ) -> ConnectorStatus:
         """KIP-745 restart; returns the status with the restarting instances as RESTARTING."""
         request = _requests.restart_connector(name, include_tasks, only_failed, request_id)
-        return await self._unary(self._connectors.RestartConnector, request, timeout)
+        return ConnectorStatus.from_proto(
+            await self._unary(self._connectors.RestartConnector, request, timeout)
+        )
 
     async def list_tasks(
         self, name: str, *, min_config_position: int = 0, timeout: TimeoutArg = UNSET
-    ) -> list[connectors_pb2.Task]:
+    ) -> list[Task]:
         """Every task config of the connector, in task order (all pages)."""
         request = _requests.list_tasks(name, min_config_position)
         return [
-            task
+            Task.from_proto(task)
             async for page in self._pages(self._connectors.ListTasks, request, timeout)
             for task in page.tasks
         ]
 
-    async def connector_status(
-        self, name: str, *, timeout: TimeoutArg = UNSET
-    ) -> connectors_pb2.ConnectorStatus:
+    async def connector_status(self, name: str, *, timeout: TimeoutArg = UNSET) -> ConnectorStatus:
         request = _requests.connector_status(name)
-        return await self._unary(self._connectors.GetConnectorStatus, request, timeout)
+        return ConnectorStatus.from_proto(
+            await self._unary(self._connectors.GetConnectorStatus, request, timeout)
+        )
 
-    async def task_status(
-        self, name: str, task: int, *, timeout: TimeoutArg = UNSET
-    ) -> connectors_pb2.TaskStatus:
+    async def task_status(self, name: str, task: int, *, timeout: TimeoutArg = UNSET) -> TaskStatus:
         request = _requests.task_status(name, task)
-        return await self._unary(self._connectors.GetTaskStatus, request, timeout)
+        return TaskStatus.from_proto(await self._unary(self._connectors.GetTaskStatus, request, timeout))
 
     async def restart_task(
         self, name: str, task: int, *, request_id: str | None = None, timeout: TimeoutArg = UNSET
@@ -319,7 +329,7 @@ class AsyncSluicewayClient:
 
     def watch_status(
         self, name: str | None = None, *, include_initial: bool = True, timeout: float | None = None
-    ) -> AsyncIterator[connectors_pb2.StatusEvent]:
+    ) -> AsyncIterator[StatusEvent]:
         """Status changes of one connector (or all) as an async iterator. The stream is
         opened on first iteration and retried until its first event; it has no deadline
         unless `timeout` is given. Stop iterating and `aclose()` the iterator to cancel it."""
@@ -329,7 +339,7 @@ class AsyncSluicewayClient:
         def open_call(attempt_timeout: float | None) -> AsyncStreamCall:
             return self._connectors.WatchStatus(request, timeout=attempt_timeout, metadata=self._metadata)
 
-        return self._retrier.stream_async(timeout, open_call, connectors_pb2.StatusEvent)
+        return _status_events(self._retrier.stream_async(timeout, open_call, connectors_pb2.StatusEvent))
 
     # --- plugins ------------------------------------------------------------------------
 
@@ -401,3 +411,14 @@ class AsyncSluicewayClient:
 
     async def server_info(self, *, timeout: TimeoutArg = UNSET) -> cluster_pb2.ServerInfo:
         return await self._unary(self._cluster.GetServerInfo, _requests.server_info(), timeout)
+
+
+async def _status_events(
+    events: AsyncGenerator[connectors_pb2.StatusEvent, None],
+) -> AsyncIterator[StatusEvent]:
+    """The stream's events as client objects; closing this iterator cancels the stream."""
+    try:
+        async for event in events:
+            yield StatusEvent.from_proto(event)
+    finally:
+        await events.aclose()

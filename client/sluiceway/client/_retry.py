@@ -6,6 +6,13 @@ failure whether another attempt fits. Waits use exponential backoff with full ji
 server's `google.rpc.RetryInfo` delay, when it sends one, is the wait: it knows when trying again
 makes sense (a control plane electing a leader asks for about half a second).
 
+An address where nothing can be connected to at all (the connection refused, the host name not
+resolving, the TLS handshake failing) is a different case: until some call through the same
+`Retrier` has reached a server, such failures are retried only for `connect_patience` seconds,
+so a mistyped address or a server that is not running is reported at once instead of at the end
+of the deadline. Once a server has answered, the full deadline applies again: then a refused
+connection is most likely a restarting replica.
+
 The client keeps its own loop, for the server's hint and the request id every attempt re-sends,
 but its backoff and deadline are the shared ones of `sluiceway.common.retry`: `RetryPolicy.backoff` is
 the shared policy its waits are drawn from, and `Attempts` counts down a `sluiceway.common.retry.Deadline`.
@@ -17,7 +24,7 @@ import asyncio
 import dataclasses
 import random as _random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Iterator
 from typing import Protocol, TypeVar
 
 import grpc
@@ -25,7 +32,7 @@ import grpc
 from sluiceway.common import retry as shared
 from sluiceway.errors import SluicewayError, from_rpc_error
 
-__all__ = ["AsyncStreamCall", "Attempts", "Retrier", "RetryPolicy", "StreamCall"]
+__all__ = ["AsyncStreamCall", "Attempts", "Retrier", "RetryPolicy", "StreamCall", "is_connect_failure"]
 
 _R = TypeVar("_R")
 _R_co = TypeVar("_R_co", covariant=True)
@@ -48,6 +55,24 @@ class AsyncStreamCall(Protocol):
 
 Clock = Callable[[], float]
 RandomSource = Callable[[], float]
+
+# How gRPC itself words an UNAVAILABLE for an address it could not open a connection to (refused,
+# a host name that does not resolve, a TLS handshake that failed): no server was involved.
+_CONNECT_FAILURE_TEXTS = (
+    "failed to connect to all addresses",
+    "connection refused",
+    "errors resolving",
+    "dns resolution failed",
+)
+
+
+def is_connect_failure(error: SluicewayError) -> bool:
+    """Whether `error` is gRPC's own report that no connection could be made, as opposed to an
+    UNAVAILABLE a server answered (which carries a google.rpc.Status) or a connection that broke."""
+    if error.code != grpc.StatusCode.UNAVAILABLE or error.status is not None:
+        return False
+    text = error.message.lower()
+    return any(marker in text for marker in _CONNECT_FAILURE_TEXTS)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -72,6 +97,9 @@ class RetryPolicy:
     honor_retry_info: bool = True
     # ...but no longer than this, so a misbehaving server cannot park the client.
     max_retry_info_delay: float = 60.0
+    # Seconds a call keeps retrying failures to connect at all (see `is_connect_failure`) while no
+    # call through its Retrier has reached a server yet; None retries them like any UNAVAILABLE.
+    connect_patience: float | None = 2.0
     # The shared policy the waits come from, derived from the fields above. Full jitter (a wait
     # anywhere below the ceiling) is the shared jitter of 1 around half the ceiling.
     backoff: shared.RetryPolicy = dataclasses.field(init=False, repr=False, compare=False)
@@ -81,6 +109,8 @@ class RetryPolicy:
             raise ValueError("max_attempts must be at least 1")
         if self.initial_backoff < 0 or self.max_backoff < 0 or self.max_retry_info_delay < 0:
             raise ValueError("backoff delays must not be negative")
+        if self.connect_patience is not None and self.connect_patience < 0:
+            raise ValueError("connect_patience must not be negative")
         if self.backoff_multiplier < 1:
             raise ValueError("backoff_multiplier must be at least 1")
         backoff = shared.RetryPolicy(
@@ -124,11 +154,21 @@ class Attempts:
     """The retry state of one logical call."""
 
     def __init__(
-        self, policy: RetryPolicy, timeout: float | None, *, clock: Clock, random: RandomSource
+        self,
+        policy: RetryPolicy,
+        timeout: float | None,
+        *,
+        clock: Clock,
+        random: RandomSource,
+        reached_server: Callable[[], bool] | None = None,
     ) -> None:
         self._policy = policy
         self._random = random
+        self._clock = clock
+        self._started = clock()
         self._deadline = shared.Deadline(timeout, clock=clock)
+        # Whether a server has ever answered the caller (None: not known, taken as not yet).
+        self._reached_server = reached_server
         self.attempt = 0
         self.last_error: SluicewayError | None = None
 
@@ -154,20 +194,35 @@ class Attempts:
 
     def next_delay(self, error: SluicewayError) -> float | None:
         """After a failed attempt: how long to wait before the next one, or None to give up
-        (not retryable, attempts used up, or the wait would run past the deadline)."""
+        (not retryable, attempts used up, the wait would run past the deadline, or no connection
+        could be made for longer than the policy's connect_patience)."""
         self.last_error = error
         if not self._policy.is_retryable(error) or self.attempt >= self._policy.max_attempts:
             return None
         delay = self._policy.delay(self.attempt, error, self._random)
+        if self._past_connect_patience(error, delay):
+            return None
         remaining = self.remaining()
         if remaining is not None and delay >= remaining:
             return None
         return delay
 
+    def _past_connect_patience(self, error: SluicewayError, delay: float) -> bool:
+        patience = self._policy.connect_patience
+        if patience is None or not is_connect_failure(error):
+            return False
+        if self._reached_server is not None and self._reached_server():
+            return False
+        return self._clock() - self._started + delay > patience
+
 
 class Retrier:
     """Runs calls under a policy; the clock, sleep and random source are injectable so tests
-    and simulations need not wait in real time."""
+    and simulations need not wait in real time.
+
+    It also remembers whether any of its calls has reached a server (`reached_server`), which
+    decides how long failures to connect are retried (`RetryPolicy.connect_patience`): each
+    client builds its own, and one passed to a client should serve that client alone."""
 
     def __init__(
         self,
@@ -183,9 +238,28 @@ class Retrier:
         self._sleep = sleep
         self._async_sleep = async_sleep
         self._random = random
+        # Set by the first answer of a server to any call: a success, or any failure but gRPC's
+        # own report that it could not connect.
+        self.reached_server = False
 
     def attempts(self, timeout: float | None) -> Attempts:
-        return Attempts(self.policy, timeout, clock=self._clock, random=self._random)
+        return Attempts(
+            self.policy,
+            timeout,
+            clock=self._clock,
+            random=self._random,
+            reached_server=lambda: self.reached_server,
+        )
+
+    def _answered(self, result: _R) -> _R:
+        self.reached_server = True
+        return result
+
+    def _error_of(self, exc: grpc.RpcError) -> SluicewayError:
+        error = from_rpc_error(exc)
+        if not is_connect_failure(error):
+            self.reached_server = True
+        return error
 
     def call(self, timeout: float | None, invoke: Callable[[float | None], _R]) -> _R:
         """Calls `invoke(attempt_timeout)` until it succeeds or must give up; raises
@@ -194,9 +268,9 @@ class Retrier:
         while True:
             attempt_timeout = attempts.begin()
             try:
-                return invoke(attempt_timeout)
+                return self._answered(invoke(attempt_timeout))
             except grpc.RpcError as exc:
-                error = from_rpc_error(exc)
+                error = self._error_of(exc)
                 delay = attempts.next_delay(error)
                 if delay is None:
                     raise error from exc
@@ -207,9 +281,9 @@ class Retrier:
         while True:
             attempt_timeout = attempts.begin()
             try:
-                return await invoke(attempt_timeout)
+                return self._answered(await invoke(attempt_timeout))
             except grpc.RpcError as exc:
-                error = from_rpc_error(exc)
+                error = self._error_of(exc)
                 delay = attempts.next_delay(error)
                 if delay is None:
                     raise error from exc
@@ -217,7 +291,7 @@ class Retrier:
 
     def stream(
         self, timeout: float | None, open_call: Callable[[float | None], StreamCall[_R]]
-    ) -> Iterator[_R]:
+    ) -> Generator[_R, None, None]:
         """Opens a server stream, retrying only until its first message arrives: after that,
         a retry could repeat or lose messages the caller has already seen, so failures are
         raised. The call is cancelled when the caller stops iterating."""
@@ -226,11 +300,12 @@ class Retrier:
             attempt_timeout = attempts.begin()
             call = open_call(attempt_timeout)
             try:
-                first = next(call)
+                first = self._answered(next(call))
             except StopIteration:
+                self.reached_server = True
                 return
             except grpc.RpcError as exc:
-                error = from_rpc_error(exc)
+                error = self._error_of(exc)
                 delay = attempts.next_delay(error)
                 if delay is None:
                     raise error from exc
@@ -255,17 +330,17 @@ class Retrier:
         timeout: float | None,
         open_call: Callable[[float | None], AsyncStreamCall],
         message_type: type[_R],
-    ) -> AsyncIterator[_R]:
+    ) -> AsyncGenerator[_R, None]:
         """The asyncio twin of `stream`."""
         attempts = self.attempts(timeout)
         while True:
             attempt_timeout = attempts.begin()
             call = open_call(attempt_timeout)
             try:
-                first = await call.read()
+                first = self._answered(await call.read())
             except grpc.RpcError as exc:
                 call.cancel()
-                error = from_rpc_error(exc)
+                error = self._error_of(exc)
                 delay = attempts.next_delay(error)
                 if delay is None:
                     raise error from exc

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from types import TracebackType
 from typing import Self, TypeVar
 
@@ -35,6 +35,14 @@ from sluiceway.client._base import (
     check_timeout,
     resolve_target,
     transport_settings,
+)
+from sluiceway.client._objects import (
+    Connector,
+    ConnectorPage,
+    ConnectorStatus,
+    StatusEvent,
+    Task,
+    TaskStatus,
 )
 from sluiceway.client._requests import ConfigMapping, InitialStateLike, OffsetLike, ViewLike
 from sluiceway.client._retry import Retrier, RetryPolicy, StreamCall
@@ -153,11 +161,11 @@ class SluicewayClient:
         validate_only: bool = False,
         request_id: str | None = None,
         timeout: TimeoutArg = UNSET,
-    ) -> connectors_pb2.Connector:
+    ) -> Connector:
         """Creates connector `name` (KIP-980 `initial_state`: RUNNING, PAUSED or STOPPED).
         With `validate_only` the server checks everything and writes nothing."""
         request = _requests.create_connector(name, config, initial_state, validate_only, request_id)
-        return self._unary(self._connectors.CreateConnector, request, timeout)
+        return Connector.from_proto(self._unary(self._connectors.CreateConnector, request, timeout))
 
     def get_connector(
         self,
@@ -166,11 +174,11 @@ class SluicewayClient:
         view: ViewLike = "INFO",
         min_config_position: int = 0,
         timeout: TimeoutArg = UNSET,
-    ) -> connectors_pb2.Connector:
+    ) -> Connector:
         """The connector in `view` NAMES, INFO (config, type, tasks, target state), STATUS or
         FULL. `min_config_position` (a mutation's `config_position`) reads your own write."""
         request = _requests.get_connector(name, view, min_config_position)
-        return self._unary(self._connectors.GetConnector, request, timeout)
+        return Connector.from_proto(self._unary(self._connectors.GetConnector, request, timeout))
 
     def list_connectors_page(
         self,
@@ -180,10 +188,10 @@ class SluicewayClient:
         page_token: str = "",
         min_config_position: int = 0,
         timeout: TimeoutArg = UNSET,
-    ) -> connectors_pb2.ListConnectorsResponse:
+    ) -> ConnectorPage:
         """One page of connectors, sorted by name; pass `next_page_token` on for the next."""
         request = _requests.list_connectors(view, page_size, page_token, min_config_position)
-        return self._unary(self._connectors.ListConnectors, request, timeout)
+        return ConnectorPage.from_proto(self._unary(self._connectors.ListConnectors, request, timeout))
 
     def list_connectors(
         self,
@@ -192,7 +200,7 @@ class SluicewayClient:
         page_size: int = 0,
         min_config_position: int = 0,
         timeout: TimeoutArg = UNSET,
-    ) -> Iterator[connectors_pb2.Connector]:
+    ) -> Iterator[Connector]:
         """Every connector, fetching pages as the iterator advances (`timeout` applies to
         each page's call)."""
         request = _requests.list_connectors(view, page_size, "", min_config_position)
@@ -200,9 +208,10 @@ class SluicewayClient:
 
     def _iter_connectors(
         self, request: connectors_pb2.ListConnectorsRequest, timeout: TimeoutArg
-    ) -> Iterator[connectors_pb2.Connector]:
+    ) -> Iterator[Connector]:
         for page in self._pages(self._connectors.ListConnectors, request, timeout):
-            yield from page.connectors
+            for connector in page.connectors:
+                yield Connector.from_proto(connector)
 
     def replace_connector_config(
         self,
@@ -212,12 +221,12 @@ class SluicewayClient:
         request_id: str | None = None,
         etag: str | None = None,
         timeout: TimeoutArg = UNSET,
-    ) -> tuple[connectors_pb2.Connector, bool]:
+    ) -> tuple[Connector, bool]:
         """Creates or replaces the whole config; returns the connector and whether it was
         created. With `etag` (from a read), it fails with AbortedError if the connector changed."""
         request = _requests.replace_connector_config(name, config, request_id, etag)
         response = self._unary(self._connectors.ReplaceConnectorConfig, request, timeout)
-        return response.connector, response.created
+        return Connector.from_proto(response.connector), response.created
 
     def patch_connector_config(
         self,
@@ -228,11 +237,11 @@ class SluicewayClient:
         request_id: str | None = None,
         etag: str | None = None,
         timeout: TimeoutArg = UNSET,
-    ) -> connectors_pb2.Connector:
+    ) -> Connector:
         """Sets the keys in `set` and removes those in `remove` (Kafka Connect's null). With
         `etag` (from a read), it fails with AbortedError if the connector changed."""
         request = _requests.patch_connector_config(name, set, remove, request_id, etag)
-        return self._unary(self._connectors.PatchConnectorConfig, request, timeout)
+        return Connector.from_proto(self._unary(self._connectors.PatchConnectorConfig, request, timeout))
 
     def delete_connector(
         self,
@@ -253,22 +262,22 @@ class SluicewayClient:
 
     def pause_connector(
         self, name: str, *, request_id: str | None = None, timeout: TimeoutArg = UNSET
-    ) -> connectors_pb2.Connector:
+    ) -> Connector:
         request = _requests.pause_connector(name, request_id)
-        return self._unary(self._connectors.PauseConnector, request, timeout)
+        return Connector.from_proto(self._unary(self._connectors.PauseConnector, request, timeout))
 
     def resume_connector(
         self, name: str, *, request_id: str | None = None, timeout: TimeoutArg = UNSET
-    ) -> connectors_pb2.Connector:
+    ) -> Connector:
         request = _requests.resume_connector(name, request_id)
-        return self._unary(self._connectors.ResumeConnector, request, timeout)
+        return Connector.from_proto(self._unary(self._connectors.ResumeConnector, request, timeout))
 
     def stop_connector(
         self, name: str, *, request_id: str | None = None, timeout: TimeoutArg = UNSET
-    ) -> connectors_pb2.Connector:
+    ) -> Connector:
         """KIP-875: shuts the connector and its tasks down, keeping its config."""
         request = _requests.stop_connector(name, request_id)
-        return self._unary(self._connectors.StopConnector, request, timeout)
+        return Connector.from_proto(self._unary(self._connectors.StopConnector, request, timeout))
 
     def restart_connector(
         self,
@@ -278,27 +287,29 @@ class SluicewayClient:
         only_failed: bool = False,
         request_id: str | None = None,
         timeout: TimeoutArg = UNSET,
-    ) -> connectors_pb2.ConnectorStatus:
+    ) -> ConnectorStatus:
         """KIP-745 restart; returns the status with the restarting instances as RESTARTING."""
         request = _requests.restart_connector(name, include_tasks, only_failed, request_id)
-        return self._unary(self._connectors.RestartConnector, request, timeout)
+        return ConnectorStatus.from_proto(self._unary(self._connectors.RestartConnector, request, timeout))
 
     def list_tasks(
         self, name: str, *, min_config_position: int = 0, timeout: TimeoutArg = UNSET
-    ) -> list[connectors_pb2.Task]:
+    ) -> list[Task]:
         """Every task config of the connector, in task order (all pages)."""
         request = _requests.list_tasks(name, min_config_position)
         return [
-            task for page in self._pages(self._connectors.ListTasks, request, timeout) for task in page.tasks
+            Task.from_proto(task)
+            for page in self._pages(self._connectors.ListTasks, request, timeout)
+            for task in page.tasks
         ]
 
-    def connector_status(self, name: str, *, timeout: TimeoutArg = UNSET) -> connectors_pb2.ConnectorStatus:
+    def connector_status(self, name: str, *, timeout: TimeoutArg = UNSET) -> ConnectorStatus:
         request = _requests.connector_status(name)
-        return self._unary(self._connectors.GetConnectorStatus, request, timeout)
+        return ConnectorStatus.from_proto(self._unary(self._connectors.GetConnectorStatus, request, timeout))
 
-    def task_status(self, name: str, task: int, *, timeout: TimeoutArg = UNSET) -> connectors_pb2.TaskStatus:
+    def task_status(self, name: str, task: int, *, timeout: TimeoutArg = UNSET) -> TaskStatus:
         request = _requests.task_status(name, task)
-        return self._unary(self._connectors.GetTaskStatus, request, timeout)
+        return TaskStatus.from_proto(self._unary(self._connectors.GetTaskStatus, request, timeout))
 
     def restart_task(
         self, name: str, task: int, *, request_id: str | None = None, timeout: TimeoutArg = UNSET
@@ -308,7 +319,7 @@ class SluicewayClient:
 
     def watch_status(
         self, name: str | None = None, *, include_initial: bool = True, timeout: float | None = None
-    ) -> Iterator[connectors_pb2.StatusEvent]:
+    ) -> Iterator[StatusEvent]:
         """Status changes of one connector (or all) as they happen. The stream is opened on
         first iteration and retried until its first event; it has no deadline unless
         `timeout` is given. Stop iterating (or close the iterator) to cancel it."""
@@ -318,7 +329,7 @@ class SluicewayClient:
         def open_call(attempt_timeout: float | None) -> StreamCall[connectors_pb2.StatusEvent]:
             return self._connectors.WatchStatus(request, timeout=attempt_timeout, metadata=self._metadata)
 
-        return self._retrier.stream(timeout, open_call)
+        return _status_events(self._retrier.stream(timeout, open_call))
 
     # --- plugins ------------------------------------------------------------------------
 
@@ -390,3 +401,14 @@ class SluicewayClient:
 
     def server_info(self, *, timeout: TimeoutArg = UNSET) -> cluster_pb2.ServerInfo:
         return self._unary(self._cluster.GetServerInfo, _requests.server_info(), timeout)
+
+
+def _status_events(
+    events: Generator[connectors_pb2.StatusEvent, None],
+) -> Iterator[StatusEvent]:
+    """The stream's events as client objects; closing this iterator cancels the stream."""
+    try:
+        for event in events:
+            yield StatusEvent.from_proto(event)
+    finally:
+        events.close()

@@ -3,7 +3,7 @@
 
 The server enforces them and answers INVALID_ARGUMENT with ErrorInfo reason `LIMIT_EXCEEDED`,
 metadata `limit` (one of the names below, lower-cased with dots, e.g. `max.config.bytes`), `max` and
-`actual`; the README's reference lists them. The executor protocol uses the message sizes so that
+`actual`; docs/API.md lists them. The executor protocol uses the message sizes so that
 one connector's size can never make an Assignment too large for an executor.
 """
 

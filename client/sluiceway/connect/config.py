@@ -591,11 +591,33 @@ class ConfigValue:
         self.errors.append(message)
 
 
-_MISSING = "no value given, and this key has no default"
+_MISSING = "required, and not set"
+# At most this many characters of a key's documentation go into the message about its absence.
+_PURPOSE_CHARS = 160
+# Where a sentence ends: after . ! or ? and before a capital, a digit or an opening quote or bracket,
+# unless the full stop ends "e.g." or "i.e.".
+_SENTENCE_END = re.compile(r"(?<![ei]\.[ge]\.)(?<=[.!?])\s+(?=[A-Z0-9\"'(`])")
 
 
-def _missing_message(name: str) -> str:
-    return f"{name}: {_MISSING}"
+def _purpose(documentation: str) -> str:
+    """The first sentence of a key's documentation, spaces collapsed, ending in its punctuation;
+    past _PURPOSE_CHARS it is cut at a space and ends in "…". Empty documentation gives ""."""
+    text = " ".join(documentation.split())
+    if not text:
+        return ""
+    first = _SENTENCE_END.split(text, maxsplit=1)[0]
+    if len(first) > _PURPOSE_CHARS:
+        head = first[:_PURPOSE_CHARS]
+        head = head.rsplit(" ", 1)[0] if " " in head else head
+        return head.rstrip(" ,;:") + "…"
+    return first if first[-1] in ".!?" else first + "."
+
+
+def _missing_message(key: ConfigKey) -> str:
+    """What validation says of a required key that is not set: that it is required, and what it
+    is for (the first sentence of its documentation), or that it has no default when undocumented."""
+    what = _purpose(key.documentation)
+    return f"{_MISSING}: {what}" if what else f"{_MISSING} (it has no default)"
 
 
 class ConfigDef:
@@ -694,7 +716,7 @@ class ConfigDef:
             if key.name in props:
                 value = parse_value(key, props[key.name])
             elif key.required:
-                raise ConfigException(key.name, message=_missing_message(key.name))
+                raise ConfigException(key.name, message=f"{key.name}: {_missing_message(key)}")
             else:
                 value = key.default_copy()
             if key.validator is not None:
@@ -715,7 +737,7 @@ class ConfigDef:
                 except ConfigException as e:
                     result.add_error(e.detail)
             elif key.required:
-                result.add_error(_MISSING)
+                result.add_error(_missing_message(key))
             else:
                 value = key.default_copy()
             if key.validator is not None and not result.errors:

@@ -113,9 +113,9 @@ _NAME_DOC = (
 )
 _CONNECTOR_CLASS_DOC = (
     "The connector plugin to run, a subclass of sluiceway.connect.SourceConnector or SinkConnector. "
-    "Give its full Python class path or one of its aliases, the class name with or without a "
-    "trailing 'Connector': sluiceway_executor.connectors.datagen.DataGenSourceConnector, "
-    "DataGenSourceConnector and DataGenSource all name the same plugin."
+    "Give its full Python class path or one of its aliases, the class name with or without a trailing "
+    "'Connector', in any case: sluiceway_executor.connectors.datagen.DataGenSourceConnector, "
+    "DataGenSourceConnector, DataGenSource and datagensource all name the same plugin."
 )
 _TASKS_MAX_DOC = (
     "Upper limit on the tasks this connector may split its work into. The control plane spreads the "

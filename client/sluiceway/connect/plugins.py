@@ -7,7 +7,12 @@ classes registered under the ``sluiceway.connectors`` entry-point group (the bui
 for other tools; third-party plugins add their own).
 ``connector.class`` may give a plugin's full dotted class path, its class name, or its class name
 less a trailing ``Connector``. When two plugins would share such an alias, the alias resolves to
-neither (Kafka's rule).
+neither (Kafka's rule). A name that matches none of these exactly is tried once more with case
+ignored (``datagensource``): it resolves when it then names exactly one plugin, and is refused with
+the candidates listed when it names several. A name that still matches nothing is refused with a
+suggestion of the nearest installed names and the list of the plugins' short names (``short_name``).
+The config keeps the name as the user gave it; the control plane and the executors resolve it with
+this same class, so they agree on the plugin.
 
 Besides installed plugins, a dotted class path may name a class in a module or package that lives
 in one of the worker's ``plugin.path`` directories. Nothing else is ever imported to resolve a
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import builtins
 import copy
+import difflib
 import enum
 import importlib
 import importlib.machinery
@@ -33,6 +39,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 
+from sluiceway.common.limits import echo
 from sluiceway.connect.connector import ConnectException, Connector, SinkConnector, SourceConnector
 
 __all__ = [
@@ -53,6 +60,11 @@ DEFAULT_GROUP = "sluiceway.connectors"
 UNDEFINED_VERSION = "undefined"
 _CONNECTOR_SUFFIX = "Connector"
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+# How many near names a "did you mean" offers, how alike (difflib's ratio) each must be, and how
+# far below the best one's its ratio may be.
+_SUGGESTIONS = 3
+_SUGGESTION_CUTOFF = 0.6
+_SUGGESTION_SPREAD = 0.1
 
 
 class PluginType(enum.Enum):
@@ -73,6 +85,13 @@ class PluginDesc:
 
     def new_instance(self) -> Connector:
         return self.cls()
+
+    @property
+    def short_name(self) -> str:
+        """The shortest name that resolves to this plugin alone: its class name less ``Connector``
+        (``DataGenSource``), else its class name, else (both shared with another plugin) its full
+        class path."""
+        return self.aliases[-1] if self.aliases else self.class_name
 
 
 class PluginNotFoundError(LookupError):
@@ -122,6 +141,23 @@ def _version_of(cls: type[Connector]) -> str:
         return UNDEFINED_VERSION
 
 
+def _alike(typed: str, words: Iterable[str]) -> list[str]:
+    """The ``words`` that difflib rates alike ``typed``, best first, leaving out those rated well
+    below the best one (so that a sure match is not drowned in weak ones)."""
+    scored: list[tuple[float, str]] = []
+    for word in words:
+        matcher = difflib.SequenceMatcher(None, typed, word)
+        if matcher.real_quick_ratio() >= _SUGGESTION_CUTOFF and matcher.quick_ratio() >= _SUGGESTION_CUTOFF:
+            ratio = matcher.ratio()
+            if ratio >= _SUGGESTION_CUTOFF:
+                scored.append((ratio, word))
+    if not scored:
+        return []
+    scored.sort(key=lambda pair: (-pair[0], pair[1]))
+    best = scored[0][0]
+    return [word for ratio, word in scored if ratio >= best - _SUGGESTION_SPREAD]
+
+
 def _pruned_name(simple: str) -> str:
     if simple.endswith(_CONNECTOR_SUFFIX) and len(simple) > len(_CONNECTOR_SUFFIX):
         return simple[: -len(_CONNECTOR_SUFFIX)]
@@ -165,6 +201,13 @@ class PluginRegistry:
                 aliases=aliases,
                 cls=cls,
             )
+
+        # Every name a plugin answers to, with case folded, and the plugins it names that way.
+        self._folded: dict[str, set[str]] = {}
+        for alias, claimants in claims.items():
+            self._folded.setdefault(alias.casefold(), set()).update(claimants)
+        for class_name in unique:
+            self._folded.setdefault(class_name.casefold(), set()).add(class_name)
 
     @classmethod
     def discover(
@@ -236,8 +279,13 @@ class PluginRegistry:
     def connectors(self) -> list[PluginDesc]:
         return [self._by_class[name] for name in sorted(self._by_class)]
 
+    def short_names(self) -> list[str]:
+        """Each installed plugin's ``short_name``, sorted: what error messages list."""
+        return sorted(desc.short_name for desc in self._by_class.values())
+
     def resolve(self, name: str) -> PluginDesc:
-        """The plugin named by a full dotted class path, a simple class name, or a pruned simple name."""
+        """The plugin named by a full dotted class path, a simple class name, or a pruned simple
+        name; matched exactly first, then with case ignored (see the module doc)."""
         key = name.strip()
         if not key:
             raise PluginNotFoundError(name, "The connector class name must not be empty")
@@ -254,32 +302,65 @@ class PluginRegistry:
                 f"Connector class alias '{key}' is ambiguous: it could be any of {', '.join(candidates)}; "
                 "use the full class name",
             )
+        # A registered plugin whose name differs only in case wins over a plugin.path class.
+        folded = self._folded.get(key.casefold())
+        if folded is not None:
+            if len(folded) == 1:
+                return self._by_class[next(iter(folded))]
+            raise PluginNotFoundError(
+                name,
+                f"{echo(key)} names more than one connector plugin when case is ignored: "
+                f"{', '.join(sorted(folded))}; give the name in its exact case, or the full class name",
+            )
         if _DOTTED.fullmatch(key):
             return self._import(name, key)
-        raise self._not_found(name, key)
+        raise self._not_found(name, key, f"{echo(key)} is not an installed connector plugin")
 
-    def _not_found(self, name: str, key: str, detail: str = "") -> PluginNotFoundError:
-        available = ", ".join(sorted(self._by_class)) or "none"
-        return PluginNotFoundError(
-            name,
-            f"No connector plugin is named {key}{detail}. Installed connector plugins: {available}",
-        )
+    def _did_you_mean(self, key: str) -> str:
+        """The hint "did you mean X?", X being the short names of the plugins whose names look most
+        like ``key`` (by its last dotted part, the class name); "" when none is close."""
+        typed = key.casefold().rsplit(".", 1)[-1]
+        if not typed or len(typed) > 200:
+            return ""  # no plugin's name is that long, and comparing costs its length squared
+        words: dict[str, set[str]] = {}
+        for folded, names in self._folded.items():
+            words.setdefault(folded.rsplit(".", 1)[-1], set()).update(names)
+        # Names the user began to type come first, then those difflib finds alike.
+        begun = sorted(w for w in words if len(typed) >= 3 and w.startswith(typed))
+        alike = _alike(typed, words)
+        near: list[str] = []
+        for word in [*begun, *alike]:
+            for class_name in sorted(words[word]):
+                short = self._by_class[class_name].short_name
+                if short not in near:
+                    near.append(short)
+        near = near[:_SUGGESTIONS]
+        if not near:
+            return ""
+        listed = near[0] if len(near) == 1 else f"{', '.join(near[:-1])} or {near[-1]}"
+        return f"did you mean {listed}?"
+
+    def _not_found(self, name: str, key: str, head: str) -> PluginNotFoundError:
+        """``head`` (why ``key`` names no plugin), then the nearest names and the installed ones."""
+        installed = f"Installed: {', '.join(self.short_names()) or 'none'}"
+        hint = self._did_you_mean(key)
+        return PluginNotFoundError(name, f"{head}; {hint} {installed}" if hint else f"{head}. {installed}")
 
     def _import(self, name: str, dotted: str) -> PluginDesc:
         """A connector class that is not registered, by its dotted path in a plugin.path module."""
         try:
             obj = import_class(dotted, plugin_path=self._plugin_path)
         except PluginSourceError as e:
-            raise PluginNotFoundError(
-                name,
-                f"{dotted} is neither an installed connector plugin nor in plugin.path: {e}. "
-                f"Installed connector plugins: {', '.join(sorted(self._by_class)) or 'none'}",
+            raise self._not_found(
+                name, dotted, f"{dotted} is neither an installed connector plugin nor in plugin.path: {e}"
             ) from e
         except Exception as e:
-            raise self._not_found(name, dotted, f" (importing it failed: {e})") from e
+            raise self._not_found(
+                name, dotted, f"{dotted} is not a connector plugin (importing it failed: {e})"
+            ) from e
         problem = _check_connector_class(obj) if obj is not None else "no such class"
         if problem is not None or not isinstance(obj, type):
-            raise self._not_found(name, dotted, f" ({problem})")
+            raise self._not_found(name, dotted, f"{dotted} is not a connector plugin ({problem})")
         registered = self._by_class.get(class_name_of(obj))
         if registered is not None:
             return registered

@@ -88,11 +88,11 @@ _CONNECTOR_DOCS: Final[Mapping[str, str]] = {
     ),
 }
 
-# What the keys mean in the worker config (the README's settings table is made from these).
+# What the keys mean in the worker config (docs/CONFIGURATION.md's settings table is made from these).
 _WORKER_DOCS: Final[Mapping[str, str]] = {
     RESTART_ENABLE_CONFIG: (
         "whether a task that fails by its own error (its connector's or its data's) is started again "
-        "by its executor ([When a task fails](#when-a-task-fails)); a connector's own key wins"
+        "by its executor ([When a task fails](OPERATIONS.md#when-a-task-fails)); a connector's own key wins"
     ),
     RESTART_BACKOFF_INITIAL_MS_CONFIG: (
         "the pause before the first automatic restart; each next one doubles, every pause varied by "

@@ -261,10 +261,17 @@ class SourceBatch:
     (when the task routes records itself), ``partition`` and ``timestamp``; the executor converts key
     and value with the configured converters. ``offsets`` are the source offsets reached by this
     batch, committed once the records are durable in Kafka. ``data`` is None when nothing is new.
+
+    ``end_of_data`` says that the task has nothing more to read after this batch (a bounded source
+    that has read all of it, such as DataGenSource at ``max.records``): the executor keeps calling
+    ``read_batch`` as before, but the task's status shows it RUNNING with the detail "idle: end of
+    data" from then on, until a batch brings records again. A task that leaves it False and finds
+    nothing for a while is shown "idle: no new records" instead.
     """
 
     data: DataFrame | None
     offsets: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = field(default_factory=list)
+    end_of_data: bool = False
 
 
 class DataFrameSourceTask(Task):

@@ -55,6 +55,8 @@ from sluiceway.connect.worker_policy import WorkerPolicy, path_errors
 
 __all__ = [
     "NOT_SUPPORTED_YET",
+    "SINK_TOPICS_BOTH_MESSAGE",
+    "SINK_TOPICS_MISSING_MESSAGE",
     "ConfigInfo",
     "ConfigInfos",
     "connector_config_def",
@@ -94,6 +96,14 @@ NOT_SUPPORTED_YET: Final[Mapping[str, str]] = MappingProxyType(
 
 
 NULL_VALUE_MESSAGE: Final = "a config value may not be null"
+SINK_TOPICS_MISSING_MESSAGE: Final = (
+    f"a sink connector needs {TOPICS_CONFIG} or {TOPICS_REGEX_CONFIG}: the comma-separated names of "
+    "the topics it reads, or a Python regular expression that their whole names match; neither is set"
+)
+SINK_TOPICS_BOTH_MESSAGE: Final = (
+    f"{TOPICS_CONFIG} and {TOPICS_REGEX_CONFIG} are both set; a sink connector reads either the listed "
+    "topics or those the expression matches, so keep one of them"
+)
 
 
 @dataclass(frozen=True)
@@ -181,6 +191,8 @@ def _refuse_not_supported(definition: ConfigDef, values: dict[str, ConfigValue])
 
 def _validate_sink(props: Mapping[str, str], values: dict[str, ConfigValue]) -> None:
     """Sink rules (Kafka's SinkConnectorConfig.validate): topics or topics.regex, exactly one of them.
+    Kafka attaches the error to both keys; here it is one error, on topics, so that a validation
+    table shows it once and the count of errors is that of the problems.
     (Kafka also keeps a sink from reading its own dead letter queue; Sluiceway has none yet.)"""
     topics_raw = props.get(TOPICS_CONFIG)
     regex_raw = props.get(TOPICS_REGEX_CONFIG)
@@ -188,13 +200,18 @@ def _validate_sink(props: Mapping[str, str], values: dict[str, ConfigValue]) -> 
     has_regex = not _is_blank(regex_raw)
 
     if has_topics and has_regex:
-        message = f"set {TOPICS_CONFIG} or {TOPICS_REGEX_CONFIG}, not both"
-        _add_error(values, TOPICS_CONFIG, topics_raw, message)
-        _add_error(values, TOPICS_REGEX_CONFIG, regex_raw, message)
+        _add_error(values, TOPICS_CONFIG, topics_raw, SINK_TOPICS_BOTH_MESSAGE)
     if not has_topics and not has_regex:
-        message = f"a sink connector needs {TOPICS_CONFIG} or {TOPICS_REGEX_CONFIG} to say what it reads"
-        _add_error(values, TOPICS_CONFIG, topics_raw, message)
-        _add_error(values, TOPICS_REGEX_CONFIG, regex_raw, message)
+        _add_error(values, TOPICS_CONFIG, topics_raw, SINK_TOPICS_MISSING_MESSAGE)
+
+
+def _name_installed(registry: PluginRegistry, values: dict[str, ConfigValue]) -> None:
+    """Ends the errors of an unset or empty connector.class with the plugins it could name."""
+    value = values.get(CONNECTOR_CLASS_CONFIG)
+    if value is None:
+        return
+    installed = ", ".join(registry.short_names()) or "none"
+    value.errors = [f"{error.rstrip('.')}. Installed: {installed}" for error in value.errors]
 
 
 def _validate_source(values: dict[str, ConfigValue]) -> None:
@@ -302,6 +319,8 @@ def validate_connector_config(
         _apply_policy(policy, props, None, values)
         if resolve_error is not None:
             _add_error(values, CONNECTOR_CLASS_CONFIG, target, resolve_error)
+        elif _is_blank(target):
+            _name_installed(registry, values)
         return _result(plugin_class_name, definition, values, null_keys)
 
     definition = framework_config_def(desc.type)

@@ -1,6 +1,7 @@
 """The worker's settings, each declared once as a ConfigDef key: type, default, documentation,
 validator, importance and group. The control plane's defaults and checks, the key sets both processes
-read from the environment, and the README's settings tables are derived from these declarations.
+read from the environment, and the settings tables of docs/CONFIGURATION.md are derived from these
+declarations.
 Checks that involve several keys stay with their owner: WorkerConfig (executor timeouts, TLS files
 that go together) and WorkerPolicy (directories, the override policy, internal topics), which
 executors apply too. The ``task.restart.*`` keys are declared in ``restart_config`` and taken whole.
@@ -21,9 +22,9 @@ Both are built once, at import, and shared: read them, never add keys to them. T
 purpose, so that an unrelated variable never turns into a setting (``SLUICEWAY_SERVER`` is the
 client's, ``SLUICEWAY_TOKEN`` the executor's credential).
 
-The documentation strings are written for the README's settings table, which
+The documentation strings are written for the settings table of docs/CONFIGURATION.md, which
 ``client/generate_settings_doc.py`` makes from them (a unit test keeps it current), so they may use
-Markdown: ``code`` spans and links to README sections.
+Markdown: ``code`` spans and links to other documents in docs/.
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ _STRING, _LIST, _CLASS, _PASSWORD = ConfigType.STRING, ConfigType.LIST, ConfigTy
 _BOOLEAN, _SHORT, _INT, _LONG = ConfigType.BOOLEAN, ConfigType.SHORT, ConfigType.INT, ConfigType.LONG
 _HIGH, _MEDIUM, _LOW = Importance.HIGH, Importance.MEDIUM, Importance.LOW
 
-# The keys by group, in the order of the README's table. Each: name, type, default, importance,
+# The keys by group, in the order of the settings table. Each: name, type, default, importance,
 # validator, and which definitions take it. The restart keys come whole from restart_config, between
 # the heartbeat keys and security.
 _Row = tuple[str, ConfigType, Any, Importance, ConfigValidator | None, _Readers]
@@ -336,8 +337,7 @@ _DOCS: Final[Mapping[str, str]] = {
     "tls.client.ca.file": "PEM CA bundle client certificates must chain to",
     "tls.ca.file": "what this replica trusts when it calls another replica (empty: the system's trust store)",
     "auth.tokens.file": (
-        "turns authentication on: `role token principal` per line (see "
-        "[Securing a deployment](#securing-a-deployment))"
+        "turns authentication on: `role token principal` per line (see [Securing a deployment](SECURITY.md))"
     ),
     "replica.auth.token": "the token this replica sends to the others (its entry has the role `replica`)",
     "audit.log.file": "a file for the audit log's JSON lines, besides the logger `sluiceway.audit`",

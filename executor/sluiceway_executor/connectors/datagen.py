@@ -342,7 +342,8 @@ class DataGenBatchTask(DataFrameSourceTask):
     none) and holds min(the batch's ``max_records`` from the executor (the connector's ``batch.*``
     bounds), what remains of ``max.records``, what ``records.per.sec`` allows since the last batch)
     records. It keeps no position of its own: a batch whose offsets were not committed is generated
-    again, identically.
+    again, identically. The batch that reaches ``max.records``, and every one after it, says
+    ``end_of_data``.
     """
 
     def __init__(
@@ -405,13 +406,15 @@ class DataGenBatchTask(DataFrameSourceTask):
         next_seq = resume_seq(offsets.offset(partition))
         limit = DEFAULT_BATCH_MAX_RECORDS if context.max_records is None else context.max_records
         count = self.next_count(next_seq, limit)
+        # max.records reached with this batch (or before it): nothing more will come.
+        done = 0 <= self._max_records <= next_seq + max(count, 0)
         if count <= 0:
-            return SourceBatch(data=None, offsets=[])
+            return SourceBatch(data=None, offsets=[], end_of_data=done)
         parts = max(1, min(_MAX_SPARK_PARTITIONS, count // _RECORDS_PER_SPARK_PARTITION))
         ts_ms = int(self._wall_clock() * 1000)
         data = datagen_frame(spark, self._task, next_seq, count, self._size, ts_ms, parts)
         last = {SEQ_FIELD: next_seq + count - 1}
-        return SourceBatch(data=data.select("key", "value"), offsets=[(partition, last)])
+        return SourceBatch(data=data.select("key", "value"), offsets=[(partition, last)], end_of_data=done)
 
     def produce_heartbeat_records(
         self, offsets: OffsetStorageReader, context: BatchContext

@@ -29,12 +29,14 @@ class BatchOutcome:
     """What one batch did: ``records`` handled (None when the pipeline cannot tell cheaply; it is
     then taken as "some"), the ``offsets`` to commit now that the data is durable, and the
     ``topics`` it wrote (sources) or read (sinks). ``steps`` holds the seconds its named steps took
-    (a sink's ``plan`` and ``write``), which the runner logs with the commit's."""
+    (a sink's ``plan`` and ``write``), which the runner logs with the commit's. ``end_of_data``: the
+    task said it has nothing more to read after this batch (``SourceBatch.end_of_data``)."""
 
     records: int | None
     offsets: list[OffsetPair] = field(default_factory=list)
     topics: frozenset[str] = frozenset()
     steps: Mapping[str, float] = field(default_factory=dict, compare=False)
+    end_of_data: bool = False
 
     @property
     def empty(self) -> bool:

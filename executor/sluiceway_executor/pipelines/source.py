@@ -187,7 +187,7 @@ class SourcePipeline:
         batch = task.read_batch(self._spark, reader, context)
         offsets = merge_offsets(beat.offsets, batch.offsets)
         if batch.data is None:
-            return BatchOutcome(records=0, offsets=offsets, topics=beat.topics)
+            return BatchOutcome(records=0, offsets=offsets, topics=beat.topics, end_of_data=batch.end_of_data)
         out = self._for_kafka(batch.data)
         if "topic" in batch.data.columns:
             # The topics written are needed (KIP-558): read them from the very records written.
@@ -197,7 +197,9 @@ class SourcePipeline:
         else:
             topics = frozenset({self._topic})
         self._write(out, topics)
-        return BatchOutcome(records=None, offsets=offsets, topics=topics | beat.topics)
+        return BatchOutcome(
+            records=None, offsets=offsets, topics=topics | beat.topics, end_of_data=batch.end_of_data
+        )
 
     def _dataframe_heartbeat(
         self, task: DataFrameSourceTask, offsets: OffsetStorageReader, context: BatchContext

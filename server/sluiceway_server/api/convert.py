@@ -77,6 +77,9 @@ def instance_status(view: InstanceStatusView) -> connectors_pb2.InstanceStatus:
     message.restart_attempt = view.restart_attempt
     if view.next_restart_ms > 0:
         message.next_restart_time.CopyFrom(timestamp(view.next_restart_ms))
+    message.detail = view.detail
+    if view.idle_since_ms > 0:
+        message.idle_since.CopyFrom(timestamp(view.idle_since_ms))
     return message
 
 
@@ -107,6 +110,7 @@ def connector(
         message.target_state = TARGET_STATES[info.target_state]
         message.config_position = info.config_position
         message.etag = info.etag
+        message.notices.extend(connectors_pb2.Notice(code=n.code, message=n.message) for n in info.notices)
     elif name is not None:
         message.name = format_connector(name)
     if status is not None:

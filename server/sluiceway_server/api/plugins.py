@@ -77,7 +77,10 @@ class PluginServicer(plugins_pb2_grpc.PluginServiceServicer):
         config = dict(request.config)
         plugin = plugin_name(request.plugin, "plugin") if request.plugin else None
         if plugin is None and not config.get("connector.class"):
-            raise invalid_request("config", "connector.class is required when no plugin is named")
+            installed = ", ".join(self.herder.plugins.short_names()) or "none"
+            raise invalid_request(
+                "config", f"connector.class is required when no plugin is named. Installed: {installed}"
+            )
         # The limits of a stored config hold here too: the answer repeats every value it is given.
         check_config_input(config.get("name", ""), config, "config", map_field("config"))
         desc = self.herder.plugin(plugin) if plugin is not None else None  # NOT_FOUND when unknown

@@ -33,8 +33,10 @@ from sluiceway_server.cluster.members import (
     current_task,
     desired_tasks,
     record_status_report,
+    send_assignment,
     status_differs,
     welcome,
+    write_adopted,
 )
 from sluiceway_server.cluster.releases import BackgroundWrites, Releases
 from sluiceway_server.errors import PermissionDeniedError, UnavailableError
@@ -309,19 +311,11 @@ class ExecutorCoordinator:
         ]
         if updates:
             member.status_writes = self._writes.start(
-                self._write_adopted(member, updates),
+                write_adopted(self.status, member, updates, self.desired),
                 f"adopt-{member.id}",
                 f"recording the statuses of the tasks executor {member.id} kept",
             )
         return adopted
-
-    async def _write_adopted(self, member: Member, updates: Sequence[Adopted]) -> None:
-        for a in updates:
-            if a.task in self.desired():  # not if its connector was stopped or deleted since
-                task = a.task
-                await self.status.put_task(
-                    task.connector, task.task, a.state, a.trace, member.id, a.generation, member.principal
-                )
 
     def disconnect(self, member: Member, reason: str) -> None:
         """The member's stream ended without Goodbye: it keeps its tasks, disconnected, until it
@@ -475,13 +469,13 @@ class ExecutorCoordinator:
                 self._refuse(desired, generation, cost + ENVELOPE_BYTES)
                 continue
             if batch and size + cost > bound:
-                self._send_assignment(member, batch)
+                send_assignment(member, batch)
                 batch, size = [], 0
             member.owned[desired.task] = OwnedTask(generation, desired.fingerprint)
             batch.append(item)
             size += cost
         if batch:
-            self._send_assignment(member, batch)
+            send_assignment(member, batch)
 
     def _task_assignment(self, desired: DesiredTask, generation: int) -> executor_pb2.TaskAssignment:
         assignment = executor_pb2.TaskAssignment(
@@ -503,10 +497,6 @@ class ExecutorCoordinator:
         for partition, offset in carried:
             assignment.source_offsets.add(partition=map_to_proto(partition), offset=map_to_proto(offset))
         return assignment
-
-    def _send_assignment(self, member: Member, batch: list[executor_pb2.TaskAssignment]) -> None:
-        log.info("assigning %s to %s", [f"{item.task}@{item.generation}" for item in batch], member.id)
-        member.send(executor_pb2.ControllerMessage(assignment=executor_pb2.Assignment(tasks=batch)))
 
     def _refuse(self, desired: DesiredTask, generation: int, size: int) -> None:
         """A task whose assignment the executor would refuse is FAILED instead of sent, once per

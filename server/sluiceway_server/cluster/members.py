@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from google.protobuf import duration_pb2
+from google.protobuf import duration_pb2, timestamp_pb2
 
 from sluiceway.api.v1 import common_pb2, executor_pb2
+from sluiceway.common.generations import generation_label
 from sluiceway_server.model import State, TargetState, TaskId
 from sluiceway_server.status_writer import StatusWriter
 from sluiceway_server.storage import StatusStore, TaskStatusRecord
@@ -32,6 +33,8 @@ STATES = {
 }
 # The states a running task can be reported in when its executor attaches.
 ADOPTABLE_STATES = (State.RUNNING, State.PAUSED, State.RESTARTING, State.FAILED)
+# The longest idle note of a task status kept (an executor's notes are a few words).
+DETAIL_MAX_CHARS = 200
 # Task states that say an executor holds the task and may commit its offsets (RESTARTING: it waits
 # to run again, for an automatic restart or for Spark Connect or Kafka).
 LIVE_STATES = (State.RUNNING, State.PAUSED, State.RESTARTING)
@@ -134,6 +137,12 @@ def desired_tasks(snap: Any) -> dict[TaskId, DesiredTask]:
     return wanted
 
 
+def send_assignment(member: Member, batch: Sequence[executor_pb2.TaskAssignment]) -> None:
+    """Sends these assignments to the member in one message, and logs each as `TASK@EPOCH.COUNT`."""
+    log.info("assigning %s to %s", [f"{t.task}@{generation_label(t.generation)}" for t in batch], member.id)
+    member.send(executor_pb2.ControllerMessage(assignment=executor_pb2.Assignment(tasks=batch)))
+
+
 def welcome(
     executor_id: str,
     heartbeat_interval: float,
@@ -173,17 +182,29 @@ async def record_status_report(
         log.info("dropping the status report of %s: its connector was deleted", report.task)
         return
     due = report.next_restart_time.ToMilliseconds() if report.HasField("next_restart_time") else 0
+    state = STATES.get(report.state, State.UNASSIGNED)
+    detail, idle_since = _idleness(state, report.detail, report.idle_since)
     await status.put_task(
         task.connector,
         task.task,
-        STATES.get(report.state, State.UNASSIGNED),
+        state,
         report.trace or None,
         member.id,
         report.generation,
         member.principal,
         restart_attempt=report.restart_attempt,
         next_restart_ms=due,
+        detail=detail,
+        idle_since_ms=idle_since,
     )
+
+
+def _idleness(state: State, detail: str, since: timestamp_pb2.Timestamp) -> tuple[str, int]:
+    """The idle note and its time (ms) an executor sent, kept only with RUNNING (the one state in
+    which a task can be idle) and cut to DETAIL_MAX_CHARS."""
+    if state is not State.RUNNING or not detail:
+        return "", 0
+    return detail[:DETAIL_MAX_CHARS], max(since.ToMilliseconds(), 0)
 
 
 def current_task(member: Member, task_name: str, generation: int) -> TaskId | None:
@@ -196,11 +217,11 @@ def current_task(member: Member, task_name: str, generation: int) -> TaskId | No
     owned = member.owned.get(task)
     if owned is None or owned.generation != generation:
         log.warning(
-            "refusing report for %s generation %d from %s (current: %s)",
+            "refusing report for %s generation %s from %s (current: %s)",
             task_name,
-            generation,
+            generation_label(generation),
             member.id,
-            owned.generation if owned else "not assigned here",
+            generation_label(owned.generation) if owned else "not assigned here",
         )
         return None
     return task
@@ -215,6 +236,8 @@ class Adopted:
     fingerprint: str
     state: State
     trace: str | None
+    detail: str = ""
+    idle_since_ms: int = 0
 
 
 def choose_adopted(
@@ -243,21 +266,46 @@ def choose_adopted(
         if task in kept:
             reason = "listed twice"
         elif item.generation <= 0 or state not in ADOPTABLE_STATES:
-            reason = f"malformed (generation {item.generation}, state {item.state})"
+            reason = f"malformed (generation {generation_label(item.generation)}, state {item.state})"
         elif task not in desired:
             reason = "not desired"
         elif task in taken:
             reason = "held elsewhere"
         elif item.generation < floor(task):
-            reason = f"generation {item.generation} is older than {floor(task)}"
+            older = generation_label(floor(task))
+            reason = f"generation {generation_label(item.generation)} is older than {older}"
         if reason is not None:
             log.info("executor %s does not keep %s: %s", executor_id, item.task, reason)
             continue
         assert state is not None
         # A task waiting for its automatic restart keeps the trace of the failure it waits after.
         trace = (item.trace or None) if state in (State.FAILED, State.RESTARTING) else None
-        kept[task] = Adopted(task, item.generation, item.fingerprint, state, trace)
+        detail, idle_since = _idleness(state, item.detail, item.idle_since)
+        kept[task] = Adopted(task, item.generation, item.fingerprint, state, trace, detail, idle_since)
     return list(kept.values())
+
+
+async def write_adopted(
+    status: StatusWriter,
+    member: Member,
+    updates: Sequence[Adopted],
+    desired: Callable[[], Container[TaskId]],
+) -> None:
+    """Records the statuses of tasks the member kept as it attached, as it reported them, except
+    for a task no longer `desired` (its connector was stopped or deleted since)."""
+    for a in updates:
+        if a.task in desired():
+            await status.put_task(
+                a.task.connector,
+                a.task.task,
+                a.state,
+                a.trace,
+                member.id,
+                a.generation,
+                member.principal,
+                detail=a.detail,
+                idle_since_ms=a.idle_since_ms,
+            )
 
 
 def status_differs(record: TaskStatusRecord | None, adopted: Adopted, member: Member) -> bool:
@@ -267,7 +315,8 @@ def status_differs(record: TaskStatusRecord | None, adopted: Adopted, member: Me
         record.generation,
         record.worker_id,
         record.worker_principal,
-    ) != (adopted.state, adopted.generation, member.id, member.principal)
+        record.detail,
+    ) != (adopted.state, adopted.generation, member.id, member.principal, adopted.detail)
 
 
 def executors_with_live_tasks(store: StatusStore) -> dict[str, str]:

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TypeVar
 
 from sluiceway.common.limits import echo
@@ -48,6 +49,7 @@ from sluiceway_server.herder.deleted_callbacks import PENDING, DeletedCallbackRe
 from sluiceway_server.herder.fields import FieldOf, map_field, patch_field, validate_connector_name
 from sluiceway_server.herder.locks import KeyedLocks
 from sluiceway_server.herder.masking import masked
+from sluiceway_server.herder.offset_notices import committed_offsets_notices
 from sluiceway_server.herder.offsets import OffsetManager
 from sluiceway_server.herder.plugin_calls import PluginCalls, PluginDefinitions
 from sluiceway_server.herder.reconciler import ConnectorReconciler, TaskScheduler, tasks_gone
@@ -55,10 +57,12 @@ from sluiceway_server.herder.views import (
     ConnectorInfo,
     ConnectorStatusView,
     InstanceStatusView,
+    Notice,
     RestartPlan,
     TaskConfigView,
     TaskStatusView,
     connector_etag,
+    planned_restart,
 )
 from sluiceway_server.herder.watchers import StatusWatchers
 from sluiceway_server.model import ConnectorType, State, TargetState
@@ -404,6 +408,7 @@ class Herder:
                     f"Connector {echo(name)} already exists", metadata={"connector": name}
                 )
             stored = await self._checked(name, full, "connector.config", field_of)
+            notices = await self._offset_notices(name, stored, validate_only)
             if validate_only:
                 return ConnectorInfo(
                     name,
@@ -413,6 +418,7 @@ class Herder:
                     initial_state,
                     self.snapshot().position,
                     connector_etag(stored, initial_state),
+                    notices,
                 )
             with stage("writing the connector configuration to the config topic"):
                 # KIP-980: a non-default initial state is written before the config.
@@ -422,7 +428,15 @@ class Herder:
                 )
             info = await self.connector_info(name)
         await self.reconciler.reconcile_now(name)
-        return await self._produced(info)
+        return replace(await self._produced(info), notices=notices)
+
+    async def _offset_notices(
+        self, name: str, config: Mapping[str, str], validate_only: bool
+    ) -> tuple[Notice, ...]:
+        """Before a connector is created: a notice if offsets committed under its name exist."""
+        kind = self.connector_type(config)
+        storage = self.offsets.storage
+        return await committed_offsets_notices(storage, name, config, kind, validate_only=validate_only)
 
     async def replace_connector_config(
         self, name: str, config: Mapping[str, str], etag: str | None = None
@@ -433,13 +447,14 @@ class Herder:
             self._check_etag(name, etag)
             created = not self.snapshot().contains(name)
             stored = await self._checked(name, full, "config", map_field("config"))
+            notices = await self._offset_notices(name, stored, False) if created else ()
             with stage("writing the connector configuration to the config topic"):
                 await asyncio.to_thread(
                     lambda: self.config_store.put_connector_config(name, stored, None, self.store_timeout)
                 )
             info = await self.connector_info(name)
         await self.reconciler.reconcile_now(name)
-        return await self._produced(info), created
+        return replace(await self._produced(info), notices=notices), created
 
     async def patch_connector_config(
         self, name: str, set_values: Mapping[str, str], remove: Sequence[str], etag: str | None = None
@@ -568,17 +583,7 @@ class Herder:
             # The config listener registers the plan when it reads the record back; the reconcile
             # below (or the one the listener scheduled) carries it out exactly once.
             current = self.connector_status(name)
-        restarting = InstanceStatusView(
-            State.RESTARTING, self.worker_id, None, self.status.term, update_time_ms=int(time.time() * 1000)
-        )
-        planned = ConnectorStatusView(
-            name,
-            current.type,
-            restarting if plan.restart_connector else current.connector,
-            tuple(
-                TaskStatusView(name, t.task, restarting) if t.task in plan.tasks else t for t in current.tasks
-            ),
-        )
+        planned = planned_restart(current, plan, int(time.time() * 1000), self.worker_id)
         await self.reconciler.reconcile_now(name)
         return planned
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sluiceway_server.model import ConnectorType, State, TargetState
 from sluiceway_server.storage import ConnectorStatusRecord, ErrorEntry, TaskStatusRecord
@@ -19,6 +19,14 @@ def connector_etag(config: Mapping[str, str], target: TargetState) -> str:
 
 
 @dataclass(frozen=True)
+class Notice:
+    """A remark on a call that succeeded, for a person (code in UPPER_SNAKE_CASE)."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
 class ConnectorInfo:
     name: str
     config: Mapping[str, str]
@@ -27,6 +35,8 @@ class ConnectorInfo:
     target_state: TargetState
     config_position: int
     etag: str = ""
+    # Only in the answer of a call that created the connector (or validated its creation).
+    notices: tuple[Notice, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -40,12 +50,16 @@ class InstanceStatusView:
     # A task waiting for an automatic restart: which one and when (ms since the epoch); 0 otherwise.
     restart_attempt: int = 0
     next_restart_ms: int = 0
+    # A RUNNING task that has nothing to do: why ("idle: end of data") and since when (ms since
+    # the epoch); "" and 0 otherwise.
+    detail: str = ""
+    idle_since_ms: int = 0
 
     @classmethod
     def of(cls, record: ConnectorStatusRecord | TaskStatusRecord) -> InstanceStatusView:
-        restart = (0, 0)
+        task = (0, 0, "", 0)
         if isinstance(record, TaskStatusRecord):
-            restart = (record.restart_attempt, record.next_restart_ms)
+            task = (record.restart_attempt, record.next_restart_ms, record.detail, record.idle_since_ms)
         return cls(
             record.state,
             record.worker_id,
@@ -53,7 +67,7 @@ class InstanceStatusView:
             record.generation,
             record.recent_errors,
             record.update_time_ms,
-            *restart,
+            *task,
         )
 
 
@@ -86,3 +100,36 @@ class RestartPlan:
     connector: str
     restart_connector: bool
     tasks: tuple[int, ...]
+
+
+def restarting(current: InstanceStatusView, now_ms: int, fallback_worker: str = "") -> InstanceStatusView:
+    """How a restart request's answer shows an instance it restarts: RESTARTING since `now_ms`, on
+    the worker its status names (a task's executor; `fallback_worker` when it names none), trace
+    and history kept, as Kafka Connect's answer keeps them."""
+    return replace(
+        current,
+        state=State.RESTARTING,
+        worker_id=current.worker_id or fallback_worker,
+        update_time_ms=now_ms,
+        restart_attempt=0,
+        next_restart_ms=0,
+        detail="",
+        idle_since_ms=0,
+    )
+
+
+def planned_restart(
+    current: ConnectorStatusView, plan: RestartPlan, now_ms: int, worker_id: str
+) -> ConnectorStatusView:
+    """KIP-745's answer: the connector's status with the instances `plan` restarts shown as
+    RESTARTING (`restarting`). Nothing of it is written to the status topic: each instance's
+    worker reports what follows. `worker_id` (this control plane) stands for a connector whose
+    status names no worker yet."""
+    connector = (
+        restarting(current.connector, now_ms, worker_id) if plan.restart_connector else current.connector
+    )
+    tasks = tuple(
+        TaskStatusView(t.connector, t.task, restarting(t.status, now_ms)) if t.task in plan.tasks else t
+        for t in current.tasks
+    )
+    return replace(current, connector=connector, tasks=tasks)

@@ -43,11 +43,13 @@ from sluiceway.common.offsets import SINK_OFFSETS_CHANGE, new_sink_offsets_chang
 from sluiceway.common.retry import Deadline, RetryPolicy
 from sluiceway.connect.config_providers import ConfigProviders, ConfigProvidersError
 from sluiceway.connect.kafka_clients import (
+    WORKER_OFFSETS_TOPIC_CONFIG,
     connection_settings,
     kafka_client_config,
     own_offsets_topic,
     sink_consumer_group,
 )
+from sluiceway.connect.worker_settings import worker_default
 from sluiceway_server.storage.offset_store import OffsetStore
 
 log = logging.getLogger(__name__)
@@ -206,6 +208,19 @@ class ConnectorOffsetStorage:
         own = self.own_topic(config)
         return _merged(self.offset_store, None if own is None else self._own[own.key], connector)
 
+    def known_source_offsets(self, connector: str, config: Mapping[str, str]) -> tuple[list[StoredPair], str]:
+        """The committed source offsets this process has read so far, without waiting for Kafka or
+        opening a topic: those of the worker's offsets topic and, when it is open already, of the
+        connector's own one (winning). Also the topics they come from, for a message."""
+        own = self.own_topic(config)
+        own_store = None if own is None else self._own.get(own.key)
+        topics = [
+            self.worker_config.get(WORKER_OFFSETS_TOPIC_CONFIG) or worker_default(WORKER_OFFSETS_TOPIC_CONFIG)
+        ]
+        if own is not None and own_store is not None:
+            topics.append(own.topic)
+        return _merged(self.offset_store, own_store, connector), " and ".join(dict.fromkeys(topics))
+
     async def read_source(self, connector: str, config: Mapping[str, str]) -> list[StoredPair]:
         """Like `source_offsets`, first opening the connector's own topic if it is not open, and
         reading both topics to their end so that every write acknowledged so far is seen."""
@@ -245,16 +260,23 @@ class ConnectorOffsetStorage:
         pairs = [(SINK_OFFSETS_CHANGE, new_sink_offsets_change())]
         await asyncio.to_thread(self.offset_store.put, connector, pairs, self._store_timeout)
 
-    async def read_sink(self, connector: str, config: Mapping[str, str]) -> dict[tuple[str, int], int]:
+    async def read_sink(
+        self, connector: str, config: Mapping[str, str], timeout: float | None = None
+    ) -> dict[tuple[str, int], int]:
+        """The committed offsets of the sink's consumer group, asked for within `timeout` seconds
+        (the store timeout when None)."""
         return await asyncio.to_thread(
-            self._read_sink, self._admin(config), self.consumer_group(connector, config)
+            self._read_sink, self._admin(config), self.consumer_group(connector, config), timeout
         )
 
-    def _read_sink(self, admin: AdminClient, group: str) -> dict[tuple[str, int], int]:
+    def _read_sink(
+        self, admin: AdminClient, group: str, timeout: float | None = None
+    ) -> dict[tuple[str, int], int]:
+        timeout = self._store_timeout if timeout is None else timeout
         futures = admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group)], request_timeout=self._store_timeout
+            [ConsumerGroupTopicPartitions(group)], request_timeout=timeout
         )
-        answer = futures[group].result(timeout=self._store_timeout)
+        answer = futures[group].result(timeout=timeout)
         result: CommittedOffsets = {}
         for tp in answer.topic_partitions or []:
             if tp.error is not None:

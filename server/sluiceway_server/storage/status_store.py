@@ -3,8 +3,10 @@ KafkaStatusBackingStore, KIP-558).
 
 - `status-connector-{c}`, `status-task-{c}-{n}`:
   `{"state", "trace", "worker_id", "generation"}`, plus our own optional `"recent_errors"`; in a
-  task status an authenticated executor reported, `"worker_principal"`; and for a task RESTARTING
-  after its own failure, `"restart_attempt"` and `"next_restart_ms"`
+  task status an authenticated executor reported, `"worker_principal"`; for a task RESTARTING
+  after its own failure, `"restart_attempt"` and `"next_restart_ms"`; and for a RUNNING task with
+  nothing to do, `"detail"` (such as "idle: end of data") and `"idle_since_ms"`. Kafka Connect's
+  reader takes the keys it knows by name and ignores the others
 - `status-topic-{topic}:connector-{c}`: `{"topic": {"name", "connector", "task", "discoverTimestamp"}}`
 
 A tombstone removes the entry. Records are routed by key hash, so each key's history is ordered but
@@ -113,6 +115,10 @@ class TaskStatusRecord:
     # and when it is due (ms since the epoch); 0 otherwise.
     restart_attempt: int = 0
     next_restart_ms: int = 0
+    # A RUNNING task with nothing to do: a short note for people ("idle: end of data") and since
+    # when (ms since the epoch); "" and 0 otherwise.
+    detail: str = ""
+    idle_since_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -153,6 +159,10 @@ def encode_status(status: ConnectorStatusRecord | TaskStatusRecord) -> bytes:
             value["restart_attempt"] = status.restart_attempt
         if status.next_restart_ms:
             value["next_restart_ms"] = status.next_restart_ms
+        if status.detail:
+            value["detail"] = status.detail
+        if status.idle_since_ms:
+            value["idle_since_ms"] = status.idle_since_ms
     return serde.dumps(value)
 
 
@@ -179,6 +189,8 @@ class _StatusFields:
     worker_principal: str
     restart_attempt: int = 0
     next_restart_ms: int = 0
+    detail: str = ""
+    idle_since_ms: int = 0
 
 
 def _parse_status(key: str, data: bytes) -> _StatusFields | None:
@@ -210,7 +222,10 @@ def _parse_status(key: str, data: bytes) -> _StatusFields | None:
         # An extra of ours, like recent_errors: malformed, it is dropped, not the status.
         log.warning("status topic: ignoring the malformed worker_principal of %r", key)
         principal = ""
-    restart = [_extra_count(key, value, name) for name in ("restart_attempt", "next_restart_ms")]
+    detail = value.get("detail", "")
+    if not isinstance(detail, str):
+        log.warning("status topic: ignoring the malformed detail of %r", key)
+        detail = ""
     return _StatusFields(
         state,
         trace,
@@ -218,7 +233,10 @@ def _parse_status(key: str, data: bytes) -> _StatusFields | None:
         generation,
         _parse_errors(key, value.get("recent_errors")),
         principal,
-        *restart,
+        restart_attempt=_extra_count(key, value, "restart_attempt"),
+        next_restart_ms=_extra_count(key, value, "next_restart_ms"),
+        detail=detail,
+        idle_since_ms=_extra_count(key, value, "idle_since_ms"),
     )
 
 
@@ -470,6 +488,8 @@ class StatusStore:
             fields.worker_principal,
             fields.restart_attempt,
             fields.next_restart_ms,
+            fields.detail,
+            fields.idle_since_ms,
         )
         self._tasks.setdefault(connector, {})[task] = status
         return StatusChange(connector, task, status)

@@ -100,14 +100,14 @@ def test_create_from_a_kafka_connect_body(cli: Cli, tmp_path: Path) -> None:
     assert created["config"] == {"connector.class": DATAGEN, "topic": "override", "tasks.max": "3"}
     assert created["target_state"] == "TARGET_STATE_STOPPED"
     cli("connectors", "create", "other", "--file", str(path), code=2)
-    assert "names connector 'gen', not 'other'" in cli.err
+    assert """NAME is 'other', the file's "name" is 'gen'""" in cli.err
 
 
 def test_create_from_properties_and_validate_only(cli: Cli, tmp_path: Path) -> None:
     path = tmp_path / "gen.properties"
     path.write_text(f"# generator\nconnector.class = {DATAGEN}\ntopic: t\n")
     out = cli("connectors", "create", "gen", "-f", str(path), "--validate-only")
-    assert out.startswith("Validated connector gen.")
+    assert out == "The config is valid; connector gen was not created.\n"
     assert cli.served.fake.attempts_of("CreateConnector")[0].request.validate_only
     assert "gen" not in cli.served.fake.connectors
 
@@ -120,8 +120,10 @@ def test_create_rejects_nulls_and_reports_field_violations(cli: Cli, tmp_path: P
 
     cli("connectors", "create", "gen", "connector.class=DataGenSource", code=1)
     assert cli.err.splitlines() == [
-        "error: INVALID_ARGUMENT INVALID_CONFIG: Config of connector gen has 1 error(s): "
-        "topic: no value given, and this key has no default",
+        "error: INVALID_ARGUMENT INVALID_CONFIG: 1 error in the config of connector gen",
+        "",
+        "KEY    VALUE  ERROR",
+        "topic         no value given, and this key has no default",
     ]
 
 
@@ -199,7 +201,7 @@ def test_lifecycle_commands(cli: Cli) -> None:
 
 def test_restart(cli: Cli) -> None:
     out = cli("connectors", "restart", "alpha", "--include-tasks", "--only-failed")
-    assert out.startswith("Restarting connector alpha.")
+    assert out.startswith("Restarting task 1 of connector alpha.\n")
     rows = {row[0] + " " + row[1]: row for row in _lines(out)[3:] if row[0] == "task"}
     assert rows["task 1"][2] == "RESTARTING"
     assert rows["task 0"][2] == "RUNNING"
@@ -251,16 +253,17 @@ def test_status_and_tasks(cli: Cli) -> None:
 
 
 def test_validate_exit_codes(cli: Cli) -> None:
-    out = cli("connectors", "validate", "connector.class=DataGenSource", code=1)
+    out = cli("connectors", "validate", "gen", "connector.class=DataGenSource", code=1)
     assert "topic" in out
-    assert out.endswith(f"1 error in the config for {DATAGEN}.\n")
-    ok = cli("connectors", "validate", "topic=t", "--plugin", "DataGenSource")
-    assert ok == f"The config is valid for {DATAGEN}.\n"
-    data = cli.json("connectors", "validate", "connector.class=DataGenSource", code=1)
+    assert out.endswith(f"1 error in the config of connector gen for {DATAGEN}.\n")
+    ok = cli("connectors", "validate", "gen", "topic=t", "--plugin", "DataGenSource")
+    assert ok == f"The config of connector gen is valid for {DATAGEN}.\n"
+    data = cli.json("connectors", "validate", "gen", "connector.class=DataGenSource", code=1)
     assert data["error_count"] == 1
 
 
-def test_plugins(cli: Cli) -> None:
+def test_plugins(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "120")
     rows = _lines(cli("plugins", "list"))
     assert rows[0] == ["CLASS", "TYPE", "VERSION", "ALIASES"]
     assert rows[1][:3] == [DATAGEN, "source", "0.1.0"]

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from sluiceway.api.v1 import common_pb2, connectors_pb2, plugins_pb2
-from sluiceway.client import AsyncSluicewayClient, SluicewayClient
+from sluiceway.client import AsyncSluicewayClient, Connector, SluicewayClient, State, TargetState
 from sluiceway.common.offsets import map_from_proto
 from sluiceway.errors import InvalidArgumentError, NotFoundError
 from tests.unit.client.fake_control_plane import DATAGEN, Served, offset_of
@@ -19,8 +19,13 @@ def test_connector_lifecycle(served: Served) -> None:
         created = client.create_connector(
             "gen", {"connector.class": DATAGEN, "topic": "t", "tasks.max": 2}, initial_state="paused"
         )
-        assert isinstance(created, connectors_pb2.Connector)
-        assert created.target_state == common_pb2.TARGET_STATE_PAUSED
+        assert isinstance(created, Connector)
+        assert created.target_state == TargetState.PAUSED
+        assert (created.name, created.resource_name, str(created.target_state)) == (
+            "gen",
+            "connectors/gen",
+            "PAUSED",
+        )
         request = fake.attempts_of("CreateConnector")[0].request
         assert request.connector_id == "gen"
         assert request.initial_state == connectors_pb2.INITIAL_STATE_PAUSED
@@ -29,11 +34,11 @@ def test_connector_lifecycle(served: Served) -> None:
         checked = client.create_connector(
             "other", {"connector.class": DATAGEN, "topic": "t"}, validate_only=True, initial_state="STOPPED"
         )
-        assert checked.name == "connectors/other"
+        assert checked.name == "other"
         assert "other" not in fake.connectors
 
         full = client.get_connector("gen", view="full")
-        assert full.HasField("status")
+        assert full.status is not None
         assert len(full.tasks) == 2
         assert fake.attempts_of("GetConnector")[0].request.view == connectors_pb2.CONNECTOR_VIEW_FULL
 
@@ -49,18 +54,18 @@ def test_connector_lifecycle(served: Served) -> None:
         with pytest.raises(InvalidArgumentError, match="both set and removed"):
             client.patch_connector_config("gen", set={"a": "1"}, remove=["a"])
 
-        assert client.stop_connector("gen").target_state == common_pb2.TARGET_STATE_STOPPED
-        assert client.pause_connector("gen").target_state == common_pb2.TARGET_STATE_PAUSED
-        assert client.resume_connector("gen").target_state == common_pb2.TARGET_STATE_RUNNING
+        assert client.stop_connector("gen").target_state == TargetState.STOPPED
+        assert client.pause_connector("gen").target_state == TargetState.PAUSED
+        assert client.resume_connector("gen").target_state == TargetState.RUNNING
 
         status = client.restart_connector("gen", include_tasks=True)
-        assert status.connector.state == common_pb2.STATE_RESTARTING
-        assert {t.status.state for t in status.tasks} == {common_pb2.STATE_RESTARTING}
+        assert status.connector.state == State.RESTARTING
+        assert {t.status.state for t in status.tasks} == {State.RESTARTING}
         assert fake.attempts_of("RestartConnector")[0].request.include_tasks
 
         tasks = client.list_tasks("gen")
-        assert [t.name for t in tasks] == ["connectors/gen/tasks/0", "connectors/gen/tasks/1"]
-        assert client.connector_status("gen").connector.state == common_pb2.STATE_RUNNING
+        assert [(t.connector, t.id) for t in tasks] == [("gen", 0), ("gen", 1)]
+        assert client.connector_status("gen").connector.state == State.RUNNING
         assert client.task_status("gen", 1).id == 1
         with pytest.raises(NotFoundError) as info:
             client.task_status("gen", 5)
@@ -92,7 +97,7 @@ def test_list_connectors_follows_pages(served: Served) -> None:
         served.fake.add_connector(name)
     with SluicewayClient(served.target) as client:
         names = [c.name for c in client.list_connectors(view="status", page_size=2)]
-        assert names == [f"connectors/{n}" for n in "abcde"]
+        assert names == list("abcde")
         requests = [a.request for a in served.fake.attempts_of("ListConnectors")]
         assert [r.page_token for r in requests] == ["", "2", "4"]
         assert {r.view for r in requests} == {connectors_pb2.CONNECTOR_VIEW_STATUS}
@@ -189,26 +194,27 @@ def test_async_client_covers_the_same_calls(served: Served) -> None:
     async def scenario() -> None:
         async with AsyncSluicewayClient(served.target) as client:
             created = await client.create_connector("gen", {"connector.class": DATAGEN, "topic": "t"})
-            assert created.name == "connectors/gen"
+            assert created.name == "gen"
             assert (await client.get_connector("gen")).config["topic"] == "t"
             names = [c.name async for c in client.list_connectors(page_size=1)]
-            assert names == ["connectors/a", "connectors/b", "connectors/gen"]
+            assert names == ["a", "b", "gen"]
             assert len((await client.list_connectors_page(page_size=2)).connectors) == 2
             _, created_flag = await client.replace_connector_config(
                 "gen", {"connector.class": DATAGEN, "topic": "u"}
             )
             assert not created_flag
             assert "x" in (await client.patch_connector_config("gen", set={"x": "1"})).config
-            assert (await client.stop_connector("gen")).target_state == common_pb2.TARGET_STATE_STOPPED
-            assert (await client.pause_connector("gen")).target_state == common_pb2.TARGET_STATE_PAUSED
-            assert (await client.resume_connector("gen")).target_state == common_pb2.TARGET_STATE_RUNNING
+            assert (await client.stop_connector("gen")).target_state == TargetState.STOPPED
+            assert (await client.pause_connector("gen")).target_state == TargetState.PAUSED
+            assert (await client.resume_connector("gen")).target_state == TargetState.RUNNING
             await client.restart_connector("gen", only_failed=True)
             assert len(await client.list_tasks("b")) == 2
-            assert (await client.connector_status("b")).name == "connectors/b"
-            assert (await client.task_status("b", 1)).name == "connectors/b/tasks/1"
+            assert (await client.connector_status("b")).name == "b"
+            task = await client.task_status("b", 1)
+            assert (task.connector, task.id, task.raw.name) == ("b", 1, "connectors/b/tasks/1")
             await client.restart_task("b", 1)
-            events = [e.name async for e in client.watch_status("b")]
-            assert events == ["connectors/b", "connectors/b/tasks/0", "connectors/b/tasks/1"]
+            events = [(e.connector, e.task) async for e in client.watch_status("b")]
+            assert events == [("b", None), ("b", 0), ("b", 1)]
             assert await client.list_plugins()
             assert (await client.plugin_config("DataGenSource")).plugin.class_name == DATAGEN
             assert (await client.validate_config({"connector.class": DATAGEN})).error_count == 1

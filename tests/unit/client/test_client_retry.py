@@ -119,7 +119,7 @@ def test_unavailable_is_retried_with_the_same_request_id(served: Served, clock: 
     served.fake.fail("CreateConnector", _unavailable(retry_delay=0.5), times=2)
     with _client(served, clock) as client:
         created = client.create_connector("gen", CONFIG)
-    assert created.name == "connectors/gen"
+    assert created.name == "gen"
     attempts = served.fake.attempts_of("CreateConnector")
     assert len(attempts) == 3
     ids = {a.request.request_id for a in attempts}
@@ -241,7 +241,7 @@ def test_stream_opening_is_retried(served: Served, clock: VirtualClock) -> None:
     served.fake.fail("WatchStatus", _unavailable(retry_delay=1.0), times=2)
     with _client(served, clock) as client:
         events = list(client.watch_status("gen"))
-    assert [e.name for e in events] == ["connectors/gen", "connectors/gen/tasks/0", "connectors/gen/tasks/1"]
+    assert [(e.connector, e.task) for e in events] == [("gen", None), ("gen", 0), ("gen", 1)]
     assert len(served.fake.attempts_of("WatchStatus")) == 3
     assert clock.sleeps == pytest.approx([1.0, 1.0])
 
@@ -252,7 +252,7 @@ def test_stream_failure_after_the_first_message_is_raised(served: Served, clock:
     received = []
     with _client(served, clock) as client:
         stream = client.watch_status()
-        received.append(next(stream).name)
+        received.append(next(stream).raw.name)
         with pytest.raises(UnavailableError) as info:
             next(stream)
     assert received == ["connectors/gen"]
@@ -266,7 +266,7 @@ def test_stream_can_be_abandoned(served: Served, clock: VirtualClock) -> None:
         stream = client.watch_status(include_initial=True)
         first = next(stream)
         stream.close()  # type: ignore[attr-defined]
-        assert first.name == "connectors/gen"
+        assert (first.connector, first.task) == ("gen", None)
         # The channel still works after the cancelled stream.
         assert client.server_info().version == "0.1.0"
 
@@ -282,7 +282,7 @@ def test_async_client_retries_with_the_same_request_id(served: Served, clock: Vi
         retrier = Retrier(clock=clock, sleep=clock.sleep, async_sleep=clock.async_sleep, random=random.random)
         async with AsyncSluicewayClient(served.target, retrier=retrier, timeout=10.0) as client:
             await client.create_connector("gen", CONFIG)
-            return [event.name async for event in client.watch_status("gen")]
+            return [event.raw.name async for event in client.watch_status("gen")]
 
     names = asyncio.run(scenario())
     assert names == ["connectors/gen", "connectors/gen/tasks/0"]
@@ -306,7 +306,7 @@ def test_async_stream_failure_after_first_message(served: Served, clock: Virtual
         retrier = Retrier(clock=clock, sleep=clock.sleep, async_sleep=clock.async_sleep)
         async with AsyncSluicewayClient(served.target, retrier=retrier) as client:
             stream = client.watch_status()
-            received.append((await anext(stream)).name)
+            received.append((await anext(stream)).raw.name)
             with pytest.raises(UnavailableError):
                 await anext(stream)
         return received

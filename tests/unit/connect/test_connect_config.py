@@ -219,7 +219,7 @@ def test_parse_reports_missing_required_key() -> None:
     with pytest.raises(ConfigException) as e:
         example().parse({})
     assert e.value.name == "req"
-    assert str(e.value) == "req: no value given, and this key has no default"
+    assert str(e.value) == "req: required, and not set (it has no default)"
 
 
 def test_parse_reports_first_invalid_value() -> None:
@@ -238,7 +238,7 @@ def test_parse_gives_each_caller_its_own_list_default() -> None:
 def test_validate_collects_every_error() -> None:
     values = {v.name: v for v in example().validate({"count": "abc", "ratio": "-1", "flag": "maybe"})}
     assert list(values) == ["req", "count", "ratio", "names", "secret", "flag"]
-    assert values["req"].errors == ["no value given, and this key has no default"]
+    assert values["req"].errors == ["required, and not set (it has no default)"]
     assert values["count"].errors == ["not a decimal integer (got abc)"]
     assert values["count"].value is None
     assert values["ratio"].errors == ["the lowest accepted value is 0 (got -1.0)"]

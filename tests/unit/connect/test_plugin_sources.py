@@ -104,9 +104,7 @@ def test_a_module_not_in_plugin_path_is_refused(tmp_path: Path) -> None:
     message = str(refused.value)
     assert "neither an installed connector plugin nor in plugin.path" in message
     assert f"no module sluiceway_executor in {tmp_path}" in message
-    assert (
-        "Installed connector plugins: sluiceway_executor.connectors.datagen.DataGenSourceConnector" in message
-    )
+    assert message.endswith("Installed: DataGenSource")
 
 
 def test_a_namesake_of_an_imported_module_is_refused(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """The worker's settings declared once (sluiceway.connect.worker_settings): what the control plane and
-executors derive from the declarations, and the README's settings tables made from them."""
+executors derive from the declarations, and the settings tables of docs/CONFIGURATION.md made from them."""
 
 from __future__ import annotations
 

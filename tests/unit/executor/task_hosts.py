@@ -22,6 +22,8 @@ class Report:
     next_restart_ms: int
     at: float  # time.monotonic() when reported
     wall_ms: int  # time.time() in ms when reported
+    detail: str = ""
+    idle_since_ms: int = 0
 
 
 class RecordingHost:
@@ -37,9 +39,18 @@ class RecordingHost:
         *,
         restart_attempt: int = 0,
         next_restart_ms: int = 0,
+        detail: str = "",
+        idle_since_ms: int = 0,
     ) -> None:
         report = Report(
-            state, trace, restart_attempt, next_restart_ms, time.monotonic(), int(time.time() * 1000)
+            state,
+            trace,
+            restart_attempt,
+            next_restart_ms,
+            time.monotonic(),
+            int(time.time() * 1000),
+            detail,
+            idle_since_ms,
         )
         with self._cond:
             self.reports.append(report)

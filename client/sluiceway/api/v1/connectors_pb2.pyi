@@ -105,6 +105,7 @@ class Connector(_message.Message):
     STATUS_FIELD_NUMBER: _builtins.int
     CONFIG_POSITION_FIELD_NUMBER: _builtins.int
     ETAG_FIELD_NUMBER: _builtins.int
+    NOTICES_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Resource name, `connectors/{connector}`; `{connector}` is the Kafka Connect connector name."""
     type: _common_pb2.ConnectorType.ValueType
@@ -133,6 +134,13 @@ class Connector(_message.Message):
     def status(self) -> Global___ConnectorStatus:
         """Present in the CONNECTOR_VIEW_STATUS and CONNECTOR_VIEW_FULL views."""
 
+    @_builtins.property
+    def notices(self) -> _containers.RepeatedCompositeFieldContainer[Global___Notice]:
+        """Things the caller should know about what the call did, none of them an error. Only in the
+        answers of CreateConnector and ReplaceConnectorConfig (when it creates), validate_only
+        included; empty in every read.
+        """
+
     def __init__(
         self,
         *,
@@ -144,14 +152,45 @@ class Connector(_message.Message):
         status: Global___ConnectorStatus | None = ...,
         config_position: _builtins.int = ...,
         etag: _builtins.str = ...,
+        notices: _abc.Iterable[Global___Notice] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["status", b"status"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "config_position", b"config_position", "etag", b"etag", "name", b"name", "status", b"status", "target_state", b"target_state", "tasks", b"tasks", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "config_position", b"config_position", "etag", b"etag", "name", b"name", "notices", b"notices", "status", b"status", "target_state", b"target_state", "tasks", b"tasks", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Connector: _TypeAlias = Connector  # noqa: Y015
+
+@_typing.final
+class Notice(_message.Message):
+    """A remark on a successful call, for a person to read."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    code: _builtins.str
+    """What kind of remark, in UPPER_SNAKE_CASE; a client may act on it. Known codes:
+    COMMITTED_OFFSETS_EXIST: offsets committed under this connector name (by an earlier
+    connector of the same name) are already in Kafka, so its tasks resume from them instead of
+    starting afresh; the message names the commands that drop them.
+    """
+    message: _builtins.str
+    """One or two sentences for a person."""
+    def __init__(
+        self,
+        *,
+        code: _builtins.str = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "message", b"message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Notice: _TypeAlias = Notice  # noqa: Y015
 
 @_typing.final
 class CreateConnectorRequest(_message.Message):
@@ -743,6 +782,8 @@ class InstanceStatus(_message.Message):
     RECENT_ERRORS_FIELD_NUMBER: _builtins.int
     RESTART_ATTEMPT_FIELD_NUMBER: _builtins.int
     NEXT_RESTART_TIME_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    IDLE_SINCE_FIELD_NUMBER: _builtins.int
     state: _common_pb2.State.ValueType
     worker_id: _builtins.str
     """The executor (for tasks) or control-plane replica (for connectors) running it."""
@@ -750,13 +791,21 @@ class InstanceStatus(_message.Message):
     """Stack trace of the failure when FAILED, or when RESTARTING after a failure."""
     generation: _builtins.int
     """For a task, the generation of the assignment that reported this status: the leader epoch
-    in the high 32 bits and the leader's assignment counter in the low 32 (the CLI shows
-    `epoch.assignment`). For a connector, the leader epoch of the replica running it.
+    in the high 32 bits and the leader's assignment counter in the low 32. It stays a plain
+    integer here (and so in JSON); the CLI and the server and executor logs write it as
+    `EPOCH.COUNT` (4294967297 is `1.1`). For a connector, the leader epoch of the replica
+    running it.
     """
     restart_attempt: _builtins.int
     """For a task waiting to restart by itself after a failure (RESTARTING): the number of that
     automatic restart (1 for the first since the task last ran well) and when it is due. 0 and
     unset otherwise, including while its executor waits for Spark Connect or Kafka to return.
+    """
+    detail: _builtins.str
+    """A short note on what a RUNNING task is doing, for a person; empty while it works normally.
+    "idle: end of data": its source said it has nothing more to read (DataGenSource past
+    max.records). "idle: no new records": its batches have found nothing for at least 10 s.
+    Cleared by the first batch that carries records.
     """
     @_builtins.property
     def update_time(self) -> _timestamp_pb2.Timestamp:
@@ -770,6 +819,10 @@ class InstanceStatus(_message.Message):
 
     @_builtins.property
     def next_restart_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def idle_since(self) -> _timestamp_pb2.Timestamp:
+        """While `detail` says the task is idle: since when it has had nothing to do. Unset otherwise."""
+
     def __init__(
         self,
         *,
@@ -781,10 +834,12 @@ class InstanceStatus(_message.Message):
         recent_errors: _abc.Iterable[_common_pb2.ErrorEvent] | None = ...,
         restart_attempt: _builtins.int = ...,
         next_restart_time: _timestamp_pb2.Timestamp | None = ...,
+        detail: _builtins.str = ...,
+        idle_since: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["next_restart_time", b"next_restart_time", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["idle_since", b"idle_since", "next_restart_time", b"next_restart_time", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "next_restart_time", b"next_restart_time", "recent_errors", b"recent_errors", "restart_attempt", b"restart_attempt", "state", b"state", "trace", b"trace", "update_time", b"update_time", "worker_id", b"worker_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "generation", b"generation", "idle_since", b"idle_since", "next_restart_time", b"next_restart_time", "recent_errors", b"recent_errors", "restart_attempt", b"restart_attempt", "state", b"state", "trace", b"trace", "update_time", b"update_time", "worker_id", b"worker_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

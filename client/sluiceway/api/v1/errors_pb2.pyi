@@ -99,7 +99,7 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     Read it again and retry.
     """
     LIMIT_EXCEEDED: _ErrorReason.ValueType  # 24
-    """INVALID_ARGUMENT: the request exceeds one of the documented limits (the README's Limits).
+    """INVALID_ARGUMENT: the request exceeds one of the documented limits (docs/API.md, Limits).
     Metadata `limit` names it (e.g. `max.config.bytes`), `max` is its value and `actual` what the
     request had; BadRequest names the field at fault.
     """
@@ -187,7 +187,7 @@ ETAG_MISMATCH: ErrorReason.ValueType  # 23
 Read it again and retry.
 """
 LIMIT_EXCEEDED: ErrorReason.ValueType  # 24
-"""INVALID_ARGUMENT: the request exceeds one of the documented limits (the README's Limits).
+"""INVALID_ARGUMENT: the request exceeds one of the documented limits (docs/API.md, Limits).
 Metadata `limit` names it (e.g. `max.config.bytes`), `max` is its value and `actual` what the
 request had; BadRequest names the field at fault.
 """

@@ -114,6 +114,8 @@ class RunningTask(_message.Message):
     FINGERPRINT_FIELD_NUMBER: _builtins.int
     STATE_FIELD_NUMBER: _builtins.int
     TRACE_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    IDLE_SINCE_FIELD_NUMBER: _builtins.int
     task: _builtins.str
     """`connectors/{connector}/tasks/{task}`."""
     generation: _builtins.int
@@ -124,6 +126,10 @@ class RunningTask(_message.Message):
     its own failure, the trace.
     """
     trace: _builtins.str
+    detail: _builtins.str
+    """With RUNNING: its idle note and since when, as in its last TaskStatusReport."""
+    @_builtins.property
+    def idle_since(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
         self,
         *,
@@ -132,10 +138,12 @@ class RunningTask(_message.Message):
         fingerprint: _builtins.str = ...,
         state: _common_pb2.State.ValueType = ...,
         trace: _builtins.str = ...,
+        detail: _builtins.str = ...,
+        idle_since: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["idle_since", b"idle_since"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["fingerprint", b"fingerprint", "generation", b"generation", "state", b"state", "task", b"task", "trace", b"trace"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "fingerprint", b"fingerprint", "generation", b"generation", "idle_since", b"idle_since", "state", b"state", "task", b"task", "trace", b"trace"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -177,6 +185,8 @@ class TaskStatusReport(_message.Message):
     TRACE_FIELD_NUMBER: _builtins.int
     RESTART_ATTEMPT_FIELD_NUMBER: _builtins.int
     NEXT_RESTART_TIME_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    IDLE_SINCE_FIELD_NUMBER: _builtins.int
     task: _builtins.str
     """`connectors/{connector}/tasks/{task}`."""
     generation: _builtins.int
@@ -187,8 +197,15 @@ class TaskStatusReport(_message.Message):
     first) and when it is due. 0 and unset while the executor waits for Spark Connect or Kafka,
     which counts no attempt.
     """
+    detail: _builtins.str
+    """With RUNNING: why the task is idle ("idle: end of data", "idle: no new records") and since
+    when; empty and unset while it works. Sent when the task becomes idle or busy again, not
+    with every batch.
+    """
     @_builtins.property
     def next_restart_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def idle_since(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
         self,
         *,
@@ -198,10 +215,12 @@ class TaskStatusReport(_message.Message):
         trace: _builtins.str = ...,
         restart_attempt: _builtins.int = ...,
         next_restart_time: _timestamp_pb2.Timestamp | None = ...,
+        detail: _builtins.str = ...,
+        idle_since: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["next_restart_time", b"next_restart_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["idle_since", b"idle_since", "next_restart_time", b"next_restart_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "next_restart_time", b"next_restart_time", "restart_attempt", b"restart_attempt", "state", b"state", "task", b"task", "trace", b"trace"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "generation", b"generation", "idle_since", b"idle_since", "next_restart_time", b"next_restart_time", "restart_attempt", b"restart_attempt", "state", b"state", "task", b"task", "trace", b"trace"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
