@@ -212,7 +212,12 @@ def test_the_cli_shows_an_idle_task_and_the_offsets_a_name_carries(stack: Pipeli
         status = _cli(stack, "connectors", "status", name)
         (row,) = [line for line in status.splitlines() if line.startswith("task 0")]
         assert re.search(r"RUNNING \(idle: end of data, since \d{4}-\d\d-\d\dT[\d:]+Z\)", row), row
-        assert _executor_id(stack) in row and re.search(r"\b\d+\.\d+\b", row), row  # worker, EPOCH.COUNT
+        assert _executor_id(stack) in row, row
+        # The generation reads EPOCH.COUNT in the table, and the same in the executor's log.
+        generation = re.search(r"\s(\d+\.\d+)\s", row)
+        assert generation is not None, row
+        started = f"task connectors/{name}/tasks/0 started (generation {generation[1]})"
+        assert started in stack.executor.log_path.read_text(), started
 
         _cli(stack, "connectors", "delete", name, "--wait")
         checked = _cli(stack, "connectors", "create", name, *settings, "--validate-only")
