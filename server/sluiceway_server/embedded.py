@@ -206,6 +206,19 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).parent
 
 
+# JDBC driver jars Spark Connect is started with; Debian's libpostgresql-jdbc-java puts the
+# PostgreSQL driver here. SLUICEWAY_JDBC_JARS (comma-separated paths; empty: none) replaces the list.
+JDBC_JARS_ENV = "SLUICEWAY_JDBC_JARS"
+DEFAULT_JDBC_JARS = ("/usr/share/java/postgresql.jar",)
+
+
+def jdbc_jars() -> list[Path]:
+    """The JDBC driver jars that exist on this machine, from SLUICEWAY_JDBC_JARS or the default."""
+    setting = os.environ.get(JDBC_JARS_ENV)
+    candidates = DEFAULT_JDBC_JARS if setting is None else setting.split(",")
+    return [Path(p.strip()) for p in candidates if p.strip() and Path(p.strip()).is_file()]
+
+
 @dataclass
 class EmbeddedSparkConnect:
     """A Spark Connect server (local master) whose Python workers run this interpreter,
@@ -258,6 +271,13 @@ def start_spark_connect(
         "--master",
         master,
     ]
+    jars = ",".join(str(jar.resolve()) for jar in jdbc_jars())
+    if jars:
+        # On the driver JVM's own class path, so java.sql.DriverManager registers the drivers and
+        # Spark's JDBC source finds one from the URL alone (a jar given only with --jars is seen
+        # only when the `driver` option names its class); --jars also ships them to executors
+        # (local mode runs those in the driver's JVM).
+        argv += ["--driver-class-path", jars.replace(",", os.pathsep), "--jars", jars]
     for key, value in conf.items():
         argv += ["--conf", f"{key}={value}"]
     argv.append("spark-internal")

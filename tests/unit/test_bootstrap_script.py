@@ -1,6 +1,8 @@
 """deploy/bootstrap.sh, run for real with the programs it calls replaced by recorders: what running
-the stack installs (Java when missing, the .venv; never Node, npm or anything through apt when Java
-is there) and what the tests add (Node and npm through apt when missing, then the pinned packages)."""
+the stack installs (Java when missing, the .venv; never Node, npm, PostgreSQL or anything through
+apt when Java is there) and what the tests add (Node, npm, the PostgreSQL server and its JDBC driver
+through apt when missing, then the pinned packages). The PostgreSQL programs and the driver jar are
+looked for in the test's temp directory (POSTGRES_LIB_DIR, POSTGRES_JDBC_JAR)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 # What the script needs from the system besides the programs it installs or calls to install them.
-SYSTEM_TOOLS = ("bash", "basename", "cmp", "cp", "id", "dirname", "mkdir", "ln", "env", "cat", "touch")
+SYSTEM_TOOLS = ("bash", "basename", "cmp", "cp", "dirname", "mkdir", "ln", "env", "cat", "touch")
 RECORDER = """#!/bin/bash
 echo "$(basename "$0") $*" >> "{log}"
 {extra}
@@ -37,9 +39,12 @@ def _program(directory: Path, name: str, log: Path, extra: str = "exit 0") -> No
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
 
 
-def _checkout(tmp_path: Path, *, java: bool, node: bool, root: bool) -> tuple[Path, dict[str, str], Path]:
+def _checkout(
+    tmp_path: Path, *, java: bool, node: bool, root: bool, postgres: bool = True, jdbc_jar: bool = True
+) -> tuple[Path, dict[str, str], Path]:
     """A copy of the script in a directory shaped like the checkout, a PATH of recorders and the
-    few system tools it uses (so the machine's own node or java are out of sight), and the log."""
+    few system tools it uses (so the machine's own node or java are out of sight), PostgreSQL's
+    programs and driver jar in the temp directory when asked for, and the log."""
     repo = tmp_path / "repo"
     (repo / "deploy").mkdir(parents=True)
     shutil.copy(ROOT / "deploy" / "bootstrap.sh", repo / "deploy" / "bootstrap.sh")
@@ -62,11 +67,27 @@ def _checkout(tmp_path: Path, *, java: bool, node: bool, root: bool) -> tuple[Pa
         _program(bin_dir, "java", log)
     if node:
         _program(bin_dir, "node", log)
-    if root:
-        # `id -u` answers 0: apt runs without sudo.
-        (bin_dir / "id").unlink()
-        _program(bin_dir, "id", log, "echo 0; exit 0")
-    env = {"PATH": str(bin_dir), "HOME": str(tmp_path), "VENV": str(tmp_path / "venv")}
+    # Who the script runs as is the test's choice, whoever runs the test: `id -u` answers 0 (apt
+    # runs without sudo) or an ordinary user's id (apt goes through sudo).
+    _program(bin_dir, "id", log, f"echo {0 if root else 1000}; exit 0")
+    postgres_lib = tmp_path / "postgresql"
+    (postgres_lib / "15" / "bin").mkdir(parents=True)  # a version left without its programs
+    if postgres:
+        server_bin = postgres_lib / "16" / "bin"
+        server_bin.mkdir(parents=True)
+        for program in ("initdb", "postgres", "pg_ctl"):
+            _program(server_bin, program, log)
+    jar = tmp_path / "java" / "postgresql.jar"
+    if jdbc_jar:
+        jar.parent.mkdir()
+        jar.write_bytes(b"PK")
+    env = {
+        "PATH": str(bin_dir),
+        "HOME": str(tmp_path),
+        "VENV": str(tmp_path / "venv"),
+        "POSTGRES_LIB_DIR": str(postgres_lib),
+        "POSTGRES_JDBC_JAR": str(jar),
+    }
     return repo, env, log
 
 
@@ -86,7 +107,7 @@ def _calls(log: Path, program: str) -> list[str]:
 
 
 def test_what_running_needs_touches_neither_node_nor_apt_when_java_is_there(tmp_path: Path) -> None:
-    repo, env, log = _checkout(tmp_path, java=True, node=False, root=False)
+    repo, env, log = _checkout(tmp_path, java=True, node=False, root=False, postgres=False, jdbc_jar=False)
     result = _run(repo, env)
     assert result.returncode == 0, result.stderr
     for program in ("node", "npm", "apt-get", "sudo"):
@@ -117,14 +138,43 @@ def test_without_root_or_sudo_it_stops_and_names_the_package(tmp_path: Path) -> 
     assert _calls(log, "apt-get") == []
 
 
-@pytest.mark.parametrize("node", [True, False])
-def test_what_the_tests_add_is_node_and_the_pinned_packages(tmp_path: Path, node: bool) -> None:
-    repo, env, log = _checkout(tmp_path, java=True, node=node, root=True)
+@pytest.mark.parametrize(
+    ("node", "postgres", "jdbc_jar"),
+    [
+        (True, True, True),
+        (False, True, True),
+        (True, False, True),
+        (True, True, False),
+        (False, False, False),
+    ],
+)
+def test_what_the_tests_add_is_what_is_missing_and_the_pinned_packages(
+    tmp_path: Path, node: bool, postgres: bool, jdbc_jar: bool
+) -> None:
+    repo, env, log = _checkout(
+        tmp_path, java=True, node=node, root=True, postgres=postgres, jdbc_jar=jdbc_jar
+    )
     result = _run(repo, env, "--tests")
     assert result.returncode == 0, result.stderr
     apt = [call for call in _calls(log, "apt-get") if " install " in call]
-    # npm is there in both cases: only what is missing is installed.
-    assert [call.rsplit(" ", 1)[1] for call in apt] == ([] if node else ["nodejs"]), apt
+    # npm is always there: only what is missing is installed, all in one apt call.
+    wanted = [
+        package
+        for package, present in (
+            ("nodejs", node),
+            ("postgresql", postgres),
+            ("libpostgresql-jdbc-java", jdbc_jar),
+        )
+        if not present
+    ]
+    if wanted:
+        assert len(apt) == 1 and apt[0].split("--no-install-recommends ")[1].split() == wanted, apt
+        assert f"bootstrap: installing {' '.join(wanted)} with apt" in result.stdout, result.stdout
+    else:
+        assert apt == [], apt
+    # Only the test's own stand-ins were looked at: none of the PostgreSQL programs was run.
+    for program in ("initdb", "postgres", "pg_ctl"):
+        assert _calls(log, program) == [], log.read_text()
     npm = _calls(log, "npm")
     assert [call.split("--prefix ")[1].split()[0] for call in npm] == ["protos", "tests/node"], npm
     # Installed once: a second run with the same package-lock.json files installs nothing.
