@@ -6,7 +6,7 @@ from __future__ import annotations
 import abc
 import enum
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from sluiceway.connect.config import ConfigDef, ConfigValue
 from sluiceway.connect.records import TopicPartition
@@ -60,6 +60,10 @@ class Connector(abc.ABC):
     """
 
     _context: ConnectorContext | None = None
+    # More names ``connector.class`` may give for this plugin, besides its class path and its class
+    # name with and without ``Connector`` (e.g. the class of the Kafka connector it stands in for, or a
+    # class path it had before). An alias two plugins declare resolves to neither.
+    ALIASES: ClassVar[tuple[str, ...]] = ()
 
     def initialize(self, context: ConnectorContext) -> None:
         self._context = context

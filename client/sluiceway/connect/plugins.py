@@ -5,11 +5,12 @@ Installed plugins are the classes a process names itself (the built-in connector
 ``sluiceway_executor.connectors``, which the server and the executor pass to ``discover``) and the
 classes registered under the ``sluiceway.connectors`` entry-point group (the built-ins are there too,
 for other tools; third-party plugins add their own).
-``connector.class`` may give a plugin's full dotted class path, its class name, or its class name
-less a trailing ``Connector``. When two plugins would share such an alias, the alias resolves to
-neither (Kafka's rule). A name that matches none of these exactly is tried once more with case
-ignored (``datagensource``): it resolves when it then names exactly one plugin, and is refused with
-the candidates listed when it names several. A name that still matches nothing is refused with a
+``connector.class`` may give a plugin's full dotted class path, its class name, its class name
+less a trailing ``Connector``, or one of the names the class declares in ``ALIASES``. When two
+plugins would share such an alias, the alias resolves to neither (Kafka's rule). A name that
+matches none of these exactly is tried once more with case ignored (``datagensource``): it
+resolves when it then names exactly one plugin, and is refused with the candidates listed when it
+names several. A name that still matches nothing is refused with a
 suggestion of the nearest installed names and the list of the plugins' short names (``short_name``).
 The config keeps the name as the user gave it; the control plane and the executors resolve it with
 this same class, so they agree on the plugin.
@@ -164,6 +165,13 @@ def _pruned_name(simple: str) -> str:
     return simple
 
 
+def _names_of(cls: type[Connector]) -> tuple[str, ...]:
+    """The aliases ``cls`` claims: the ones it declares, then its class name with and without
+    ``Connector`` (last, so that ``short_name`` stays the plain one)."""
+    declared = tuple(a.strip() for a in getattr(cls, "ALIASES", ()) if isinstance(a, str) and a.strip())
+    return (*declared, cls.__name__, _pruned_name(cls.__name__))
+
+
 class PluginRegistry:
     """The connector plugins known to this process, looked up by class path or alias; immutable."""
 
@@ -176,7 +184,7 @@ class PluginRegistry:
 
         claims: dict[str, set[str]] = {}
         for class_name, cls in unique.items():
-            for alias in (cls.__name__, _pruned_name(cls.__name__)):
+            for alias in _names_of(cls):
                 claims.setdefault(alias, set()).add(class_name)
         self._aliases = {alias: next(iter(names)) for alias, names in claims.items() if len(names) == 1}
         self._ambiguous = {alias: sorted(names) for alias, names in claims.items() if len(names) > 1}
@@ -187,13 +195,7 @@ class PluginRegistry:
         for class_name, cls in unique.items():
             plugin_type = _plugin_type(cls)
             assert plugin_type is not None  # checked by the constructors' callers
-            aliases = tuple(
-                dict.fromkeys(
-                    a
-                    for a in (cls.__name__, _pruned_name(cls.__name__))
-                    if self._aliases.get(a) == class_name
-                )
-            )
+            aliases = tuple(dict.fromkeys(a for a in _names_of(cls) if self._aliases.get(a) == class_name))
             self._by_class[class_name] = PluginDesc(
                 class_name=class_name,
                 type=plugin_type,

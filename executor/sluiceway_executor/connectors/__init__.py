@@ -15,12 +15,8 @@ from sluiceway_executor.connectors.filestream import (
     FileStreamSourceConnector,
     FileStreamSourceTask,
 )
-from sluiceway_executor.connectors.jdbc import (
-    JdbcSinkConnector,
-    JdbcSinkTask,
-    JdbcSourceConnector,
-    JdbcSourceTask,
-)
+from sluiceway_executor.connectors.jdbc_sink import JdbcSinkConnector, JdbcSinkTask
+from sluiceway_executor.connectors.jdbc_source import JdbcSourceConnector, JdbcSourceTask
 from sluiceway_executor.connectors.spark_file import SparkFileSinkConnector, SparkFileSinkTask
 from sluiceway_executor.datagen_records import datagen_record
 

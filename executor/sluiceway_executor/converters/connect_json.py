@@ -19,6 +19,9 @@ DATE_LOGICAL: Final = "org.apache.kafka.connect.data.Date"
 TIME_LOGICAL: Final = "org.apache.kafka.connect.data.Time"
 TIMESTAMP_LOGICAL: Final = "org.apache.kafka.connect.data.Timestamp"
 
+# Kafka's names of FLOAT32 and FLOAT64 in the JSON envelope, and the ones this converter wrote
+# before it followed them (still read, so records already in topics stay readable).
+_FLOAT_NAMES = frozenset({"float", "double", "float32", "float64"})
 _INT_RANGES: Final[Mapping[str, tuple[int, int]]] = {
     "int8": (-(2**7), 2**7 - 1),
     "int16": (-(2**15), 2**15 - 1),
@@ -61,7 +64,8 @@ def infer_schema(value: Any) -> dict[str, Any] | None:
         low, high = _INT_RANGES["int64"]
         return _primitive_schema("int64") if low <= value <= high else None
     if isinstance(value, float):
-        return _primitive_schema("float64")
+        # Kafka's JSON names FLOAT64 "double" (and FLOAT32 "float").
+        return _primitive_schema("double")
     if isinstance(value, str):
         return _primitive_schema("string")
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -126,7 +130,7 @@ def connect_to_json(schema: Mapping[str, Any] | None, value: Any, path: str) -> 
         if not low <= value <= high:
             raise ConverterError(f"value {value} out of range for {kind}{where}")
         return value
-    if kind in ("float32", "float64"):
+    if kind in _FLOAT_NAMES:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise ConverterError(f"invalid value for {kind}{where}: {value!r}")
         return float(value)
@@ -249,7 +253,7 @@ def json_to_connect(schema: Mapping[str, Any] | None, value: Any, path: str) -> 
         if not isinstance(value, int) or isinstance(value, bool):
             raise ConverterError(f"invalid value for {kind}{where}: {value!r}")
         return value
-    if kind in ("float32", "float64"):
+    if kind in _FLOAT_NAMES:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise ConverterError(f"invalid value for {kind}{where}: {value!r}")
         return float(value)

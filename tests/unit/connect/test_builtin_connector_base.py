@@ -11,7 +11,8 @@ from sluiceway.connect import ConfigException, Connector
 from sluiceway_executor.connectors.base import BuiltInConnector
 from sluiceway_executor.connectors.datagen import DataGenSourceConnector
 from sluiceway_executor.connectors.filestream import FileStreamSinkConnector, FileStreamSourceConnector
-from sluiceway_executor.connectors.jdbc import JdbcSinkConnector, JdbcSourceConnector
+from sluiceway_executor.connectors.jdbc_sink import JdbcSinkConnector
+from sluiceway_executor.connectors.jdbc_source import JdbcSourceConnector
 from sluiceway_executor.connectors.spark_file import SparkFileSinkConnector
 
 URL = {"connection.url": "jdbc:postgresql://localhost:5432/app"}

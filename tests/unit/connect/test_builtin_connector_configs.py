@@ -8,14 +8,8 @@ import sys
 import pytest
 
 from sluiceway.connect import ConfigException, ConnectException, PluginRegistry, validate_connector_config
-from sluiceway_executor.connectors.jdbc import (
-    JdbcSinkConnector,
-    JdbcSourceConnector,
-    JdbcSourceTask,
-    batch_query,
-    bounds_query,
-    sink_table_name,
-)
+from sluiceway_executor.connectors.jdbc_sink import JdbcSinkConnector, sink_table_name
+from sluiceway_executor.connectors.jdbc_source import JdbcSourceConnector, JdbcSourceTask
 from sluiceway_executor.connectors.spark_file import SparkFileSinkConnector, SparkFileSinkTask
 
 
@@ -59,7 +53,7 @@ def test_jdbc_source_config(registry: PluginRegistry) -> None:
     assert validate_connector_config(registry, jdbc_source()).error_count == 0
     infos = validate_connector_config(
         registry,
-        jdbc_source(**{"connection.url": "postgresql://x", "mode": "bulk", "batch.max.rows": "0"}),
+        jdbc_source(**{"connection.url": "postgresql://x", "mode": "sometimes", "batch.max.rows": "0"}),
     )
     assert set(infos.errors()) == {"connection.url", "mode", "batch.max.rows"}
     missing_column = {k: v for k, v in jdbc_source().items() if k != "incrementing.column.name"}
@@ -102,18 +96,6 @@ def test_jdbc_sink_config(registry: PluginRegistry) -> None:
     connector = JdbcSinkConnector()
     connector.start(base)
     assert len(connector.task_configs(3)) == 3
-
-
-def test_sql_text() -> None:
-    assert bounds_query("orders", "id", None, 100) == (
-        "SELECT MAX(id) AS max_value FROM (SELECT id FROM orders ORDER BY id LIMIT 100) AS next_rows"
-    )
-    assert bounds_query("orders", "id", 41, 10) == (
-        "SELECT MAX(id) AS max_value FROM "
-        "(SELECT id FROM orders WHERE id > 41 ORDER BY id LIMIT 10) AS next_rows"
-    )
-    assert batch_query("orders", "id", None, 50) == "SELECT * FROM orders WHERE id <= 50"
-    assert batch_query("orders", "id", 41, 50) == "SELECT * FROM orders WHERE id > 41 AND id <= 50"
 
 
 def test_sink_table_names() -> None:

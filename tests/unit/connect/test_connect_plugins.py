@@ -26,8 +26,8 @@ BUILT_INS = {
     "sluiceway_executor.connectors.filestream.FileStreamSourceConnector": PluginType.SOURCE,
     "sluiceway_executor.connectors.filestream.FileStreamSinkConnector": PluginType.SINK,
     "sluiceway_executor.connectors.spark_file.SparkFileSinkConnector": PluginType.SINK,
-    "sluiceway_executor.connectors.jdbc.JdbcSourceConnector": PluginType.SOURCE,
-    "sluiceway_executor.connectors.jdbc.JdbcSinkConnector": PluginType.SINK,
+    "sluiceway_executor.connectors.jdbc_source.JdbcSourceConnector": PluginType.SOURCE,
+    "sluiceway_executor.connectors.jdbc_sink.JdbcSinkConnector": PluginType.SINK,
 }
 
 
@@ -108,12 +108,30 @@ def test_discover_finds_all_built_ins() -> None:
         ("FileStreamSink", "sluiceway_executor.connectors.filestream.FileStreamSinkConnector"),
         ("FileStreamSinkConnector", "sluiceway_executor.connectors.filestream.FileStreamSinkConnector"),
         ("SparkFileSink", "sluiceway_executor.connectors.spark_file.SparkFileSinkConnector"),
-        ("JdbcSource", "sluiceway_executor.connectors.jdbc.JdbcSourceConnector"),
-        ("JdbcSink", "sluiceway_executor.connectors.jdbc.JdbcSinkConnector"),
-        (" JdbcSink ", "sluiceway_executor.connectors.jdbc.JdbcSinkConnector"),
+        ("JdbcSource", "sluiceway_executor.connectors.jdbc_source.JdbcSourceConnector"),
+        ("JdbcSourceConnector", "sluiceway_executor.connectors.jdbc_source.JdbcSourceConnector"),
+        ("JdbcSink", "sluiceway_executor.connectors.jdbc_sink.JdbcSinkConnector"),
+        (" JdbcSink ", "sluiceway_executor.connectors.jdbc_sink.JdbcSinkConnector"),
+        (
+            "sluiceway_executor.connectors.jdbc_sink.JdbcSinkConnector",
+            "sluiceway_executor.connectors.jdbc_sink.JdbcSinkConnector",
+        ),
+        # Kafka's JDBC connectors' classes, and the class paths from before the JDBC module split.
+        (
+            "io.confluent.connect.jdbc.JdbcSourceConnector",
+            "sluiceway_executor.connectors.jdbc_source.JdbcSourceConnector",
+        ),
+        (
+            "io.confluent.connect.jdbc.JdbcSinkConnector",
+            "sluiceway_executor.connectors.jdbc_sink.JdbcSinkConnector",
+        ),
+        (
+            "sluiceway_executor.connectors.jdbc.JdbcSourceConnector",
+            "sluiceway_executor.connectors.jdbc_source.JdbcSourceConnector",
+        ),
         (
             "sluiceway_executor.connectors.jdbc.JdbcSinkConnector",
-            "sluiceway_executor.connectors.jdbc.JdbcSinkConnector",
+            "sluiceway_executor.connectors.jdbc_sink.JdbcSinkConnector",
         ),
     ],
 )

@@ -219,7 +219,7 @@ def test_envelope_round_trip(value: Any) -> None:
         ("x", {"type": "string", "optional": False}),
         (True, {"type": "boolean", "optional": False}),
         (7, {"type": "int64", "optional": False}),
-        (1.5, {"type": "float64", "optional": False}),
+        (1.5, {"type": "double", "optional": False}),
         (b"ab", {"type": "bytes", "optional": False}),
         (
             {"a": 1, "b": 2},
@@ -360,3 +360,11 @@ def test_explicit_schema_is_checked_on_write() -> None:
     assert ENVELOPE.from_connect_value(None, {"type": "string", "optional": True}) == (
         b'{"schema":{"type":"string","optional":true},"payload":null}'
     )
+
+
+def test_envelope_floats_carry_kafkas_type_names() -> None:
+    # Kafka's JsonConverter names FLOAT32 "float" and FLOAT64 "double"; it reads nothing else.
+    assert ENVELOPE.from_connect_value(1.5) == b'{"schema":{"type":"double","optional":false},"payload":1.5}'
+    for name in ("float", "double", "float64"):  # float64: what this converter wrote before
+        data = b'{"schema":{"type":"%s","optional":false},"payload":2.25}' % name.encode()
+        assert ENVELOPE.to_connect_value(data) == 2.25

@@ -25,7 +25,7 @@ from sluiceway.connect import (
 )
 from sluiceway_executor.connectors.datagen import DataGenBatchTask, DataGenSourceTask, heartbeat_record
 from sluiceway_executor.connectors.filestream import FileStreamSinkTask, FileStreamSourceTask
-from sluiceway_executor.connectors.jdbc import JdbcSourceTask
+from sluiceway_executor.connectors.jdbc_source import JdbcSourceTask
 from sluiceway_executor.datasources.source_task import SourceTaskOptions, poll_source_task
 from sluiceway_executor.heartbeats import (
     HeartbeatSettings,
