@@ -11,6 +11,14 @@ from decimal import Decimal
 import pytest
 from pyspark.sql import SparkSession
 
+from sluiceway.connect.data import (
+    OPTIONAL_INT32_SCHEMA,
+    OPTIONAL_STRING_SCHEMA,
+    decimal_schema,
+    schema_from_json,
+    struct_schema,
+    value_from_json,
+)
 from sluiceway_server.embedded import EmbeddedBroker, EmbeddedSparkConnect, jdbc_jars
 from tests.conftest import ControlPlaneProcess
 from tests.integration.api_helpers import read_topic
@@ -83,6 +91,8 @@ def test_jdbc_source_copies_a_table_and_the_rows_added_while_it_runs(
                 "topic.prefix": prefix,
                 # Several batches for the first 25 rows.
                 "batch.max.rows": 10,
+                "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+                "value.converter.schemas.enable": "true",
             },
         )
 
@@ -95,7 +105,22 @@ def test_jdbc_source_copies_a_table_and_the_rows_added_while_it_runs(
         stack.wait_for(lambda: copied_up_to(32), "the 7 rows inserted while it runs to be copied")
 
         records = read_topic(broker.bootstrap_servers, prefix + table)
-        copied = sorted((value["id"], value["name"], Decimal(str(value["amount"]))) for _, value in records)
+        # Typed records with the table's schema, named after the table, as Kafka's JDBC source writes
+        # (every column optional: Spark's JDBC reader reports columns of a query as nullable).
+        schemas = {schema_from_json(envelope["schema"]) for _, envelope in records}
+        assert schemas == {
+            struct_schema(
+                {
+                    "id": OPTIONAL_INT32_SCHEMA,
+                    "name": OPTIONAL_STRING_SCHEMA,
+                    "amount": decimal_schema(2, precision=10, optional=True),
+                },
+                name=table,
+            )
+        }
+        (schema,) = schemas
+        values = [value_from_json(schema, envelope["payload"]) for _, envelope in records]
+        copied = sorted((value["id"], value["name"], value["amount"]) for value in values)
         in_table = postgres.execute(f"SELECT id, name, amount FROM {table} ORDER BY id")
         assert len(records) == len(in_table) == 32
         assert copied == in_table

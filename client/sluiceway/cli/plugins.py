@@ -70,7 +70,8 @@ def framework_keys() -> frozenset[str]:
     """The keys Sluiceway defines for every connector (Kafka Connect's common, source and sink
     keys), as opposed to those a plugin defines for itself."""
     # Imported here: only this command needs the config definitions.
-    from sluiceway.connect.framework_config import common_config_def, sink_config_def, source_config_def
+    from sluiceway.connect.framework_config import common_config_def, source_config_def
+    from sluiceway.connect.sink_framework_config import sink_config_def
 
     definitions = (common_config_def(), source_config_def(), sink_config_def())
     return frozenset().union(*(definition.keys() for definition in definitions))

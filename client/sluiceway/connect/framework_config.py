@@ -21,7 +21,6 @@ from sluiceway.connect.config import (
     NonNull,
     Nullable,
     Range,
-    RegexValidator,
     UniqueItems,
     ValidString,
     Width,
@@ -30,7 +29,6 @@ from sluiceway.connect.restart_config import restart_config_def
 from sluiceway.connect.topic_creation_config import (
     GROUPS_DOC,
     GROUPS_VALIDATOR,
-    REPLICATION_FACTOR_VALIDATOR,
     TOPIC_CREATION_GROUP,
     TOPIC_CREATION_GROUPS_CONFIG,
     TOPIC_CREATION_PREFIX,
@@ -50,7 +48,6 @@ __all__ = [
     "TOPIC_CREATION_GROUPS_CONFIG",
     "TOPIC_CREATION_PREFIX",
     "common_config_def",
-    "sink_config_def",
     "source_config_def",
     "topic_creation_config_def",
     "uses_topic_creation",
@@ -508,93 +505,3 @@ def source_config_def() -> ConfigDef:
         )
     )
     return common_config_def().merge(source)
-
-
-_TOPICS_DOC = "The topics this sink connector reads, comma-separated. Set this or topics.regex, not both."
-_TOPICS_REGEX_DOC = (
-    "A Python regular expression; this sink connector reads every topic whose whole name it "
-    "matches. Set this or topics, not both."
-)
-_DLQ_TOPIC_NAME_DOC = (
-    "Dead letter queue: the topic that would receive the records this sink connector fails to "
-    "convert, transform or write. Empty (the default) means none. Not supported yet: Sluiceway has no "
-    "dead letter queue, so a topic name is refused until it has one."
-)
-_DLQ_REPLICATION_FACTOR_DOC = (
-    "Replication factor for the dead letter queue topic if it had to be created (-1: the broker's "
-    "default). Not supported yet: Sluiceway has no dead letter queue, so a value other than the "
-    "default is refused until it has one."
-)
-_DLQ_CONTEXT_HEADERS_DOC = (
-    "When true, records sent to the dead letter queue would carry headers describing the failure, "
-    "all named __connect.errors.*. Not supported yet: Sluiceway has no dead letter queue, so true is "
-    "refused until it has one."
-)
-
-
-def sink_config_def() -> ConfigDef:
-    """The keys of a sink connector: the common ones and Kafka's SinkConnectorConfig."""
-    sink = (
-        ConfigDef()
-        .define(
-            TOPICS_CONFIG,
-            ConfigType.LIST,
-            "",
-            None,
-            Importance.HIGH,
-            _TOPICS_DOC,
-            COMMON_GROUP,
-            4,
-            Width.LONG,
-            "Topics",
-        )
-        .define(
-            TOPICS_REGEX_CONFIG,
-            ConfigType.STRING,
-            "",
-            RegexValidator(),
-            Importance.HIGH,
-            _TOPICS_REGEX_DOC,
-            COMMON_GROUP,
-            4,
-            Width.LONG,
-            "Topics regex",
-        )
-        .define(
-            DLQ_TOPIC_NAME_CONFIG,
-            ConfigType.STRING,
-            "",
-            None,
-            Importance.MEDIUM,
-            _DLQ_TOPIC_NAME_DOC,
-            ERROR_GROUP,
-            6,
-            Width.MEDIUM,
-            "Dead Letter Queue Topic Name",
-        )
-        .define(
-            DLQ_TOPIC_REPLICATION_FACTOR_CONFIG,
-            ConfigType.SHORT,
-            3,
-            REPLICATION_FACTOR_VALIDATOR,
-            Importance.MEDIUM,
-            _DLQ_REPLICATION_FACTOR_DOC,
-            ERROR_GROUP,
-            7,
-            Width.MEDIUM,
-            "Dead Letter Queue Topic Replication Factor",
-        )
-        .define(
-            DLQ_CONTEXT_HEADERS_ENABLE_CONFIG,
-            ConfigType.BOOLEAN,
-            False,
-            None,
-            Importance.MEDIUM,
-            _DLQ_CONTEXT_HEADERS_DOC,
-            ERROR_GROUP,
-            8,
-            Width.MEDIUM,
-            "Enable Error Context Headers",
-        )
-    )
-    return common_config_def().merge(sink)

@@ -43,12 +43,12 @@ from sluiceway.connect.framework_config import (
     TRANSACTION_BOUNDARY_INTERVAL_CONFIG,
     TRANSFORMS_CONFIG,
     common_config_def,
-    sink_config_def,
     source_config_def,
     topic_creation_config_def,
     uses_topic_creation,
 )
 from sluiceway.connect.plugins import PluginDesc, PluginNotFoundError, PluginRegistry, PluginType
+from sluiceway.connect.sink_framework_config import sink_config_def
 from sluiceway.connect.topic_creation_config import unread_topic_creation_keys
 from sluiceway.connect.worker_fallbacks import WORKER_FALLBACK_KEYS
 from sluiceway.connect.worker_policy import WorkerPolicy, path_errors

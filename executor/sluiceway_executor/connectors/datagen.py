@@ -2,8 +2,13 @@
 
 Task ``t`` emits ``seq`` 0, 1, 2… with no gaps; the source partition is ``{"task": t}`` and the offset
 of a record is ``{"seq": n}``, so a restarted task continues after its committed offset.
-The record format lives in :mod:`sluiceway_executor.datagen_records`: ``datagen_record`` (re-exported
-here) builds one record in Python, ``datagen_frame`` a range of them in Spark SQL.
+The record formats live in :mod:`sluiceway_executor.datagen_records`. ``value.type`` picks one:
+``string`` (the default) gives a JSON text value padded to ``record.size.bytes``
+(``datagen_record``, re-exported here, builds one in Python, ``datagen_frame`` a range of them in
+Spark SQL); ``struct`` gives a typed value, an order of the Kafka Connect struct ``ORDER_SCHEMA``
+(``sluiceway.datagen.Order``, version 1) that is a function of the seq alone (``typed_value`` in
+Python, ``typed_frame`` in Spark SQL), for converters that write schemas and sinks that keep
+types. The key is ``"{task}-{seq}"`` in both.
 
 The connector's task is :class:`DataGenBatchTask`, which generates each batch with Spark SQL
 (``datagen_frame``); :class:`DataGenSourceTask` produces the same records one poll at
@@ -40,11 +45,19 @@ from sluiceway.connect import (
     SourceRecord,
     SourceTask,
     Task,
+    ValidString,
     Width,
 )
 from sluiceway.connect.batch_config import DEFAULT_BATCH_MAX_RECORDS
+from sluiceway.connect.data import schema_to_json
 from sluiceway_executor.connectors.base import BuiltInConnector
-from sluiceway_executor.datagen_records import datagen_frame, datagen_record
+from sluiceway_executor.datagen_records import (
+    ORDER_SCHEMA,
+    datagen_frame,
+    datagen_record,
+    typed_frame,
+    typed_value,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -57,18 +70,26 @@ __all__ = [
     "heartbeat_record",
     "resume_seq",
     "source_partition",
+    "typed_value",
 ]
 
 TOPIC_CONFIG: Final = "topic"
 MAX_RECORDS_CONFIG: Final = "max.records"
 RECORDS_PER_SEC_CONFIG: Final = "records.per.sec"
 RECORD_SIZE_BYTES_CONFIG: Final = "record.size.bytes"
+VALUE_TYPE_CONFIG: Final = "value.type"
 TASK_ID_CONFIG: Final = "task.id"
+
+STRING_VALUES: Final = "string"
+STRUCT_VALUES: Final = "struct"
+VALUE_TYPES: Final = (STRING_VALUES, STRUCT_VALUES)
 
 TASK_FIELD: Final = "task"
 SEQ_FIELD: Final = "seq"
 
 STRING_SCHEMA: Final[Mapping[str, Any]] = {"type": "string", "optional": False}
+# ORDER_SCHEMA as the schema part of a JsonConverter envelope, for the record-level task's records.
+ORDER_JSON_SCHEMA: Final[Mapping[str, Any]] = schema_to_json(ORDER_SCHEMA)
 HEARTBEAT_SCHEMA: Final[Mapping[str, Any]] = {
     "type": "struct",
     "name": "sluiceway.datagen.Heartbeat",
@@ -133,13 +154,39 @@ def config_def() -> ConfigDef:
             Range.at_least(1),
             Importance.LOW,
             "Approximate size of each record value in bytes: the JSON value is padded up to this size "
-            "(values are never shorter than their task, seq and ts fields need).",
+            "(values are never shorter than their task, seq and ts fields need). Only for "
+            "value.type=string.",
             _GROUP,
             4,
             Width.SHORT,
             "Record size (bytes)",
         )
+        .define(
+            VALUE_TYPE_CONFIG,
+            ConfigType.STRING,
+            STRING_VALUES,
+            ValidString.in_(*VALUE_TYPES, case_insensitive=True),
+            Importance.MEDIUM,
+            "What each record's value is. string: JSON text {task, seq, ts, payload} (the "
+            "converter sees a string). struct: an order, a Kafka Connect struct named "
+            "sluiceway.datagen.Order (version 1) with fields id (int64, the seq), sku (string), "
+            "quantity (int32), unit_price (Decimal, scale 2, precision 10), paid (boolean), "
+            "weight_kg (float64), ordered_at (Timestamp), ship_date (Date), note (optional string, "
+            "null for every fourth seq) and customer (struct of name and city); every field is a "
+            "function of the seq, so the same seq gives the same order in every task and run. With "
+            "a converter that writes schemas (JsonConverter with schemas.enable=true) the records "
+            "carry that schema.",
+            _GROUP,
+            5,
+            Width.SHORT,
+            "Value type",
+        )
     )
+
+
+def typed_values(config: AbstractConfig) -> bool:
+    """Whether a task of ``config`` generates typed (struct) values."""
+    return (config.get_string(VALUE_TYPE_CONFIG) or STRING_VALUES).lower() == STRUCT_VALUES
 
 
 def task_config_def() -> ConfigDef:
@@ -246,6 +293,7 @@ class DataGenSourceTask(SourceTask):
         self._max_records = -1
         self._rate = 0.0
         self._size = 100
+        self._typed = False
         self._next_seq = 0
         self._tokens = 0.0
         self._refilled_at = 0.0
@@ -260,6 +308,7 @@ class DataGenSourceTask(SourceTask):
         self._max_records = config.get_long(MAX_RECORDS_CONFIG)
         self._rate = config.get_double(RECORDS_PER_SEC_CONFIG)
         self._size = config.get_int(RECORD_SIZE_BYTES_CONFIG)
+        self._typed = typed_values(config)
         self._next_seq = resume_seq(self.context.offset_storage_reader().offset(source_partition(self._task)))
         # One token up front so the first record is not delayed; the bucket holds at most one
         # second of records, so a slow consumer of the task never causes a large burst later.
@@ -304,7 +353,12 @@ class DataGenSourceTask(SourceTask):
         partition = source_partition(self._task)
         records: list[SourceRecord] = []
         for seq in range(self._next_seq, self._next_seq + count):
-            key, value = datagen_record(self._task, seq, ts_ms, self._size)
+            value: Any
+            if self._typed:
+                key, value, value_schema = f"{self._task}-{seq}", typed_value(seq), ORDER_JSON_SCHEMA
+            else:
+                key, value = datagen_record(self._task, seq, ts_ms, self._size)
+                value_schema = STRING_SCHEMA
             records.append(
                 SourceRecord(
                     source_partition=partition,
@@ -314,7 +368,7 @@ class DataGenSourceTask(SourceTask):
                     value=value,
                     timestamp_ms=ts_ms,
                     key_schema=STRING_SCHEMA,
-                    value_schema=STRING_SCHEMA,
+                    value_schema=value_schema,
                 )
             )
         self._next_seq += count
@@ -336,7 +390,8 @@ _MAX_SPARK_PARTITIONS: Final = 8
 
 
 class DataGenBatchTask(DataFrameSourceTask):
-    """Generates each batch with Spark SQL (``datagen_frame``).
+    """Generates each batch with Spark SQL (``datagen_frame``, or ``typed_frame`` with
+    ``value.type=struct``: a ``value`` struct column whose fields carry their Connect schemas).
 
     A batch continues after the committed ``{"seq": n}`` of the task's partition (0 when there is
     none) and holds min(the batch's ``max_records`` from the executor (the connector's ``batch.*``
@@ -357,6 +412,7 @@ class DataGenBatchTask(DataFrameSourceTask):
         self._max_records = -1
         self._rate = 0.0
         self._size = 100
+        self._typed = False
         self._tokens = 0.0
         self._refilled_at = 0.0
 
@@ -370,6 +426,7 @@ class DataGenBatchTask(DataFrameSourceTask):
         self._max_records = config.get_long(MAX_RECORDS_CONFIG)
         self._rate = config.get_double(RECORDS_PER_SEC_CONFIG)
         self._size = config.get_int(RECORD_SIZE_BYTES_CONFIG)
+        self._typed = typed_values(config)
         # As the record-level task: one record may go out at once, then the rate's allowance.
         self._tokens = 1.0
         self._refilled_at = self._clock()
@@ -411,8 +468,11 @@ class DataGenBatchTask(DataFrameSourceTask):
         if count <= 0:
             return SourceBatch(data=None, offsets=[], end_of_data=done)
         parts = max(1, min(_MAX_SPARK_PARTITIONS, count // _RECORDS_PER_SPARK_PARTITION))
-        ts_ms = int(self._wall_clock() * 1000)
-        data = datagen_frame(spark, self._task, next_seq, count, self._size, ts_ms, parts)
+        if self._typed:
+            data = typed_frame(spark, self._task, next_seq, count, parts)
+        else:
+            ts_ms = int(self._wall_clock() * 1000)
+            data = datagen_frame(spark, self._task, next_seq, count, self._size, ts_ms, parts)
         last = {SEQ_FIELD: next_seq + count - 1}
         return SourceBatch(data=data.select("key", "value"), offsets=[(partition, last)], end_of_data=done)
 

@@ -1,5 +1,28 @@
-"""JdbcSink: appends each record's struct value as a row of the table named by
-``table.name.format``, through Spark's JDBC writer (PostgreSQL driver by default).
+"""JdbcSink: writes records with struct values into database tables (PostgreSQL), one row per
+record, in the manner of Kafka's JDBC sink connector: ``insert.mode`` insert, upsert or update,
+``pk.mode`` none, kafka, record_key or record_value, deletes on tombstones, ``auto.create`` and
+``auto.evolve``. The keys are in ``jdbc_sink_config``, the columns a batch writes in
+``jdbc_sink_columns``, the SQL in ``jdbc_sink_sql``.
+
+A batch goes to the table ``table.name.format`` names for each topic in it (tables are made or
+given columns first, as the keys allow). Then:
+
+- ``insert``, when no value needs converting (no Timestamp or Time field, every column name in
+  plain lower case, no deletes): Spark's JDBC writer appends the rows to the table directly.
+- otherwise: Spark's JDBC writer appends the batch to the target's staging table (unlogged, one
+  per target, connector and task, see ``jdbc_sink_sql``), then one script, in one transaction,
+  moves it into the target and empties the staging table: an INSERT ... SELECT for ``insert``; for
+  ``upsert`` an INSERT ... ON CONFLICT DO UPDATE of the last record of each key (by topic,
+  partition and offset); for ``update`` an UPDATE ... FROM of the same; with ``delete.enabled`` a
+  key whose last record is a tombstone has its row deleted in the same transaction.
+
+So an ``upsert`` or ``update`` batch applied twice leaves the table as applying it once does,
+which makes the sink exactly-once per key when a batch is written again after a crash; ``insert``
+is at-least-once (a batch written again adds its rows again).
+
+The database is reached only by Spark (an executor may have no route to it): DDL, the scripts and
+the reads of table metadata run through Spark's JDBC source (``jdbc_statements``). A table's
+columns are read once and kept, and read again after the sink changed the table or a batch failed.
 
 Spark is imported only inside the task's batch method, so the control plane can load this plugin
 without it.
@@ -7,7 +30,8 @@ without it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar, Final
 
 import sluiceway
@@ -15,73 +39,54 @@ from sluiceway.connect import (
     AbstractConfig,
     BatchContext,
     ConfigDef,
-    ConfigType,
+    ConfigValue,
     ConnectException,
     DataFrameSinkTask,
-    Importance,
-    NonEmptyString,
     SinkConnector,
     Task,
     TopicPartition,
-    ValidString,
-    Width,
 )
+from sluiceway.connect.data.schema import TIMESTAMP_NAME
 from sluiceway_executor.connectors.base import BuiltInConnector
-from sluiceway_executor.connectors.jdbc_common import IDENTIFIER, connection_config_def, jdbc_options
+from sluiceway_executor.connectors.jdbc_common import jdbc_options
+from sluiceway_executor.connectors.jdbc_sink_columns import (
+    SinkColumn,
+    TableColumns,
+    columns_to_add,
+    plan_columns,
+)
+from sluiceway_executor.connectors.jdbc_sink_config import (
+    INSERT_MODE_INSERT,
+    INSERT_MODE_UPSERT,
+    PK_MODE_RECORD_KEY,
+    TOPIC_PLACEHOLDER,
+    SinkSettings,
+    check_sink_config,
+    config_problems,
+    sink_config_def,
+)
+from sluiceway_executor.connectors.jdbc_sink_sql import (
+    add_columns_sql,
+    create_table_sql,
+    insert_script,
+    sink_table_name,
+    staging_column,
+    staging_ddl,
+    staging_table_name,
+    table_columns_query,
+    update_script,
+    upsert_script,
+)
+from sluiceway_executor.connectors.jdbc_statements import database_error, read_rows, run_script
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 __all__ = ["JdbcSinkConnector", "JdbcSinkTask", "sink_config_def", "sink_table_name"]
 
-TABLE_NAME_FORMAT_CONFIG: Final = "table.name.format"
-INSERT_MODE_CONFIG: Final = "insert.mode"
-
-INSERT_MODE_INSERT: Final = "insert"
-TOPIC_PLACEHOLDER: Final = "${topic}"
-
-_SINK_GROUP = "Sink"
-
-
-def sink_config_def() -> ConfigDef:
-    sink = (
-        ConfigDef()
-        .define(
-            TABLE_NAME_FORMAT_CONFIG,
-            ConfigType.STRING,
-            TOPIC_PLACEHOLDER,
-            NonEmptyString(),
-            Importance.MEDIUM,
-            "The table to write to; '${topic}' is replaced by the record's topic. A name that is not a "
-            "plain SQL identifier is quoted.",
-            _SINK_GROUP,
-            1,
-            Width.LONG,
-            "Table name format",
-        )
-        .define(
-            INSERT_MODE_CONFIG,
-            ConfigType.STRING,
-            INSERT_MODE_INSERT,
-            ValidString.in_(INSERT_MODE_INSERT),
-            Importance.HIGH,
-            "How rows are written. 'insert': each record becomes a new row.",
-            _SINK_GROUP,
-            2,
-            Width.MEDIUM,
-            "Insert mode",
-        )
-    )
-    return connection_config_def().merge(sink)
-
-
-def sink_table_name(table_name_format: str, topic: str) -> str:
-    """The table for ``topic``: a plain (possibly schema-qualified) identifier is used as is, any
-    other name (e.g. with '-' from a topic name) is quoted as one identifier."""
-    name = table_name_format.replace(TOPIC_PLACEHOLDER, topic)
-    if IDENTIFIER.fullmatch(name):
-        return name
-    return '"' + name.replace('"', '""') + '"'
+# Column names Spark's JDBC writer puts into SQL exactly as we would (it quotes without doubling
+# quotes and matches names regardless of case): only these take the direct path.
+_DIRECT_NAME: Final = re.compile(r"[a-z_][a-z0-9_]*")
 
 
 class JdbcSinkConnector(BuiltInConnector, SinkConnector):
@@ -93,6 +98,18 @@ class JdbcSinkConnector(BuiltInConnector, SinkConnector):
 
     def config(self) -> ConfigDef:
         return sink_config_def()
+
+    def validate(self, props: Mapping[str, str]) -> list[ConfigValue]:
+        values = super().validate(props)
+        by_name = {value.name: value for value in values}
+        parsed = {value.name: value.value for value in values}
+        broken = {value.name for value in values if value.errors}
+        for name, message in config_problems(parsed, broken):
+            by_name[name].add_error(message)
+        return values
+
+    def _on_start(self, config: AbstractConfig) -> None:
+        check_sink_config(config)
 
     def task_class(self) -> type[Task]:
         return JdbcSinkTask
@@ -106,41 +123,188 @@ class JdbcSinkConnector(BuiltInConnector, SinkConnector):
 
 class JdbcSinkTask(DataFrameSinkTask):
     def __init__(self) -> None:
-        self._config: AbstractConfig | None = None
-        self._table_name_format = TOPIC_PLACEHOLDER
+        self._settings: SinkSettings | None = None
+        self._options: dict[str, str] = {}
+        # What each target table had when last read (or after the sink changed it).
+        self._tables: dict[str, TableColumns] = {}
+        # The DDL each staging table was last made with in this run of the task.
+        self._staging: dict[str, tuple[str, ...]] = {}
 
     def version(self) -> str:
         return sluiceway.__version__
 
     def start(self, props: Mapping[str, str]) -> None:
         config = AbstractConfig(sink_config_def(), props)
-        self._config = config
-        self._table_name_format = config.get_string(TABLE_NAME_FORMAT_CONFIG) or TOPIC_PLACEHOLDER
+        self._settings = SinkSettings.from_config(config)
+        self._options = jdbc_options(config)
+        self._tables.clear()
+        self._staging.clear()
 
-    def _write(self, rows: DataFrame, table: str) -> None:
-        assert self._config is not None
-        rows.write.format("jdbc").options(**jdbc_options(self._config)).option("dbtable", table).mode(
-            "append"
-        ).save()
+    def stop(self) -> None:
+        """Each batch is its own Spark job; nothing stays open. Staging tables stay (empty)."""
+
+    # -- the batch --
 
     def write_batch(self, batch: DataFrame, context: BatchContext) -> None:
-        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
         from pyspark.sql.types import StructType
 
-        if self._config is None:
+        from sluiceway.connect.data.spark import from_spark_field
+
+        settings = self._settings
+        if settings is None:
             raise ConnectException("JdbcSinkTask is not started")
         if "value" not in batch.columns or not isinstance(batch.schema["value"].dataType, StructType):
             raise ConnectException(
-                "JdbcSink needs structured record values: a struct 'value' column (e.g. from a converter "
-                "with schemas)"
+                "JdbcSink needs structured record values: a struct 'value' column (from a converter "
+                "with schemas, e.g. JsonConverter with schemas.enable=true)"
             )
-        if TOPIC_PLACEHOLDER not in self._table_name_format:
-            self._write(batch.select("value.*"), sink_table_name(self._table_name_format, ""))
-            return
-        topics = sorted(row[0] for row in batch.select("topic").distinct().collect())
-        for topic in topics:
-            rows = batch.filter(F.col("topic") == topic).select("value.*")
-            self._write(rows, sink_table_name(self._table_name_format, topic))
+        key_schema = None
+        if settings.pk_mode == PK_MODE_RECORD_KEY:
+            if "key" not in batch.columns:
+                raise ConnectException(f"pk.mode '{PK_MODE_RECORD_KEY}' needs a 'key' column in the batch")
+            key_schema = from_spark_field(batch.schema["key"])
+        columns = plan_columns(settings, key_schema, from_spark_field(batch.schema["value"]))
+        spark = batch.sparkSession
+        for table, rows in self._by_table(batch, context, settings):
+            try:
+                self._ensure_table(spark, settings, table, columns)
+                if self._direct(settings, columns):
+                    self._append(self._records(rows, settings, columns, by_name=True), table, settings)
+                else:
+                    self._staged(spark, settings, table, rows, columns, context)
+            except Exception:
+                # The table may have changed under us, or the staging table hold a failed batch:
+                # look again before the next batch.
+                self._tables.pop(table, None)
+                self._staging.clear()
+                raise
 
-    def stop(self) -> None:
-        """Each batch is its own Spark job; nothing stays open."""
+    def _by_table(
+        self, batch: DataFrame, context: BatchContext, settings: SinkSettings
+    ) -> list[tuple[str, DataFrame]]:
+        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+        name_format = settings.table_name_format
+        if TOPIC_PLACEHOLDER not in name_format:
+            return [(sink_table_name(name_format, ""), batch)]
+        topics = sorted({r.topic for r in context.ranges}) or sorted(
+            row[0] for row in batch.select("topic").distinct().collect()
+        )
+        tables: dict[str, list[str]] = {}
+        for topic in topics:
+            tables.setdefault(sink_table_name(name_format, topic), []).append(topic)
+        if len(tables) == 1:
+            return [(next(iter(tables)), batch)]
+        return [(table, batch.filter(F.col("topic").isin(names))) for table, names in tables.items()]
+
+    @staticmethod
+    def _direct(settings: SinkSettings, columns: Sequence[SinkColumn]) -> bool:
+        """Whether Spark's writer can append the rows to the target as they are."""
+        return (
+            settings.insert_mode == INSERT_MODE_INSERT
+            and not settings.delete_enabled
+            and all(not c.converted and _DIRECT_NAME.fullmatch(c.name) for c in columns)
+        )
+
+    @staticmethod
+    def _source(column: SinkColumn) -> Column:
+        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+        head, *rest = column.source
+        expression = F.col(head)
+        for name in rest:
+            expression = expression.getField(name)
+        if column.logical == TIMESTAMP_NAME:
+            # An exact instant, whatever the JVM's or the session's time zone.
+            expression = F.unix_micros(expression)
+        return expression
+
+    def _records(
+        self, rows: DataFrame, settings: SinkSettings, columns: Sequence[SinkColumn], by_name: bool
+    ) -> DataFrame:
+        """The rows to write: named as the target's columns (``by_name``) or as the staging table's,
+        with the record's position and tombstone flag."""
+        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+        if not settings.delete_enabled:
+            rows = rows.filter(F.col("value").isNotNull())
+        if by_name:
+            return rows.select(*[self._source(c).alias(c.name) for c in columns])
+        meta = [
+            F.col("topic").alias("sl_topic"),
+            F.col("partition").cast("int").alias("sl_partition"),
+            F.col("offset").cast("long").alias("sl_offset"),
+            F.col("value").isNull().alias("sl_tombstone"),
+        ]
+        values = [self._source(c).alias(staging_column(i)) for i, c in enumerate(columns)]
+        return rows.select(*meta, *values)
+
+    def _append(self, rows: DataFrame, table: str, settings: SinkSettings) -> None:
+        options = {**self._options, "batchsize": str(settings.batch_size)}
+        if options["url"].startswith("jdbc:postgresql:"):
+            # The driver sends a round trip's rows as one multi-row INSERT.
+            options.setdefault("reWriteBatchedInserts", "true")
+        try:
+            rows.write.format("jdbc").options(**options).option("dbtable", table).mode("append").save()
+        except Exception as e:
+            raise database_error(f"Writing rows to {table}", e) from e
+
+    def _staged(
+        self,
+        spark: SparkSession,
+        settings: SinkSettings,
+        table: str,
+        rows: DataFrame,
+        columns: Sequence[SinkColumn],
+        context: BatchContext,
+    ) -> None:
+        staging = staging_table_name(table, context.connector, context.task_id)
+        ddl = tuple(staging_ddl(staging, columns))
+        if self._staging.get(staging) != ddl:
+            # Made anew at a task's first batch: whatever a crashed run left there goes.
+            run_script(spark, self._options, ddl, f"Creating staging table {staging}")
+            self._staging[staging] = ddl
+        self._append(self._records(rows, settings, columns, by_name=False), staging, settings)
+        script = {INSERT_MODE_INSERT: insert_script, INSERT_MODE_UPSERT: upsert_script}.get(
+            settings.insert_mode, update_script
+        )(table, staging, columns, settings.db_timezone, settings.delete_enabled)
+        run_script(spark, self._options, script, f"Applying the batch ({settings.insert_mode}) to {table}")
+
+    # -- table metadata and DDL --
+
+    def _describe(self, spark: SparkSession, table: str) -> TableColumns:
+        rows = read_rows(spark, self._options, table_columns_query(table), f"Reading the columns of {table}")
+        exists = bool(rows) and bool(rows[0]["table_exists"])
+        names = frozenset(str(row["column_name"]) for row in rows if row["column_name"] is not None)
+        described = TableColumns(exists, names)
+        self._tables[table] = described
+        return described
+
+    def _ensure_table(
+        self, spark: SparkSession, settings: SinkSettings, table: str, columns: Sequence[SinkColumn]
+    ) -> None:
+        """Makes sure ``table`` exists with a column for each of ``columns``, creating or altering
+        it as auto.create and auto.evolve allow; a ConnectException when they do not."""
+        known = self._tables.get(table)
+        described = known if known is not None else self._describe(spark, table)
+        if not described.exists and known is not None:
+            described = self._describe(spark, table)
+        if not described.exists:
+            if not settings.auto_create:
+                wanted = ", ".join(column.name for column in columns)
+                raise ConnectException(
+                    f"Table {table} does not exist and auto.create is off: create it with the columns "
+                    f"{wanted}, or set auto.create=true"
+                )
+            run_script(spark, self._options, [create_table_sql(table, columns)], f"Creating table {table}")
+            described = self._describe(spark, table)
+        try:
+            missing = columns_to_add(table, described, columns, settings.auto_evolve)
+        except ConnectException:
+            if known is None:
+                raise
+            # Perhaps someone added the columns since the table was read: read it again.
+            missing = columns_to_add(table, self._describe(spark, table), columns, settings.auto_evolve)
+        if missing:
+            run_script(spark, self._options, [add_columns_sql(table, missing)], f"Adding columns to {table}")
+            self._describe(spark, table)

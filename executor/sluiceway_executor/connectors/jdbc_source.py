@@ -78,14 +78,20 @@ __all__ = ["HEARTBEAT_SCHEMA_NAME", "JdbcSourceConnector", "JdbcSourceTask", "ro
 HEARTBEAT_SCHEMA_NAME: Final = "sluiceway.jdbc.Heartbeat"
 
 
-def row_records(rows: DataFrame, topic: str) -> DataFrame:
-    """The records of the rows read: no key, the row's columns as a struct value, the topic.
-    The one place that decides how a row becomes a record."""
+def row_records(rows: DataFrame, topic: str, table: str | None) -> DataFrame:
+    """The records of the rows read: no key, the row's columns as a struct value whose Connect
+    schema is the table's (named after the table, as Kafka's JDBC source names it; a query's has
+    no name), the topic. The one place that decides how a row becomes a record."""
     from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
+    from sluiceway.connect.data.spark import METADATA_KEY
+
     value = F.struct(*[F.col(f"`{name.replace('`', '``')}`") for name in rows.columns])
+    metadata = {METADATA_KEY: {"name": table}} if table else {}
     return rows.select(
-        F.lit(None).cast("string").alias("key"), value.alias("value"), F.lit(topic).alias("topic")
+        F.lit(None).cast("string").alias("key"),
+        value.alias("value", metadata=metadata),
+        F.lit(topic).alias("topic"),
     )
 
 
@@ -176,6 +182,8 @@ class _Partition:
 
     def __init__(self, partition: Mapping[str, str], topic: str, queries: SourceQueries) -> None:
         self.partition = dict(partition)
+        # The table's name names its records' schema; a query's records have none.
+        self.table: str | None = partition.get(TABLE_FIELD)
         self.topic = topic
         self.queries = queries
         self.due = 0.0
@@ -236,7 +244,8 @@ class JdbcSourceTask(DataFrameSourceTask):
         """The partition's next rows, or a batch without data when nothing is new."""
         queries = partition.queries
         if self._mode == MODE_BULK:
-            return SourceBatch(data=row_records(self._read(spark, queries.bulk_query()), partition.topic))
+            rows = self._read(spark, queries.bulk_query())
+            return SourceBatch(data=row_records(rows, partition.topic, partition.table))
         after = self._committed(partition, offsets)
         bound = self._read(spark, queries.bounds_query(after)).collect()
         if not bound:
@@ -250,7 +259,8 @@ class JdbcSourceTask(DataFrameSourceTask):
             ) from e
         rows = self._read(spark, queries.batch_query(after, upto))
         return SourceBatch(
-            data=row_records(rows, partition.topic), offsets=[(partition.partition, upto.to_offset())]
+            data=row_records(rows, partition.topic, partition.table),
+            offsets=[(partition.partition, upto.to_offset())],
         )
 
     def read_batch(

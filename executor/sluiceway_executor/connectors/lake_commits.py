@@ -13,7 +13,10 @@ staging and reads the offsets file of the newest batch of each ``task=N`` direct
 of a task that can have been published without its offsets being committed is its last one. The
 offsets file also names the latest change of the connector's offsets (KIP-875) made before the
 batch was written (``BatchContext.offsets_change``); a batch written before the change the task now
-starts with is left out (``held_ranges``), since the change moved the offsets after it.
+starts with is left out (``held_ranges``), since the change moved the offsets after it. The offsets
+file of a typed batch also holds the lake's schema once that batch is in it (``schema``: Spark's
+JSON form of the row schema, lake_schema.py), so the schema outlives the process that wrote it:
+the same start-up read gives it back (``newest_rows``, ``lake_schema.lake_state``).
 
 Both jobs run their file operations on a Spark worker (``mapInArrow``, ``pyarrow.fs``), so they
 reach the same file systems the batch's own job wrote to. Each is skipped when the executor can
@@ -50,6 +53,7 @@ __all__ = [
     "batch_key",
     "held_ranges",
     "manifest",
+    "newest_rows",
     "newest_written",
     "publish",
     "staging_dir",
@@ -73,18 +77,21 @@ def batch_dir(root: str, task_id: int, key: str) -> str:
     return f"{root}/task={task_id}/batch={key}"
 
 
-def manifest(task_id: int, key: str, ranges: Sequence[OffsetRange], offsets_change: str = "") -> str:
-    return json.dumps(
-        {
-            "batch": key,
-            "task": task_id,
-            "offsets_change": offsets_change,
-            "ranges": [
-                {"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end} for r in ranges
-            ],
-        },
-        sort_keys=True,
-    )
+def manifest(
+    task_id: int, key: str, ranges: Sequence[OffsetRange], offsets_change: str = "", schema: str | None = None
+) -> str:
+    """The offsets file of a batch; ``schema``, for a typed batch, the lake's schema with it."""
+    content: dict[str, Any] = {
+        "batch": key,
+        "task": task_id,
+        "offsets_change": offsets_change,
+        "ranges": [
+            {"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end} for r in ranges
+        ],
+    }
+    if schema is not None:
+        content["schema"] = schema
+    return json.dumps(content, sort_keys=True)
 
 
 def held_ranges(rows: Iterable[Mapping[str, Any]], offsets_change: str) -> dict[TopicPartition, OffsetRange]:
@@ -143,12 +150,15 @@ def _publish_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
     yield pa.RecordBatch.from_pylist([{"published": done}], schema=pa.schema([("published", pa.int64())]))
 
 
-_NEWEST_SCHEMA: Final = "batch string, change string, topic string, partition int, start long, end long"
+_NEWEST_SCHEMA: Final = (
+    "batch string, change string, topic string, partition int, start long, end long, schema string"
+)
 
 
 def _newest_ranges(filesystem: pafs.FileSystem, root: str, task_id: int) -> list[dict[str, Any]]:
     """Removes what task ``task_id`` left in staging under ``root``, then lists the ranges of the
-    newest batch of each task directory there (the rows of ``_NEWEST_SCHEMA``)."""
+    newest batch of each task directory there (the rows of ``_NEWEST_SCHEMA``; ``schema`` is None
+    for a batch of untyped records)."""
     from pyarrow import fs
 
     leftovers = f"{root}/{STAGING}/task={task_id}"
@@ -172,8 +182,9 @@ def _newest_ranges(filesystem: pafs.FileSystem, root: str, task_id: int) -> list
         except FileNotFoundError:
             continue  # written before batches carried their offsets
         batch, change = str(content.get("batch", "")), str(content.get("offsets_change") or "")
+        schema = content.get("schema")
         for item in content.get("ranges", []):
-            found.append({"batch": batch, "change": change, **item})
+            found.append({"batch": batch, "change": change, **item, "schema": schema})
     return found
 
 
@@ -189,6 +200,7 @@ def _newest_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             ("partition", pa.int32()),
             ("start", pa.int64()),
             ("end", pa.int64()),
+            ("schema", pa.string()),
         ]
     )
     found: list[dict[str, Any]] = []
@@ -287,13 +299,11 @@ def _seen_by_spark(spark: SparkSession, root: str, task_id: int) -> tuple[str, l
     return local, made
 
 
-def newest_written(
-    spark: SparkSession, root: str, task_id: int, offsets_change: str = "", *, here: bool = True
-) -> Mapping[TopicPartition, OffsetRange]:
-    """For each partition, the range of the newest published batch holding it (among the newest
-    batch of each task directory) that was written under ``offsets_change`` (``held_ranges``),
-    after removing what task ``task_id`` left in staging: by this process when Spark's driver sees
-    the same directory (``_seen_by_spark``) and ``here`` allows it, else on a Spark worker."""
+def newest_rows(spark: SparkSession, root: str, task_id: int, *, here: bool = True) -> list[dict[str, Any]]:
+    """The ranges (and schema) of the newest published batch of each task directory under
+    ``root``, as ``_NEWEST_SCHEMA`` has them, after removing what task ``task_id`` left in staging:
+    by this process when Spark's driver sees the same directory (``_seen_by_spark``) and ``here``
+    allows it, else on a Spark worker."""
     from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
     seen = _seen_by_spark(spark, root, task_id) if here else None
@@ -301,9 +311,17 @@ def newest_written(
         from pyarrow import fs
 
         local, made = seen
-        rows: Sequence[Mapping[str, Any]] = _newest_ranges(fs.LocalFileSystem(), local, task_id)
+        rows = _newest_ranges(fs.LocalFileSystem(), local, task_id)
         _remove_made(made)
-    else:
-        job = spark.range(0, 1, 1, 1).select(F.lit(root).alias("path"), F.lit(task_id).alias("task"))
-        rows = [row.asDict() for row in job.mapInArrow(_newest_rows, _NEWEST_SCHEMA).collect()]
-    return held_ranges(rows, offsets_change)
+        return rows
+    job = spark.range(0, 1, 1, 1).select(F.lit(root).alias("path"), F.lit(task_id).alias("task"))
+    return [row.asDict() for row in job.mapInArrow(_newest_rows, _NEWEST_SCHEMA).collect()]
+
+
+def newest_written(
+    spark: SparkSession, root: str, task_id: int, offsets_change: str = "", *, here: bool = True
+) -> Mapping[TopicPartition, OffsetRange]:
+    """For each partition, the range of the newest published batch holding it (among the newest
+    batch of each task directory, ``newest_rows``) that was written under ``offsets_change``
+    (``held_ranges``)."""
+    return held_ranges(newest_rows(spark, root, task_id, here=here), offsets_change)

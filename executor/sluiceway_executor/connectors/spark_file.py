@@ -1,5 +1,23 @@
 """SparkFileSink: appends each batch of records to files in a Spark format (Parquet, JSON, CSV, ORC).
 
+Untyped records (a ``value`` of text or bytes, as the String, ByteArray and schemaless JSON
+converters give) are written as they come: columns ``topic``, ``partition``, ``offset``,
+``timestamp``, ``key``, ``value`` and ``headers``.
+
+Typed records (a ``value`` struct, from a converter that knows the records' Kafka Connect schema)
+make a *typed lake*: each row holds the record's coordinates in ``kafka_topic``,
+``kafka_partition``, ``kafka_offset``, ``kafka_timestamp``, ``kafka_key`` and ``kafka_headers``,
+then each field of the value as a column of its own, with its Spark type (decimals, dates,
+timestamps and nested structs stay what they are). Tombstones (a null value) have no fields and
+are left out of a typed lake; their offsets are committed like any other. Each batch's schema must
+merge with the lake's (lake_schema.py: optional fields may come and go, nothing may change type),
+else the task fails before writing anything; the lake's schema is kept in every typed batch's
+offsets file (lake_commits.py), so a task started later, on any executor, checks against it. Read a
+Parquet or ORC lake with ``spark.read.option("mergeSchema", "true")`` to see every column. JSON
+takes typed rows as they are; CSV gets nested values as JSON text and cannot change its columns.
+A lake holds one kind of record: a typed batch into a lake of untyped ones, or the other way
+round, fails the task.
+
 Spark is imported only inside the task's write, so the control plane can load this plugin without it.
 """
 
@@ -36,14 +54,18 @@ from sluiceway_executor.connectors.base import BuiltInConnector
 from sluiceway_executor.connectors.lake_commits import (
     batch_dir,
     batch_key,
+    held_ranges,
     manifest,
-    newest_written,
+    newest_rows,
     publish,
     staging_dir,
 )
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from sluiceway_executor.connectors.lake_schema import LakeState
 
 __all__ = ["SparkFileSinkConnector", "SparkFileSinkTask"]
 
@@ -95,7 +117,10 @@ def config_def() -> ConfigDef:
             "parquet",
             ValidString.in_(*FORMATS, case_insensitive=True),
             Importance.HIGH,
-            "Spark file format of the output: parquet, json, csv or orc.",
+            "Spark file format of the output: parquet, json, csv or orc. Typed records (a value "
+            "struct) are written one column per field; parquet and orc keep their types and let "
+            "optional fields be added later; csv writes nested fields as JSON text and keeps its "
+            "columns unchanged.",
             _GROUP,
             2,
             Width.SHORT,
@@ -110,7 +135,10 @@ def config_def() -> ConfigDef:
                 UniqueItems("unique column names", "a column is listed more than once"),
             ),
             Importance.MEDIUM,
-            "Columns of the batch to partition the output directories by (e.g. topic); none by default.",
+            "Columns of the written rows to partition the output directories by (e.g. topic); none by "
+            "default. In a typed lake these are the value's fields and the kafka_* columns; topic, "
+            "partition, offset, timestamp, key and headers name their kafka_* column there unless "
+            "the value has a field of that name.",
             _GROUP,
             3,
             Width.LONG,
@@ -144,6 +172,8 @@ class SparkFileSinkTask(DataFrameSinkTask):
         self._path = ""
         self._format = "parquet"
         self._partition_by: list[str] = []
+        # What the lake's newest batches say (its schema, untyped batches); None: not read yet.
+        self._lake: LakeState | None = None
 
     def version(self) -> str:
         return sluiceway.__version__
@@ -170,7 +200,20 @@ class SparkFileSinkTask(DataFrameSinkTask):
         return batch.select(*columns)
 
     def write_batch(self, batch: DataFrame, context: BatchContext) -> None:
-        missing = [name for name in self._partition_by if name not in batch.columns]
+        from sluiceway_executor.connectors.lake_schema import is_typed
+
+        schema = None
+        partition_by = self._partition_by
+        batch_schema = batch.schema
+        if is_typed(batch_schema):
+            batch, schema, partition_by = self._typed_rows(batch, batch_schema, context.task_id)
+        elif self._lake is not None and self._lake.schema is not None:
+            raise ConnectException(
+                f"the lake at {self._path} holds typed records (a value struct), and this batch's "
+                f"value is {batch_schema['value'].dataType.simpleString()}: write untyped records to "
+                "another path"
+            )
+        missing = [name for name in partition_by if name not in batch.columns]
         if missing:
             raise ConnectException(
                 f"{PARTITION_BY_CONFIG} names column(s) {', '.join(missing)} that the batch does not have "
@@ -181,8 +224,8 @@ class SparkFileSinkTask(DataFrameSinkTask):
         writer = batch.write.mode("append").format(self._format)
         if self._format == "csv":
             writer = writer.option("header", "true")
-        if self._partition_by:
-            writer = writer.partitionBy(*self._partition_by)
+        if partition_by:
+            writer = writer.partitionBy(*partition_by)
         # Each batch is staged in a directory of its own (no two jobs ever share Spark's staging),
         # then published whole, with the offsets it holds (lake_commits.py).
         root = self._path.rstrip("/")
@@ -193,13 +236,74 @@ class SparkFileSinkTask(DataFrameSinkTask):
             batch.sparkSession,
             staging,
             batch_dir(root, context.task_id, key),
-            manifest(context.task_id, key, context.ranges, context.offsets_change),
+            manifest(context.task_id, key, context.ranges, context.offsets_change, schema),
         )
+        if schema is not None:
+            self._lake = self._lake_with(schema)
+
+    def _typed_rows(
+        self, batch: DataFrame, batch_schema: StructType, task_id: int
+    ) -> tuple[DataFrame, str, list[str]]:
+        """A typed batch as the lake's rows (tombstones left out), the lake's schema once they are
+        in it (as text, for the manifest), and the partition columns; raises, before anything is
+        written, when the batch's schema does not merge with the lake's."""
+        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+        from pyspark.sql.types import StructType
+
+        from sluiceway_executor.connectors.lake_schema import (
+            COORDINATES,
+            merge_schemas,
+            row_schema,
+            schema_to_text,
+        )
+
+        value = batch_schema["value"].dataType
+        assert isinstance(value, StructType)
+        csv = self._format == "csv"
+        try:
+            rows = row_schema(batch_schema)
+            lake = self._read_lake(batch.sparkSession, task_id) if self._lake is None else self._lake
+            if lake.raw:
+                raise ConnectException(
+                    "the lake holds untyped records, and this batch's value is a struct: write typed "
+                    "records to another path"
+                )
+            merged = merge_schemas(lake.schema, rows, csv=csv)
+            if lake.schema is not None and merged != lake.schema:
+                # A change: the other tasks of the lake may have made theirs since this one looked.
+                fresh = self._read_lake(batch.sparkSession, task_id)
+                merged = merge_schemas(merge_schemas(fresh.schema, lake.schema, csv=csv), rows, csv=csv)
+        except ConnectException as exc:
+            raise ConnectException(f"SparkFileSink at {self._path}: {exc}") from exc
+        present = set(batch_schema.fieldNames())
+        columns = [F.col(source).alias(name) for source, name in COORDINATES.items() if source in present]
+        columns += [F.col("value").getField(name).alias(name) for name in value.fieldNames()]
+        partition_by = [
+            COORDINATES[name] if name in COORDINATES and name not in value.fieldNames() else name
+            for name in self._partition_by
+        ]
+        frame = batch.where(F.col("value").isNotNull()).select(*columns)
+        return frame, schema_to_text(merged), partition_by
+
+    def _read_lake(self, spark: SparkSession, task_id: int) -> LakeState:
+        from sluiceway_executor.connectors.lake_schema import lake_state
+
+        self._lake = lake_state(newest_rows(spark, self._path.rstrip("/"), task_id))
+        return self._lake
+
+    def _lake_with(self, schema: str) -> LakeState:
+        from sluiceway_executor.connectors.lake_schema import LakeState, schema_from_text
+
+        return LakeState(schema_from_text(schema), raw=False)
 
     def written_offsets(
         self, spark: SparkSession, task_id: int, offsets_change: str = ""
     ) -> Mapping[TopicPartition, OffsetRange]:
-        return newest_written(spark, self._path.rstrip("/"), task_id, offsets_change)
+        from sluiceway_executor.connectors.lake_schema import lake_state
+
+        rows = newest_rows(spark, self._path.rstrip("/"), task_id)
+        self._lake = lake_state(rows)
+        return held_ranges(rows, offsets_change)
 
     def stop(self) -> None:
         """Each batch is written by its own Spark job; nothing stays open."""

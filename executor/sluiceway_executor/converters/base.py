@@ -6,8 +6,11 @@ import abc
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final, Literal
 
-from pyspark.sql import Column
-from pyspark.sql.types import DataType
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+from pyspark.sql.types import DataType, StructField
+
+from sluiceway.connect.data.schema import Schema
 
 Role = Literal["key", "value"]
 
@@ -59,6 +62,17 @@ class Converter(abc.ABC):
     def from_connect(self, col: Column, data_type: DataType | None = None) -> Column:
         """What a source produced → Kafka bytes (binary). `data_type` is the column's Spark type when
         known; without it the column must be a string or binary. Null stays null (a tombstone)."""
+
+    def connect_column(self, batch: DataFrame, name: str) -> tuple[Column, Schema | None]:
+        """``to_connect`` of the batch's ``name`` column, and the Connect schema of the result when
+        the converter made it a typed column (None: text or bytes). A converter may run a Spark
+        job on the batch here to learn its schemas."""
+        return self.to_connect(F.col(name)), None
+
+    def from_connect_field(self, col: Column, field: StructField) -> Column:
+        """``from_connect`` of a source's column, with its StructField (whose metadata may carry
+        its Connect schema)."""
+        return self.from_connect(col, field.dataType)
 
     # -- record level --
 

@@ -1,32 +1,36 @@
 """Kafka's JsonConverter: plain JSON, or the {"schema": ..., "payload": ...} envelope, as Spark
-expressions on JSON text and per record (through `connect_json`)."""
+expressions and per record (through `connect_json`).
+
+Typed columns (``connect_column``, ``from_connect_field``): a sink gets a typed column when its
+records carry envelopes (``schemas.enable=true``) or when it declares the schema of plain JSON
+(``value.schema``/``key.schema``, a Connect schema or Spark DDL); a source's typed column is
+written as the envelope Kafka writes for it. Envelopes are read by the schemas a batch holds,
+learnt by one small Spark job per batch (the distinct "schema" texts): records of one schema, or
+of struct schemas that merge (a field one of them lacks becomes optional), become one typed
+column; anything else fails the batch naming the schemas.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 from pyspark.sql.types import (
-    ArrayType,
     BinaryType,
-    BooleanType,
-    ByteType,
     DataType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    MapType,
     NullType,
-    ShortType,
     StringType,
-    StructType,
+    StructField,
 )
 
+from sluiceway.connect import ConnectException
+from sluiceway.connect.data.json_format import schema_from_json
+from sluiceway.connect.data.json_text import loads
+from sluiceway.connect.data.schema import Field, Schema, Type
+from sluiceway.connect.data.spark import METADATA_KEY, from_spark, from_spark_field
 from sluiceway_executor.converters.base import JSON_CONVERTER, Converter, ConverterError, Role, parse_bool
 from sluiceway_executor.converters.connect_json import (
     connect_to_json,
@@ -35,9 +39,19 @@ from sluiceway_executor.converters.connect_json import (
     json_to_connect,
     reject_constant,
 )
+from sluiceway_executor.converters.connect_spark_json import (
+    envelope_json,
+    payload_json,
+    schema_text,
+    typed_from_json,
+)
 
 # Error messages are cut to this many characters of the offending data.
 _SNIPPET = 200
+# More distinct schemas than this in one batch fail it rather than being merged.
+MAX_BATCH_SCHEMAS: Final = 16
+# The converter setting holding a declared schema (the connector's value.schema / key.schema).
+SCHEMA_SETTING: Final = "schema"
 
 _ENVELOPE_ERROR = (
     'not an envelope: with schemas.enable=true every record must be a JSON object with exactly "schema" '
@@ -55,6 +69,14 @@ class JsonConverter(Converter):
         super().__init__(role, settings)
         raw = self.settings.get("schemas.enable")
         self.schemas_enable = True if raw is None else parse_bool(f"{role}.converter.schemas.enable", raw)
+        self._declared_text = (self.settings.get(SCHEMA_SETTING) or "").strip()
+        if self._declared_text and self.schemas_enable:
+            raise ConverterError(
+                f"{role}.schema declares the schema of plain JSON; with {role}.converter.schemas.enable=true "
+                "every record carries its own. Set schemas.enable=false or leave the schema out"
+            )
+        self._declared: Schema | None = None
+        self._parsed: dict[str, Schema] = {}
 
     @property
     def label(self) -> str:
@@ -106,41 +128,95 @@ class JsonConverter(Converter):
         )
 
     def from_connect(self, col: Column, data_type: DataType | None = None) -> Column:
-        if isinstance(data_type, (StructType, MapType, ArrayType)):
-            # Valid JSON by construction.
-            text = F.to_json(col)
-            checked = text
-        elif data_type is None or isinstance(
-            data_type,
-            (
-                StringType,
-                BinaryType,
-                NullType,
-                BooleanType,
-                ByteType,
-                ShortType,
-                IntegerType,
-                LongType,
-                FloatType,
-                DoubleType,
-                DecimalType,
-            ),
-        ):
-            # Strings and bytes are JSON text; numbers and booleans print as JSON (NaN does not: checked).
-            text = col.cast("string")
-            checked = (
-                F.when(F.try_parse_json(text).isNull(), self._fail("invalid JSON.", text))
-                .when(~F.is_valid_utf8(text), self._fail("invalid UTF-8 in JSON.", text))
-                .otherwise(text)
-            )
-        else:
-            raise ConverterError(
-                f"{self.label} cannot convert columns of type {data_type.simpleString()}; "
-                "convert them to a string or struct first"
-            )
+        if data_type is not None and not isinstance(data_type, (StringType, BinaryType, NullType)):
+            return self.from_connect_field(col, StructField(self.role, data_type, True))
+        # Strings and bytes are JSON text: checked, and written as they are.
+        text = col.cast("string")
+        checked = (
+            F.when(F.try_parse_json(text).isNull(), self._fail("invalid JSON.", text))
+            .when(~F.is_valid_utf8(text), self._fail("invalid UTF-8 in JSON.", text))
+            .otherwise(text)
+        )
         if self.schemas_enable:
             checked = F.concat(F.lit('{"schema":null,"payload":'), checked, F.lit("}"))
         return F.when(col.isNull(), F.lit(None).cast("binary")).otherwise(checked.cast("binary"))
+
+    # -- typed columns --
+
+    def declared_schema(self, batch: DataFrame) -> Schema | None:
+        """The schema declared for plain JSON (``value.schema``), parsed once: Connect JSON here,
+        Spark DDL by Spark."""
+        if not self._declared_text:
+            return None
+        if self._declared is None:
+            self._declared = _parse_declared(batch, self._declared_text, self.role)
+        return self._declared
+
+    def connect_column(self, batch: DataFrame, name: str) -> tuple[Column, Schema | None]:
+        declared = self.declared_schema(batch)
+        text = F.col(name).cast("string")
+        if declared is not None:
+            return typed_from_json(text, declared, envelope=False), declared
+        if not self.schemas_enable:
+            return self.to_connect(F.col(name)), None
+        schema = self._batch_schema(batch, name)
+        if schema is None:
+            return self.to_connect(F.col(name)), None
+        return typed_from_json(text, schema, envelope=True), schema
+
+    def _schema(self, text: str) -> Schema:
+        schema = self._parsed.get(text)
+        if schema is None:
+            try:
+                schema = schema_from_json(loads(text))
+            except (ValueError, ConnectException) as exc:
+                raise ConverterError(f"{self.label}: an envelope's schema is not valid: {exc}") from None
+            if len(self._parsed) < 4 * MAX_BATCH_SCHEMAS:
+                self._parsed[text] = schema
+        return schema
+
+    def _batch_schema(self, batch: DataFrame, name: str) -> Schema | None:
+        """The one schema of the batch's envelopes (merged when they differ and can be); None when
+        none of them has one. Runs a Spark job."""
+        found = (
+            batch.where(F.col(name).isNotNull())
+            .select(F.get_json_object(F.col(name).cast("string"), "$.schema").alias("schema"))
+            .distinct()
+            .limit(MAX_BATCH_SCHEMAS + 1)
+            .collect()
+        )
+        texts = [row[0] for row in found]
+        if not texts or all(t is None for t in texts):
+            return None
+        if None in texts:
+            raise ConverterError(
+                f"{self.label}: the batch mixes records with a schema and records without one (or "
+                "that are not envelopes); a typed column needs every record to carry a schema"
+            )
+        if len(texts) > MAX_BATCH_SCHEMAS:
+            raise ConverterError(f"{self.label}: more than {MAX_BATCH_SCHEMAS} schemas in one batch")
+        schemas: list[Schema] = []
+        for text in texts:
+            schema = self._schema(text)
+            if schema not in schemas:
+                schemas.append(schema)
+        merged = schemas[0]
+        for other in schemas[1:]:
+            merged = merge_schemas(merged, other, self.label)
+        return merged
+
+    def from_connect_field(self, col: Column, field: StructField) -> Column:
+        data_type = field.dataType
+        has_schema = bool((field.metadata or {}).get(METADATA_KEY))
+        if isinstance(data_type, (StringType, BinaryType, NullType)) and not has_schema:
+            # Text is taken as JSON text, as before typed columns.
+            return self.from_connect(col, data_type)
+        try:
+            schema = from_spark_field(field)
+            text = envelope_json(col, schema) if self.schemas_enable else payload_json(col, schema)
+        except (ConnectException, ConverterError) as exc:
+            raise ConverterError(f"{self.label}: {exc}") from None
+        return F.when(col.isNull(), F.lit(None).cast("binary")).otherwise(text.cast("binary"))
 
     # -- record level --
 
@@ -186,3 +262,46 @@ class JsonConverter(Converter):
             )
         except ConverterError as exc:
             raise ConverterError(f"{self.label}: {exc}") from None
+
+
+def _parse_declared(batch: DataFrame, text: str, role: str) -> Schema:
+    try:
+        if text.startswith("{"):
+            return schema_from_json(loads(text))
+        probe = batch.sparkSession.range(0).select(F.from_json(F.lit(None).cast("string"), text).alias("v"))
+        declared = probe.schema["v"].dataType
+    except (ValueError, ConnectException) as exc:
+        raise ConverterError(f"{role}.schema is not a Kafka Connect schema: {exc}") from None
+    except Exception as exc:
+        raise ConverterError(f"{role}.schema is not Spark DDL: {str(exc).splitlines()[0]}") from None
+    return from_spark(declared, nullable=True)
+
+
+def merge_schemas(first: Schema, second: Schema, label: str) -> Schema:
+    """One struct schema that reads records of both: fields of either, those only one has made
+    optional; a field both have must have the same schema up to optionality (optional wins)."""
+    if first.type is not Type.STRUCT or second.type is not Type.STRUCT or first.name != second.name:
+        raise ConverterError(_mismatch(label, first, second))
+    fields: list[Field] = []
+    names = [f.name for f in first.fields] + [f.name for f in second.fields if first.field(f.name) is None]
+    for index, name in enumerate(names):
+        a, b = first.field(name), second.field(name)
+        if a is not None and b is not None:
+            if a.schema.with_options(optional=True) != b.schema.with_options(optional=True):
+                raise ConverterError(_mismatch(label, first, second, name))
+            schema = a.schema if a.schema.optional else b.schema
+        else:
+            only = a or b
+            assert only is not None
+            schema = only.schema.as_optional()
+        fields.append(Field(name, index, schema))
+    versions = [v for v in (first.version, second.version) if v is not None]
+    return first.with_options(fields=tuple(fields), version=max(versions) if versions else None)
+
+
+def _mismatch(label: str, first: Schema, second: Schema, field: str | None = None) -> str:
+    where = f" (field {field!r} differs)" if field else ""
+    return (
+        f"{label}: the batch holds records of two schemas that do not merge{where}: "
+        f"{schema_text(first)} and {schema_text(second)}"
+    )

@@ -13,7 +13,7 @@ from sluiceway_executor.converters.base import (
     ConverterError,
     Role,
 )
-from sluiceway_executor.converters.json_converter import JsonConverter
+from sluiceway_executor.converters.json_converter import SCHEMA_SETTING, JsonConverter
 from sluiceway_executor.converters.simple import ByteArrayConverter, StringConverter
 
 DEFAULT_KEY_CONVERTER: Final = STRING_CONVERTER
@@ -62,7 +62,8 @@ def converter_for(
     `{role}.converter` with the connector's `{role}.converter.*` settings when it names one, else the
     worker's converter with the worker's settings. `worker_defaults` is the worker config; where it
     names no converter, WORKER_CONVERTER_DEFAULTS applies (the worker's own prefixed settings still
-    override those defaults, e.g. `value.converter.schemas.enable=true`)."""
+    override those defaults, e.g. `value.converter.schemas.enable=true`). The connector's
+    `{role}.schema`, when set, reaches the converter as its `schema` setting."""
     if role not in ("key", "value"):
         raise ConverterError(f"converter role must be 'key' or 'value', got {role!r}")
     class_key = f"{role}.converter"
@@ -79,6 +80,10 @@ def converter_for(
             worker = {**defaults, **{k: v for k, v in worker.items() if k != class_key}}
         source = worker
     settings = {k[len(prefix) :]: str(v) for k, v in source.items() if k.startswith(prefix)}
+    # A sink's declared schema of plain JSON (value.schema / key.schema) is a converter setting.
+    declared = str(connector_config.get(f"{role}.schema") or "").strip()
+    if declared:
+        settings[SCHEMA_SETTING] = declared
     return converter_class(str(source[class_key]))(role, settings)
 
 

@@ -237,18 +237,17 @@ class SinkPipeline:
         )
 
     def converted(self, raw: DataFrame) -> DataFrame:
-        """Key and value as the connector's converters produce them (DataFrame-level tasks)."""
-        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+        """Key and value as the connector's converters produce them (DataFrame-level tasks): typed
+        columns carry their Connect schemas in their metadata."""
+        from sluiceway_executor.converters.connect_spark_json import with_connect_schemas
 
-        return raw.select(
-            "topic",
-            "partition",
-            "offset",
-            "timestamp",
-            self._key_converter.to_connect(F.col("key")).alias("key"),
-            self._value_converter.to_connect(F.col("value")).alias("value"),
-            "headers",
+        key, key_schema = self._key_converter.connect_column(raw, "key")
+        value, value_schema = self._value_converter.connect_column(raw, "value")
+        frame = raw.select(
+            "topic", "partition", "offset", "timestamp", key.alias("key"), value.alias("value"), "headers"
         )
+        schemas = {name: s for name, s in (("key", key_schema), ("value", value_schema)) if s is not None}
+        return with_connect_schemas(frame, schemas) if schemas else frame
 
     # ------------------------------------------------------------------ batches
 

@@ -244,16 +244,16 @@ class SourcePipeline:
                 f"'{TOPIC_CONFIG}'"
             )
         selected = [name for name in _KAFKA_COLUMNS if name in columns]
-        types = {field.name: field.dataType for field in data.schema.fields}
+        fields = {field.name: field for field in data.schema.fields}
         key = (
-            self._key_converter.from_connect(F.col("key"), types["key"])
+            self._key_converter.from_connect_field(F.col("key"), fields["key"])
             if "key" in columns
             else F.lit(None).cast("binary")
         )
         return data.select(
             *selected,
             key.alias("key"),
-            self._value_converter.from_connect(F.col("value"), types["value"]).alias("value"),
+            self._value_converter.from_connect_field(F.col("value"), fields["value"]).alias("value"),
         )
 
     def _record_batch(self, heartbeat: bool, limit: int) -> BatchOutcome:

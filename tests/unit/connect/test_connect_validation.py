@@ -20,9 +20,9 @@ from sluiceway.connect import (
 )
 from sluiceway.connect.framework_config import (
     common_config_def,
-    sink_config_def,
     source_config_def,
 )
+from sluiceway.connect.sink_framework_config import sink_config_def
 from sluiceway.connect.validation import (
     NOT_SUPPORTED_YET,
     SINK_TOPICS_BOTH_MESSAGE,

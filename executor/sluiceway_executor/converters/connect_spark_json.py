@@ -1,0 +1,345 @@
+"""Kafka Connect's JSON format as Spark expressions, both ways, for typed columns: a Spark column
+with its Connect schema → the payload JSON Kafka's JsonConverter writes (``payload_json``), and
+JSON text → a typed column by a Connect schema (``typed_from_json``). No Python runs per record.
+
+On the wire a Decimal is the base64 of its unscaled value's two's complement bytes (Kafka's default
+``decimal.format=BASE64``; a JSON number is read too), a Timestamp epoch milliseconds, a Date epoch
+days, a Time milliseconds since midnight, BYTES base64. Spark's ``to_json`` writes doubles and
+floats as Java prints them, as Kafka's Jackson does, so the text is byte for byte Kafka's.
+
+Reading applies the schema's rules as Kafka's JsonConverter does: a null meets the field's default
+when it has one, and a required field without one fails the batch. Required fields come out as
+non-nullable Spark fields. What else the schema says goes into the fields' metadata
+(``sluiceway.connect.data.spark``) through ``with_connect_schemas``, a DataFrame step, because
+Spark keeps the metadata of nested fields only through ``DataFrame.to``; then ``from_spark_field``
+on the column gives the schema back.
+
+Maps whose keys are not strings (Kafka writes them as arrays of [key, value] pairs) have no
+expression here: such a schema is refused with a ConverterError before any job runs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from collections.abc import Callable
+from typing import Final
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DataType,
+    DateType,
+    DecimalType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+    VariantType,
+)
+
+from sluiceway.connect.data import json_text
+from sluiceway.connect.data.json_format import schema_to_json, value_to_json
+from sluiceway.connect.data.schema import DATE_NAME, DECIMAL_NAME, TIME_NAME, TIMESTAMP_NAME, Schema, Type
+from sluiceway.connect.data.spark import to_spark, to_spark_field
+from sluiceway_executor.converters.base import ConverterError
+
+__all__ = [
+    "column_field",
+    "envelope_json",
+    "payload_json",
+    "schema_text",
+    "typed_from_json",
+    "wire_type",
+    "with_connect_schemas",
+]
+
+_TWO_64: Final = decimal.Decimal(2**64)
+_PAYLOAD: Final = "payload"
+
+
+def schema_text(schema: Schema) -> str:
+    """The schema's JSON as Kafka's JsonConverter writes it in an envelope."""
+    return json_text.dumps(schema_to_json(schema)).decode("utf-8")
+
+
+def _where(path: str) -> str:
+    return f" at {path}" if path else ""
+
+
+def _check_supported(schema: Schema, path: str) -> None:
+    if schema.type is Type.MAP:
+        assert schema.key_schema is not None and schema.value_schema is not None
+        if schema.key_schema.type is not Type.STRING or schema.key_schema.logical_name is not None:
+            raise ConverterError(
+                f"a map with {schema.key_schema.type.value} keys{_where(path)} cannot be a typed column: "
+                "only maps with string keys can; use a string key or an array of structs"
+            )
+        _check_supported(schema.value_schema, f"{path}<values>")
+    elif schema.type is Type.ARRAY:
+        assert schema.value_schema is not None
+        _check_supported(schema.value_schema, f"{path}[]")
+    elif schema.type is Type.STRUCT:
+        for item in schema.fields:
+            _check_supported(item.schema, f"{path}.{item.name}" if path else item.name)
+
+
+# -- typed → JSON --
+
+
+def _needs_wire(schema: Schema) -> bool:
+    """Whether the column's JSON differs from what ``to_json`` writes for its Spark type."""
+    if schema.logical_name in (DECIMAL_NAME, DATE_NAME, TIMESTAMP_NAME) or schema.default is not None:
+        return True
+    if schema.type in (Type.ARRAY, Type.MAP):
+        assert schema.value_schema is not None
+        return _needs_wire(schema.value_schema)
+    if schema.type is Type.STRUCT:
+        return any(_needs_wire(item.schema) for item in schema.fields)
+    return False
+
+
+def _decimal_to_base64(col: Column) -> Column:
+    # The unscaled value is the decimal's plain text without its point (Spark prints exactly the
+    # type's scale digits). In 128 bits (38 digits fit): the low 64 bits as an unsigned number, the
+    # high ones as a signed long; then Java's BigInteger.toByteArray (minimal two's complement) by
+    # dropping redundant leading 00 and FF bytes.
+    digits = F.regexp_replace(col.cast(StringType()), r"\.", "")
+    unscaled = digits.cast(DecimalType(38, 0))
+    low = F.pmod(unscaled, F.lit(_TWO_64)).cast(DecimalType(20, 0))
+    high = ((unscaled - low) / F.lit(_TWO_64)).cast(LongType())
+    high_hex = F.when(high < 0, F.hex(high)).otherwise(F.lpad(F.hex(high), 16, "0"))
+    low_hex = F.lpad(F.conv(low.cast(StringType()), 10, 16), 16, "0")
+    minimal = F.regexp_replace(
+        F.regexp_replace(F.concat(high_hex, low_hex), "^(00)+(?=[0-7])", ""), "^(FF)+(?=[89A-F])", ""
+    )
+    return F.base64(F.unhex(minimal))
+
+
+def _to_wire(col: Column, schema: Schema, path: str) -> Column:
+    if schema.default is not None:
+        # Kafka writes a field's default in place of a null.
+        return _to_wire(F.coalesce(col, _default(schema, path)), schema.with_options(default=None), path)
+    if not _needs_wire(schema):
+        return col
+    logical = schema.logical_name
+    if logical == DECIMAL_NAME:
+        return _decimal_to_base64(col)
+    if logical == TIMESTAMP_NAME:
+        return F.unix_millis(col)
+    if logical == DATE_NAME:
+        return F.unix_date(col)
+    if schema.type is Type.ARRAY:
+        assert schema.value_schema is not None
+        items = schema.value_schema
+        return F.transform(col, lambda item: _to_wire(item, items, f"{path}[]"))
+    if schema.type is Type.MAP:
+        assert schema.value_schema is not None
+        values = schema.value_schema
+        return F.transform_values(col, lambda _key, value: _to_wire(value, values, f"{path}<values>"))
+    assert schema.type is Type.STRUCT
+    fields = [
+        _to_wire(col.getField(item.name), item.schema, f"{path}.{item.name}").alias(item.name)
+        for item in schema.fields
+    ]
+    return F.when(col.isNull(), F.lit(None)).otherwise(F.struct(*fields))
+
+
+def payload_json(col: Column, schema: Schema) -> Column:
+    """The JSON text Kafka's JsonConverter writes for the column's values (``schema`` is the
+    column's Connect schema); null for a null value."""
+    _check_supported(schema, "")
+    wrapped = F.to_json(F.struct(_to_wire(col, schema, "").alias("p")), {"ignoreNullFields": "false"})
+    # '{"p":' and '}' around the value's own JSON.
+    return F.when(col.isNull(), F.lit(None).cast(StringType())).otherwise(
+        F.substring(wrapped, 6, F.length(wrapped) - 6)
+    )
+
+
+def envelope_json(col: Column, schema: Schema) -> Column:
+    """The envelope Kafka's JsonConverter writes with ``schemas.enable=true``; null (a tombstone)
+    for a null value."""
+    return F.concat(
+        F.lit('{"schema":' + schema_text(schema) + ',"payload":'), payload_json(col, schema), F.lit("}")
+    )
+
+
+# -- JSON → typed --
+
+
+def wire_type(schema: Schema) -> DataType:
+    """The Spark type ``from_json`` parses the schema's JSON into, before logical types are made."""
+    logical = schema.logical_name
+    if logical == DECIMAL_NAME:
+        # Base64 text (Kafka's default) or a JSON number (decimal.format=NUMERIC).
+        return VariantType()
+    if logical == TIMESTAMP_NAME:
+        return LongType()
+    if logical in (DATE_NAME, TIME_NAME):
+        return IntegerType()
+    if schema.type is Type.ARRAY:
+        assert schema.value_schema is not None
+        return ArrayType(wire_type(schema.value_schema))
+    if schema.type is Type.MAP:
+        assert schema.value_schema is not None
+        return MapType(StringType(), wire_type(schema.value_schema))
+    if schema.type is Type.STRUCT:
+        return StructType([StructField(item.name, wire_type(item.schema)) for item in schema.fields])
+    return to_spark(schema)
+
+
+def _bind(value: Column, body: Callable[[Column], Column]) -> Column:
+    """``body(value)`` with ``value`` computed once: the body refers to it as a lambda variable, so
+    an expression used several times is not copied into the plan each time (copies made plans that
+    took seconds to optimise and compile). The variable's type is made nullable all through: a
+    struct passed through it whole would lose its fields' non-nullability, so bodies build what
+    they return."""
+    return F.aggregate(F.array(F.lit(0)), value, lambda acc, _unused: acc, body)
+
+
+def _decimal_from_wire(col: Column, spark_type: DecimalType) -> Column:
+    def from_text(hexed: Column) -> Column:
+        # The unscaled value's bytes, sign-extended to 128 bits (38 digits fit): the high 64 bits
+        # read as a signed number, the low ones as an unsigned one.
+        negative = F.substr(hexed, F.lit(1), F.lit(1)).isin("8", "9", "A", "B", "C", "D", "E", "F")
+        wide = F.lpad(hexed, 32, F.when(negative, F.lit("F")).otherwise(F.lit("0")))
+        high = F.conv(F.substr(wide, F.lit(1), F.lit(16)), 16, -10).cast(DecimalType(20, 0))
+        low = F.conv(F.substr(wide, F.lit(17), F.lit(16)), 16, 10).cast(DecimalType(20, 0))
+        return _bind((high * F.lit(_TWO_64) + low).cast(DecimalType(38, 0)), scaled)
+
+    def scaled(unscaled: Column) -> Column:
+        # Moving the point in the digits is exact where dividing by 10**scale would round.
+        digits = F.abs(unscaled).cast(StringType())
+        scale = spark_type.scale
+        if scale:
+            # lpad also cuts a longer string to the width: only short ones are padded.
+            padded = F.when(F.length(digits) > scale, digits).otherwise(F.lpad(digits, scale + 1, "0"))
+            point = F.length(padded) - F.lit(scale)
+            whole, fraction = F.substr(padded, F.lit(1), point), F.substr(padded, point + 1, F.lit(scale))
+            digits = F.concat(whole, F.lit("."), fraction)
+        return F.when(unscaled < 0, F.concat(F.lit("-"), digits)).otherwise(digits).cast(spark_type)
+
+    text = F.hex(F.unbase64(F.variant_get(col, "$", "string")))
+    number = F.variant_get(col, "$", spark_type.simpleString())
+    return F.when(F.schema_of_variant(col) == F.lit("STRING"), _bind(text, from_text)).otherwise(number)
+
+
+def _zero(spark_type: DataType) -> Column:
+    """A non-null value of the type: it makes a required field's column non-nullable, and is never
+    the value (a null fails the batch first)."""
+    if isinstance(spark_type, StructType):
+        return F.struct(*[_zero(f.dataType).alias(f.name) for f in spark_type.fields])
+    if isinstance(spark_type, (ArrayType, MapType)):
+        return (F.array() if isinstance(spark_type, ArrayType) else F.create_map()).cast(spark_type)
+    if isinstance(spark_type, DecimalType):
+        # A literal of exactly the scale widens without a cast that could fail (and make it nullable).
+        zero = "0." + "0" * spark_type.scale if spark_type.scale else "0"
+        return F.expr(f"CAST({zero}BD AS {spark_type.simpleString()})")
+    if isinstance(spark_type, TimestampType):
+        return F.timestamp_millis(F.lit(0))
+    if isinstance(spark_type, DateType):
+        return F.lit(dt.date(1970, 1, 1))
+    if isinstance(spark_type, BinaryType):
+        return F.lit(bytearray())
+    if isinstance(spark_type, StringType):
+        return F.lit("")
+    if isinstance(spark_type, BooleanType):
+        return F.lit(False)
+    return F.lit(0).cast(spark_type)
+
+
+def _default(schema: Schema, path: str) -> Column:
+    text = json_text.dumps(value_to_json(schema, schema.default)).decode("utf-8")
+    return _from_wire(_parse(F.lit(text), wire_type(schema)), schema.with_options(default=None), path)
+
+
+def _parse(text: Column, wire: DataType) -> Column:
+    holder = StructType([StructField("v", wire)])
+    return F.from_json(F.concat(F.lit('{"v":'), text, F.lit("}")), holder, {"mode": "FAILFAST"}).getField("v")
+
+
+def _settle(col: Column, schema: Schema, path: str) -> Column:
+    """Kafka's rules for a null: the default when there is one, else null when optional, else an
+    error."""
+    if schema.default is not None:
+        fallback = _default(schema, path)
+    elif schema.optional:
+        return col
+    else:
+        fallback = F.raise_error(
+            F.lit(
+                f"a required {schema.type.value} field{_where(path)} is null and its schema gives no default"
+            )
+        )
+    settled = F.when(col.isNull(), fallback).otherwise(col)
+    return settled if schema.optional else F.coalesce(settled, _zero(to_spark(schema)))
+
+
+def _from_wire(col: Column, schema: Schema, path: str) -> Column:
+    logical = schema.logical_name
+    if logical == DECIMAL_NAME:
+        spark_type = to_spark(schema)
+        assert isinstance(spark_type, DecimalType)
+        return _decimal_from_wire(col, spark_type)
+    if logical == TIMESTAMP_NAME:
+        return F.timestamp_millis(col)
+    if logical == DATE_NAME:
+        return F.date_from_unix_date(col)
+    if schema.type is Type.ARRAY:
+        assert schema.value_schema is not None
+        items = schema.value_schema
+        where = f"{path}[]"
+        return F.transform(col, lambda item: _settle(_from_wire(item, items, where), items, where))
+    if schema.type is Type.MAP:
+        assert schema.value_schema is not None
+        values = schema.value_schema
+        where = f"{path}<values>"
+        return F.transform_values(col, lambda _k, v: _settle(_from_wire(v, values, where), values, where))
+    if schema.type is Type.STRUCT:
+        fields = []
+        for item in schema.fields:
+            where = f"{path}.{item.name}" if path else item.name
+            value = _from_wire(col.getField(item.name), item.schema, where)
+            fields.append(_settle(value, item.schema, where).alias(item.name))
+        return F.when(col.isNull(), F.lit(None)).otherwise(F.struct(*fields))
+    return col
+
+
+def typed_from_json(text: Column, schema: Schema, envelope: bool) -> Column:
+    """The typed column for JSON text holding values of ``schema``: whole envelopes (their
+    ``payload`` is read) or bare payloads. A null text (a tombstone) stays null; a null payload
+    follows the schema's rules (see the module doc)."""
+    _check_supported(schema, "")
+    holder = StructType([StructField(_PAYLOAD, wire_type(schema))])
+    source = text if envelope else F.concat(F.lit('{"payload":'), text, F.lit("}"))
+    payload = F.from_json(source, holder, {"mode": "FAILFAST"}).getField(_PAYLOAD)
+
+    def typed(parsed: Column) -> Column:
+        value = _from_wire(parsed, schema, "")
+        return value if schema.optional and schema.default is None else _settle(value, schema, "")
+
+    # Every field reads the parsed payload: bound once, so that it is parsed and planned once.
+    settled = _bind(payload, typed)
+    return F.when(text.isNull(), F.lit(None).cast(to_spark(schema))).otherwise(settled)
+
+
+def column_field(name: str, schema: Schema) -> StructField:
+    """The StructField of a top-level column holding ``schema``'s values: nullable whatever the
+    schema says, since a tombstone is a null; the schema's own name and version in its metadata."""
+    field = to_spark_field(name, schema)
+    return StructField(name, field.dataType, True, field.metadata)
+
+
+def with_connect_schemas(frame: DataFrame, schemas: dict[str, Schema]) -> DataFrame:
+    """``frame`` with the named columns' types carrying their Connect schemas in metadata, nested
+    fields included. Types do not change (the columns must already have them)."""
+    target = StructType(
+        [column_field(f.name, schemas[f.name]) if f.name in schemas else f for f in frame.schema.fields]
+    )
+    return frame.to(target)

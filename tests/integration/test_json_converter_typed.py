@@ -1,0 +1,167 @@
+"""JsonConverter's typed columns on real Spark: a batch of envelopes becomes one typed column by
+the schemas it holds (merged when they can be, refused naming both when not), plain JSON becomes
+typed by a declared schema (Connect JSON or Spark DDL), and a source's typed column is written as
+the envelope Kafka writes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+from pyspark.sql.types import StructType
+
+from sluiceway.connect.data import (
+    INT64_SCHEMA,
+    OPTIONAL_STRING_SCHEMA,
+    STRING_SCHEMA,
+    Schema,
+    decimal_schema,
+    envelope_from_bytes,
+    envelope_to_bytes,
+    schema_to_json,
+    struct_schema,
+    timestamp_schema,
+)
+from sluiceway.connect.data.json_text import dumps
+from sluiceway.connect.data.spark import from_spark_field, from_spark_value, to_spark_field
+from sluiceway_executor.converters.base import Converter, ConverterError
+from sluiceway_executor.converters.connect_spark_json import with_connect_schemas
+from sluiceway_executor.converters.json_converter import JsonConverter
+from sluiceway_executor.converters.registry import converter_for
+
+pytestmark = pytest.mark.integration
+
+V1 = struct_schema({"id": INT64_SCHEMA, "name": STRING_SCHEMA}, name="shop.Customer", version=1)
+V2 = struct_schema(
+    {"id": INT64_SCHEMA, "name": STRING_SCHEMA, "email": OPTIONAL_STRING_SCHEMA},
+    name="shop.Customer",
+    version=2,
+)
+ENVELOPES = JsonConverter("value", {"schemas.enable": "true"})
+
+
+def _batch(spark: SparkSession, values: list[bytes | None]) -> DataFrame:
+    return spark.createDataFrame([(v,) for v in values], "value binary")
+
+
+def _typed(converter: Converter, batch: DataFrame) -> tuple[DataFrame, Schema | None]:
+    column, schema = converter.connect_column(batch, "value")
+    frame = batch.select(column.alias("value"))
+    return (with_connect_schemas(frame, {"value": schema}) if schema else frame), schema
+
+
+def test_one_schema_in_a_batch_gives_a_typed_column(spark: SparkSession) -> None:
+    values = [envelope_to_bytes(V1, {"id": i, "name": f"n{i}"}) for i in range(3)] + [None]
+    frame, schema = _typed(ENVELOPES, _batch(spark, values))
+    assert schema == V1
+    assert from_spark_field(frame.schema["value"]) == V1.as_optional()
+    assert [None if r[0] is None else r[0].asDict() for r in frame.collect()] == [
+        {"id": 0, "name": "n0"},
+        {"id": 1, "name": "n1"},
+        {"id": 2, "name": "n2"},
+        None,
+    ]
+
+
+def test_an_added_optional_field_merges_and_older_records_read_it_as_null(spark: SparkSession) -> None:
+    values = [
+        envelope_to_bytes(V1, {"id": 1, "name": "a"}),
+        envelope_to_bytes(V2, {"id": 2, "name": "b", "email": "e"}),
+    ]
+    frame, schema = _typed(ENVELOPES, _batch(spark, values))
+    assert schema == V2
+    rows = sorted((r[0].asDict() for r in frame.collect()), key=lambda d: d["id"])
+    assert rows == [{"id": 1, "name": "a", "email": None}, {"id": 2, "name": "b", "email": "e"}]
+
+
+def test_schemas_that_do_not_merge_fail_naming_both(spark: SparkSession) -> None:
+    changed = struct_schema({"id": STRING_SCHEMA, "name": STRING_SCHEMA}, name="shop.Customer", version=3)
+    values = [
+        envelope_to_bytes(V1, {"id": 1, "name": "a"}),
+        envelope_to_bytes(changed, {"id": "x", "name": "b"}),
+    ]
+    with pytest.raises(ConverterError, match="field 'id' differs") as caught:
+        ENVELOPES.connect_column(_batch(spark, values), "value")
+    message = str(caught.value)
+    assert '"type":"int64"' in message and '"type":"string"' in message
+
+
+def test_records_without_a_schema_stay_text_and_a_mix_is_refused(spark: SparkSession) -> None:
+    schemaless = [b'{"schema":null,"payload":{"a":1}}', None]
+    frame, schema = _typed(ENVELOPES, _batch(spark, schemaless))
+    assert schema is None
+    assert [r[0] for r in frame.collect()] == ['{"a":1}', None]
+    mixed = [*schemaless, envelope_to_bytes(V1, {"id": 1, "name": "a"})]
+    with pytest.raises(ConverterError, match="mixes records with a schema and records without one"):
+        ENVELOPES.connect_column(_batch(spark, mixed), "value")
+
+
+def test_plain_json_is_typed_by_a_declared_connect_schema(spark: SparkSession) -> None:
+    declared = struct_schema(
+        {"id": INT64_SCHEMA, "amount": decimal_schema(2, precision=9), "at": timestamp_schema(optional=True)}
+    )
+    config = {
+        "value.converter": "JsonConverter",
+        "value.converter.schemas.enable": "false",
+        "value.schema": dumps(schema_to_json(declared)).decode(),
+    }
+    converter = converter_for(config, "value")
+    assert isinstance(converter, JsonConverter)
+    batch = _batch(spark, [b'{"id":7,"amount":"MDk=","at":86400000}', b'{"id":8,"amount":1.5,"at":null}'])
+    frame, schema = _typed(converter, batch)
+    assert schema == declared
+    assert [from_spark_value(declared, r[0]) for r in frame.collect()] == [
+        {"id": 7, "amount": decimal.Decimal("123.45"), "at": dt.datetime(1970, 1, 2, tzinfo=dt.UTC)},
+        {"id": 8, "amount": decimal.Decimal("1.50"), "at": None},
+    ]
+
+
+def test_plain_json_is_typed_by_declared_spark_ddl(spark: SparkSession) -> None:
+    converter = converter_for(
+        {
+            "value.converter.schemas.enable": "false",
+            "value.schema": "id BIGINT, tags ARRAY<STRING>, ok BOOLEAN",
+        },
+        "value",
+    )
+    frame, schema = _typed(converter, _batch(spark, [b'{"id":1,"tags":["a"],"ok":true}', b"null"]))
+    assert schema is not None and [f.name for f in schema.fields] == ["id", "tags", "ok"]
+    assert [None if r[0] is None else r[0].asDict() for r in frame.collect()] == [
+        {"id": 1, "tags": ["a"], "ok": True},
+        None,
+    ]
+    bad = converter_for({"value.converter.schemas.enable": "false", "value.schema": "id BIGNUMBER"}, "value")
+    with pytest.raises(ConverterError, match=r"value\.schema is not Spark DDL"):
+        bad.connect_column(_batch(spark, [b"{}"]), "value")
+
+
+def test_a_declared_schema_with_envelopes_is_refused() -> None:
+    with pytest.raises(ConverterError, match=r"value\.schema declares the schema of plain JSON"):
+        converter_for(
+            {
+                "value.converter": "JsonConverter",
+                "value.converter.schemas.enable": "true",
+                "value.schema": "id BIGINT",
+            },
+            "value",
+        )
+
+
+def test_a_sources_typed_column_is_written_as_kafkas_envelope(spark: SparkSession) -> None:
+    field = to_spark_field("value", V2)
+    rows = [{"id": 1, "name": "a", "email": None}, {"id": 2, "name": "b", "email": "e@x"}]
+    frame = spark.createDataFrame([(r,) for r in rows], StructType([field]))
+    written = [
+        r[0]
+        for r in frame.select(ENVELOPES.from_connect_field(F.col("value"), frame.schema["value"])).collect()
+    ]
+    assert written == [envelope_to_bytes(V2, r) for r in rows]
+    assert [envelope_from_bytes(w)[1] for w in written] == rows
+    plain = JsonConverter("value", {"schemas.enable": "false"})
+    texts = [
+        r[0] for r in frame.select(plain.from_connect_field(F.col("value"), frame.schema["value"])).collect()
+    ]
+    assert texts == [b'{"id":1,"name":"a","email":null}', b'{"id":2,"name":"b","email":"e@x"}']
