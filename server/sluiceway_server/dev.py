@@ -64,6 +64,9 @@ QUICKSTART: tuple[tuple[str, ...], ...] = (
         "topic=datagen",
         "tasks.max=2",
         "max.records=50000",
+        "value.type=struct",
+        "value.converter=JsonConverter",
+        "value.converter.schemas.enable=true",
     ),
     (
         "connectors",
@@ -73,6 +76,8 @@ QUICKSTART: tuple[tuple[str, ...], ...] = (
         "topics=datagen",
         "path=/tmp/sluiceway-lake",
         "format=parquet",
+        "value.converter=JsonConverter",
+        "value.converter.schemas.enable=true",
     ),
 )
 

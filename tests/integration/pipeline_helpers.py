@@ -36,6 +36,20 @@ def parquet_counts(spark: SparkSession, path: Path) -> tuple[int, int]:
     return int(row["rows"]), int(row["distinct"])
 
 
+def typed_lake_counts(spark: SparkSession, path: Path) -> tuple[int, int]:
+    """(rows, distinct keys) of a typed lake (a DataGen struct value per row, keyed task-seq)."""
+    if not any(path.glob("task=*/batch=*")):
+        return 0, 0
+    row = (
+        spark.read.option("mergeSchema", "true")
+        .parquet(str(path))
+        .agg(F.count(F.lit(1)).alias("rows"), F.count_distinct(F.col("kafka_key")).alias("distinct"))
+        .first()
+    )
+    assert row is not None
+    return int(row["rows"]), int(row["distinct"])
+
+
 # Executors notice a dead control plane and planes a dead executor within seconds, not the defaults.
 FAST_EXECUTOR_SESSION: Final = {
     "executor.heartbeat.interval.ms": "500",

@@ -25,7 +25,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pyspark.sql import SparkSession
 
 from sluiceway_server.embedded import EmbeddedSparkConnect, free_port
-from tests.integration.pipeline_helpers import parquet_counts
+from tests.integration.pipeline_helpers import typed_lake_counts
 from tests.readme_blocks import blocks_under, commands
 
 pytestmark = pytest.mark.integration
@@ -265,7 +265,7 @@ def test_dev_stack_runs_the_quickstart_and_stops_everything_on_ctrl_c(
         counts = (0, 0)
         while time.monotonic() < deadline and counts != (100_000, 100_000):
             time.sleep(2)
-            counts = parquet_counts(spark, lake)
+            counts = typed_lake_counts(spark, lake)
         assert counts == (100_000, 100_000), f"{counts}\n{output.text()}"
     finally:
         spark.stop()
