@@ -8,6 +8,7 @@ Spark is not imported here: the control plane loads these plugins to validate co
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, TypeGuard
 
 from sluiceway.connect import (
@@ -15,6 +16,7 @@ from sluiceway.connect import (
     ConfigDef,
     ConfigException,
     ConfigType,
+    ConfigValue,
     Importance,
     Lambda,
     Width,
@@ -28,6 +30,7 @@ __all__ = [
     "IDENTIFIER_VALIDATOR",
     "POSTGRESQL_DRIVER",
     "POSTGRESQL_SESSION_INIT",
+    "add_problems",
     "check_identifier",
     "connection_config_def",
     "is_int",
@@ -132,3 +135,17 @@ def jdbc_options(config: AbstractConfig) -> dict[str, str]:
 
 def is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+Problems = Callable[[Mapping[str, Any], set[str]], Iterable[tuple[str, str]]]
+
+
+def add_problems(values: list[ConfigValue], problems: Problems) -> list[ConfigValue]:
+    """``values`` (a connector's validation) with the errors ``problems`` finds between keys added
+    to the keys they name; ``problems`` gets the parsed values and the keys already in error."""
+    by_name = {value.name: value for value in values}
+    parsed = {value.name: value.value for value in values}
+    broken = {value.name for value in values if value.errors}
+    for name, message in problems(parsed, broken):
+        by_name[name].add_error(message)
+    return values

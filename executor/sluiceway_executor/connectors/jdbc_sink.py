@@ -48,7 +48,7 @@ from sluiceway.connect import (
 )
 from sluiceway.connect.data.schema import TIMESTAMP_NAME
 from sluiceway_executor.connectors.base import BuiltInConnector
-from sluiceway_executor.connectors.jdbc_common import jdbc_options
+from sluiceway_executor.connectors.jdbc_common import add_problems, jdbc_options
 from sluiceway_executor.connectors.jdbc_sink_columns import (
     SinkColumn,
     TableColumns,
@@ -100,13 +100,7 @@ class JdbcSinkConnector(BuiltInConnector, SinkConnector):
         return sink_config_def()
 
     def validate(self, props: Mapping[str, str]) -> list[ConfigValue]:
-        values = super().validate(props)
-        by_name = {value.name: value for value in values}
-        parsed = {value.name: value.value for value in values}
-        broken = {value.name for value in values if value.errors}
-        for name, message in config_problems(parsed, broken):
-            by_name[name].add_error(message)
-        return values
+        return add_problems(super().validate(props), config_problems)
 
     def _on_start(self, config: AbstractConfig) -> None:
         check_sink_config(config)

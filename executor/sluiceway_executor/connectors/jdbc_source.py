@@ -45,7 +45,7 @@ from sluiceway.connect import (
     Task,
 )
 from sluiceway_executor.connectors.base import BuiltInConnector
-from sluiceway_executor.connectors.jdbc_common import POSTGRESQL_SESSION_INIT, jdbc_options
+from sluiceway_executor.connectors.jdbc_common import POSTGRESQL_SESSION_INIT, add_problems, jdbc_options
 from sluiceway_executor.connectors.jdbc_source_config import (
     BATCH_MAX_ROWS_CONFIG,
     INCREMENTING_COLUMN_NAME_CONFIG,
@@ -119,13 +119,7 @@ class JdbcSourceConnector(BuiltInConnector, SourceConnector):
         return source_config_def()
 
     def validate(self, props: Mapping[str, str]) -> list[ConfigValue]:
-        values = super().validate(props)
-        by_name = {value.name: value for value in values}
-        parsed = {value.name: value.value for value in values}
-        broken = {value.name for value in values if value.errors}
-        for name, message in config_problems(parsed, broken):
-            by_name[name].add_error(message)
-        return values
+        return add_problems(super().validate(props), config_problems)
 
     def _on_start(self, config: AbstractConfig) -> None:
         _check_config(config)
