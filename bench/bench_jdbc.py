@@ -61,6 +61,7 @@ from bench_jdbc_report import (
     FILE_TYPED,
     HW_PLAIN,
     HW_SOURCE,
+    HW_SOURCE_ENVELOPE,
     HW_TS,
     SINK_PLAIN,
     SINK_TS,
@@ -199,6 +200,11 @@ class Bench:
         create_topic(stack.admin, hw_topic, partitions)
         seconds = handwritten_jdbc_to_kafka(stack.spark, pg, table, bootstrap, hw_topic)
         self.record(HW_SOURCE, timed, label, seconds, topic_end_total(bootstrap, hw_topic, partitions), None)
+        hw_envelopes = f"bench-jdbc-hw-env-{tag}"
+        create_topic(stack.admin, hw_envelopes, partitions)
+        seconds = handwritten_jdbc_to_kafka(stack.spark, pg, table, bootstrap, hw_envelopes, envelope=True)
+        found = topic_end_total(bootstrap, hw_envelopes, partitions)
+        self.record(HW_SOURCE_ENVELOPE, timed, label, seconds, found, None)
         prefix = f"bench-jdbc-out-{tag}-"
         create_topic(stack.admin, prefix + table, partitions)
         name = f"bench-jdbc-source-{tag}".replace("_", "-")
@@ -211,6 +217,9 @@ class Bench:
         if "JdbcSource record" not in sizes:
             sizes["JdbcSource record"] = len(first_value(bootstrap, prefix + table, partitions))
             sizes["hand-written JDBC → Kafka record"] = len(first_value(bootstrap, hw_topic, partitions))
+            sizes["hand-written JDBC → Kafka envelope"] = len(
+                first_value(bootstrap, hw_envelopes, partitions)
+            )
         drop_table(pg, table)
 
     def file_sinks(self, label: str, tag: str, timed: bool) -> None:

@@ -34,6 +34,8 @@ from sluiceway.connect.data import (
     struct_schema,
     timestamp_schema,
 )
+from sluiceway.connect.data.spark import from_spark
+from sluiceway_executor.converters.connect_spark_json import schema_text
 from sluiceway_executor.datagen_records import ORDER_SCHEMA, typed_value
 from sluiceway_executor.kafka_ranges import exact_end_offsets
 
@@ -248,19 +250,26 @@ def handwritten_append(
 
 
 def handwritten_jdbc_to_kafka(
-    spark: SparkSession, pg: PostgresServer, table: str, bootstrap: str, topic: str
+    spark: SparkSession, pg: PostgresServer, table: str, bootstrap: str, topic: str, envelope: bool = False
 ) -> float:
     """Read the table with Spark's JDBC reader and write each row as to_json(struct(*)) with the
     `sluiceway-kafka` writer (the source pipeline's writer, at its default producer settings).
-    Returns seconds."""
+    With ``envelope``, each value is wrapped as JsonConverter's envelope with the table's schema
+    (the same schema text JdbcSource writes, made before the clock starts; the payload is still
+    Spark's to_json, so timestamps are ISO text and decimals numbers): the same format and about
+    the same bytes as the connector's records. Returns seconds."""
+    rows = (
+        spark.read.format("jdbc").option("url", pg.jdbc_url).option("user", pg.user).option("dbtable", table)
+    )
+    value = "to_json(struct(*))"
+    if envelope:
+        schema = from_spark(rows.load().schema).with_options(name=table)
+        head = '{"schema":' + schema_text(schema) + ',"payload":'
+        value = f"concat({_sql_string(head)}, to_json(struct(*)), '}}')"
     started = time.perf_counter()
     (
-        spark.read.format("jdbc")
-        .option("url", pg.jdbc_url)
-        .option("user", pg.user)
-        .option("dbtable", table)
-        .load()
-        .selectExpr("to_json(struct(*)) AS value")
+        rows.load()
+        .selectExpr(f"{value} AS value")
         .write.format("sluiceway-kafka")
         .mode("append")
         .option("bootstrap.servers", bootstrap)
@@ -268,6 +277,10 @@ def handwritten_jdbc_to_kafka(
         .save()
     )
     return time.perf_counter() - started
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 # ---------------------------------------------------------------- the product's runs

@@ -19,17 +19,35 @@ HW_PLAIN: Final = "hand-written append (no timestamp)"
 SINK_PLAIN: Final = "JdbcSink insert (no timestamp: direct path)"
 UPSERT: Final = "JdbcSink upsert (with timestamp)"
 HW_SOURCE: Final = "hand-written JDBC read → sluiceway-kafka"
+HW_SOURCE_ENVELOPE: Final = "hand-written JDBC read → sluiceway-kafka, envelopes"
 SOURCE: Final = "JdbcSource (incrementing)"
 FILE_STRING: Final = "SparkFileSink, DataGen string records"
 FILE_TYPED: Final = "SparkFileSink, DataGen typed envelopes"
-ORDER: Final = (HW_TS, SINK_TS, HW_PLAIN, SINK_PLAIN, UPSERT, HW_SOURCE, SOURCE, FILE_STRING, FILE_TYPED)
+ORDER: Final = (
+    HW_TS,
+    SINK_TS,
+    HW_PLAIN,
+    SINK_PLAIN,
+    UPSERT,
+    HW_SOURCE,
+    HW_SOURCE_ENVELOPE,
+    SOURCE,
+    FILE_STRING,
+    FILE_TYPED,
+)
 
 # (figure, product, baseline, goal on the median or None)
 RATIOS: Final = (
     ("JdbcSink insert / hand-written append, with timestamp (staging path)", SINK_TS, HW_TS, 0.8),
     ("JdbcSink insert / hand-written append, no timestamp (direct path)", SINK_PLAIN, HW_PLAIN, 0.8),
     ("JdbcSink upsert / hand-written *append* (not like for like)", UPSERT, HW_TS, None),
-    ("JdbcSource / hand-written JDBC read → Kafka", SOURCE, HW_SOURCE, 0.8),
+    ("JdbcSource / hand-written JDBC read → Kafka, envelopes (same format)", SOURCE, HW_SOURCE_ENVELOPE, 0.8),
+    (
+        "JdbcSource / hand-written JDBC read → Kafka, to_json only (6 times smaller records)",
+        SOURCE,
+        HW_SOURCE,
+        None,
+    ),
     ("SparkFileSink typed / string (same record count)", FILE_TYPED, FILE_STRING, None),
 )
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.errors import PySparkException
-from pyspark.sql import Column, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 from pyspark.sql.types import StructField, StructType
 
@@ -61,9 +61,8 @@ def _envelopes(schema: Schema, rows: list[Any]) -> list[str]:
 
 
 def _typed(spark: SparkSession, texts: Sequence[str | None], schema: Schema, envelope: bool = True) -> Any:
-    frame = spark.createDataFrame([(t,) for t in texts], "t string")
-    column: Column = typed_from_json(F.col("t"), schema, envelope)
-    return with_connect_schemas(frame.select(column.alias("v")), {"v": schema})
+    frame = spark.createDataFrame([(t,) for t in texts], "v string")
+    return with_connect_schemas(typed_from_json(frame, "v", schema, envelope), {"v": schema})
 
 
 def _millis(value: Any) -> Any:
@@ -128,12 +127,12 @@ def test_a_required_field_that_is_null_fails_and_a_default_fills_in(spark: Spark
         _typed(spark, ['{"id":null,"name":"x","note":null}'], schema, envelope=False).collect()
 
 
-def test_maps_with_non_string_keys_are_refused_before_any_job() -> None:
+def test_maps_with_non_string_keys_are_refused_before_any_job(spark: SparkSession) -> None:
     schema = struct_schema({"m": map_schema(INT64_SCHEMA, STRING_SCHEMA)})
     with pytest.raises(ConverterError, match="map with int64 keys at m"):
         payload_json(F.col("v"), schema)
     with pytest.raises(ConverterError, match="map with int64 keys at m"):
-        typed_from_json(F.col("t"), schema, True)
+        typed_from_json(spark.createDataFrame([], "t string"), "t", schema, True)
 
 
 def _string_keyed(schema: Schema) -> bool:

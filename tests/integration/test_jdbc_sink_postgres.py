@@ -6,22 +6,13 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    DataType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql import SparkSession
 
 from sluiceway.connect import BatchContext, ConnectException, OffsetRange
 from sluiceway.connect.data.schema import (
@@ -35,18 +26,18 @@ from sluiceway.connect.data.schema import (
     OPTIONAL_FLOAT64_SCHEMA,
     OPTIONAL_STRING_SCHEMA,
     STRING_SCHEMA,
-    Schema,
     date_schema,
     decimal_schema,
     struct_schema,
     time_schema,
     timestamp_schema,
 )
-from sluiceway.connect.data.spark import to_spark, to_spark_value
 from sluiceway_executor.connectors.jdbc_sink import JdbcSinkTask
+from sluiceway_executor.connectors.jdbc_sink_sql import table_lock_sql
 from sluiceway_executor.connectors.jdbc_statements import run_script
 from sluiceway_server.embedded import jdbc_jars
 from tests.postgres_server import PostgresServer
+from tests.typed_batches import SinkRecord, sink_batch
 
 pytestmark = [
     pytest.mark.integration,
@@ -57,48 +48,8 @@ pytestmark = [
     ),
 ]
 
-HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 ITEM = struct_schema({"id": INT64_SCHEMA, "name": OPTIONAL_STRING_SCHEMA, "qty": INT32_SCHEMA})
 ITEM_KEY = struct_schema({"id": INT64_SCHEMA})
-NOW = dt.datetime(2024, 5, 6, 7, 8, 9, tzinfo=dt.UTC)
-
-# (topic, partition, offset, key, value); a value of None is a tombstone.
-Record = tuple[str, int, int, Any, Mapping[str, Any] | None]
-
-
-def make_batch(
-    spark: SparkSession,
-    value_schema: Schema,
-    records: Sequence[Record],
-    key_schema: Schema | None = None,
-    key_type: DataType | None = None,
-) -> DataFrame:
-    """A batch as a DataFrame-level sink task receives it."""
-    key_spark = to_spark(key_schema) if key_schema is not None else (key_type or StringType())
-    schema = StructType(
-        [
-            StructField("topic", StringType()),
-            StructField("partition", IntegerType()),
-            StructField("offset", LongType()),
-            StructField("timestamp", TimestampType()),
-            StructField("key", key_spark),
-            StructField("value", to_spark(value_schema)),
-            StructField("headers", HEADERS),
-        ]
-    )
-    data: list[tuple[Any, ...]] = [
-        (
-            topic,
-            partition,
-            offset,
-            NOW,
-            to_spark_value(key_schema, key) if key_schema is not None and key is not None else key,
-            None if value is None else to_spark_value(value_schema, value),
-            [],
-        )
-        for topic, partition, offset, key, value in records
-    ]
-    return spark.createDataFrame(data, schema)
 
 
 def started(postgres: PostgresServer, **props: str) -> JdbcSinkTask:
@@ -175,7 +126,7 @@ def test_insert_with_auto_create_maps_every_type(
     empty = {**dict.fromkeys(full), "id": 2, "tiny": 0, "small": 0, "n": 0, "ratio": 0.0, "ok": False}
     task = started(postgres, **{"table.name.format": "${topic}", "auto.create": "true"})
     task.write_batch(
-        make_batch(spark, schema, [(table, 0, 0, None, full), (table, 0, 1, None, empty)]), context()
+        sink_batch(spark, schema, [(table, 0, 0, None, full), (table, 0, 1, None, empty)]), context()
     )
 
     types = postgres.execute(
@@ -231,7 +182,7 @@ def test_plain_insert_appends_directly_and_a_repeated_batch_adds_its_rows_again(
 ) -> None:
     table = f"plain_{unique}"
     postgres.execute(f"CREATE TABLE {table} (id bigint, name text, qty integer, extra text DEFAULT 'x')")
-    batch = make_batch(spark, ITEM, [(table, 0, i, None, item(i, f"n{i}", i)) for i in range(5)])
+    batch = sink_batch(spark, ITEM, [(table, 0, i, None, item(i, f"n{i}", i)) for i in range(5)])
     task = started(postgres)
     task.write_batch(batch, context(0))
     assert rows(postgres, table) == [(i, f"n{i}", i) for i in range(5)]
@@ -255,7 +206,7 @@ def test_upsert_keeps_the_last_record_of_each_key_and_a_repeated_batch_changes_n
         "pk.mode": "record_value",
         "pk.fields": "id",
     }
-    first = make_batch(
+    first = sink_batch(
         spark,
         ITEM,
         [
@@ -282,7 +233,7 @@ def test_upsert_keeps_the_last_record_of_each_key_and_a_repeated_batch_changes_n
     again.write_batch(first, context(0))
     assert rows(postgres, table) == after_first
 
-    second = make_batch(spark, ITEM, [("t", 1, 4, None, item(2, "b2", 5)), ("t", 0, 14, None, item(4, None))])
+    second = sink_batch(spark, ITEM, [("t", 1, 4, None, item(2, "b2", 5)), ("t", 0, 14, None, item(4, None))])
     again.write_batch(second, context(1))
     again.write_batch(second, context(2))
     assert rows(postgres, table) == [(1, "a3", 9), (2, "b2", 5), (3, "c1", 1), (4, None, 1)]
@@ -298,7 +249,7 @@ def test_update_changes_existing_rows_only(
         postgres,
         **{"table.name.format": table, "insert.mode": "update", "pk.mode": "record_value", "pk.fields": "id"},
     )
-    batch = make_batch(
+    batch = sink_batch(
         spark,
         ITEM,
         [
@@ -327,8 +278,8 @@ def test_tombstones_delete_rows_and_the_last_record_of_a_key_decides(
         },
     )
     first = [("t", 0, i, {"id": i}, item(i, f"v{i}")) for i in range(1, 5)]
-    task.write_batch(make_batch(spark, ITEM, first, key_schema=ITEM_KEY), context(0))
-    second: list[Record] = [
+    task.write_batch(sink_batch(spark, ITEM, first, key_schema=ITEM_KEY), context(0))
+    second: list[SinkRecord] = [
         ("t", 0, 10, {"id": 1}, None),  # deleted
         ("t", 0, 11, {"id": 2}, None),  # deleted, then written again: kept
         ("t", 0, 12, {"id": 2}, item(2, "back")),
@@ -336,7 +287,7 @@ def test_tombstones_delete_rows_and_the_last_record_of_a_key_decides(
         ("t", 0, 14, {"id": 5}, None),
         ("t", 0, 15, {"id": 9}, None),  # a tombstone for a key never seen
     ]
-    batch = make_batch(spark, ITEM, second, key_schema=ITEM_KEY)
+    batch = sink_batch(spark, ITEM, second, key_schema=ITEM_KEY)
     task.write_batch(batch, context(1))
     expected = [(2, "back", 1), (3, "v3", 1), (4, "v4", 1)]
     assert rows(postgres, table) == expected
@@ -349,7 +300,7 @@ def test_tombstones_are_skipped_without_delete_enabled(
 ) -> None:
     table = f"skip_{unique}"
     task = started(postgres, **{"table.name.format": table, "auto.create": "true"})
-    batch = make_batch(spark, ITEM, [("t", 0, 0, None, item(1, "a")), ("t", 0, 1, None, None)])
+    batch = sink_batch(spark, ITEM, [("t", 0, 0, None, item(1, "a")), ("t", 0, 1, None, None)])
     task.write_batch(batch, context())
     assert rows(postgres, table) == [(1, "a", 1)]
 
@@ -362,7 +313,7 @@ def test_kafka_primary_key_writes_the_records_coordinates(
         postgres,
         **{"table.name.format": table, "auto.create": "true", "insert.mode": "upsert", "pk.mode": "kafka"},
     )
-    batch = make_batch(
+    batch = sink_batch(
         spark, ITEM, [("orders", 2, 40, None, item(1, "a")), ("orders", 3, 7, None, item(1, "b"))]
     )
     task.write_batch(batch, context(0))
@@ -395,7 +346,7 @@ def test_record_key_from_a_string_key(spark: SparkSession, postgres: PostgresSer
             "fields.whitelist": "name",
         },
     )
-    batch = make_batch(
+    batch = sink_batch(
         spark,
         ITEM,
         [
@@ -422,7 +373,7 @@ def test_record_key_from_a_struct_key_with_a_value_field_of_the_same_name(
             "pk.mode": "record_key",
         },
     )
-    batch = make_batch(
+    batch = sink_batch(
         spark,
         ITEM,
         [
@@ -453,7 +404,7 @@ def test_record_value_primary_key_of_several_fields(
             "pk.fields": "id,qty",
         },
     )
-    batch = make_batch(
+    batch = sink_batch(
         spark,
         ITEM,
         [
@@ -481,10 +432,10 @@ def test_auto_evolve_adds_an_optional_column_and_refuses_without_it(
     base = {"table.name.format": table, "auto.create": "true", "insert.mode": "upsert"}
     base |= {"pk.mode": "record_value", "pk.fields": "id"}
     task = started(postgres, **base)
-    task.write_batch(make_batch(spark, ITEM, [("t", 0, 0, None, item(1, "a"))]), context(0))
+    task.write_batch(sink_batch(spark, ITEM, [("t", 0, 0, None, item(1, "a"))]), context(0))
 
     strict = started(postgres, **{**base, "auto.create": "false"})
-    newer = make_batch(spark, evolved, [("t", 0, 1, None, {**item(2, "b"), "note": "hello"})])
+    newer = sink_batch(spark, evolved, [("t", 0, 1, None, {**item(2, "b"), "note": "hello"})])
     with pytest.raises(ConnectException, match=rf"Table {table} has no column 'note'.*auto.evolve"):
         strict.write_batch(newer, context(1))
     assert rows(postgres, table) == [(1, "a", 1)]
@@ -493,7 +444,7 @@ def test_auto_evolve_adds_an_optional_column_and_refuses_without_it(
     evolving.write_batch(newer, context(1))
     assert rows(postgres, table, "id, name, qty, note") == [(1, "a", 1, None), (2, "b", 1, "hello")]
     # The table the task knows is the new one: the older schema's records still go in.
-    evolving.write_batch(make_batch(spark, ITEM, [("t", 0, 2, None, item(3, "c"))]), context(2))
+    evolving.write_batch(sink_batch(spark, ITEM, [("t", 0, 2, None, item(3, "c"))]), context(2))
     assert rows(postgres, table, "id, note") == [(1, None), (2, "hello"), (3, None)]
 
 
@@ -503,12 +454,53 @@ def test_missing_table_without_auto_create_fails_and_writes_nothing(
     table = f"missing_{unique}"
     task = started(postgres, **{"table.name.format": table})
     with pytest.raises(ConnectException, match=rf"Table {table} does not exist.*id, name, qty"):
-        task.write_batch(make_batch(spark, ITEM, [("t", 0, 0, None, item(1, "a"))]), context())
+        task.write_batch(sink_batch(spark, ITEM, [("t", 0, 0, None, item(1, "a"))]), context())
     assert not table_exists(postgres, table)
     # Once the table is there, the same task writes to it.
     postgres.execute(f"CREATE TABLE {table} (id bigint, name text, qty integer)")
-    task.write_batch(make_batch(spark, ITEM, [("t", 0, 0, None, item(1, "a"))]), context(1))
+    task.write_batch(sink_batch(spark, ITEM, [("t", 0, 0, None, item(1, "a"))]), context(1))
     assert rows(postgres, table) == [(1, "a", 1)]
+
+
+def test_a_table_created_by_another_task_at_the_same_moment_is_waited_for_and_used(
+    spark: SparkSession, postgres: PostgresServer, unique: str
+) -> None:
+    """Two tasks creating one table: the second waits for the first's lock (PostgreSQL's IF NOT
+    EXISTS alone lets it fail on the catalog's unique index), then finds the table and writes."""
+    table = f"race_{unique}"
+    props = {"table.name.format": table, "auto.create": "true", "insert.mode": "upsert"}
+    props |= {"pk.mode": "record_value", "pk.fields": "id"}
+    batch = sink_batch(spark, ITEM, [("t", 0, i, None, item(i, f"n{i}")) for i in range(3)])
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            started(postgres, **props).write_batch(batch, context(task_id=1))
+        except BaseException as e:  # handed to the test's thread
+            errors.append(e)
+
+    with postgres.connect() as first, first.transaction():
+        # The other task, half-way through creating the table.
+        first.execute(table_lock_sql(table).encode())
+        first.execute(
+            f"CREATE TABLE {table} (id bigint PRIMARY KEY, name text, qty integer NOT NULL)".encode()
+        )
+        writer = threading.Thread(target=write)
+        writer.start()
+        deadline = time.monotonic() + 120
+        # Waiting for the lock on this table's name (an advisory lock's key is in two halves).
+        waiting = (
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+            "AND ((classid::int8 << 32) | objid::int8) = hashtextextended(%s, 0)"
+        )
+        while postgres.execute(waiting, [f"sluiceway.jdbc-sink {table}"]) != [(1,)]:
+            assert writer.is_alive() and not errors, errors
+            assert time.monotonic() < deadline, "the sink never asked for the table's lock"
+            time.sleep(0.1)
+    writer.join(120)
+    assert not writer.is_alive()
+    assert errors == []
+    assert rows(postgres, table) == [(i, f"n{i}", 1) for i in range(3)]
 
 
 def test_topics_that_need_quoting_and_a_batch_of_two_topics(
@@ -529,7 +521,7 @@ def test_topics_that_need_quoting_and_a_batch_of_two_topics(
         {"id": INT64_SCHEMA, 'Na"me': OPTIONAL_STRING_SCHEMA, "when": timestamp_schema(optional=True)}
     )
     at = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
-    batch = make_batch(
+    batch = sink_batch(
         spark,
         odd,
         [
@@ -592,7 +584,7 @@ def test_db_timezone_writes_wall_clock_times_of_that_zone(
         },
     )
     task.write_batch(
-        make_batch(spark, schema, [("t", 0, 0, None, {"id": 1, "local": at, "instant": at})]), context()
+        sink_batch(spark, schema, [("t", 0, 0, None, {"id": 1, "local": at, "instant": at})]), context()
     )
     local, instant = postgres.execute(f"SELECT local, instant FROM {table}")[0]
     # Paris is two hours ahead in July; a column with a time zone holds the same instant.

@@ -48,8 +48,7 @@ def _batch(spark: SparkSession, values: list[bytes | None]) -> DataFrame:
 
 
 def _typed(converter: Converter, batch: DataFrame) -> tuple[DataFrame, Schema | None]:
-    column, schema = converter.connect_column(batch, "value")
-    frame = batch.select(column.alias("value"))
+    frame, schema = converter.connect_frame(batch, "value")
     return (with_connect_schemas(frame, {"value": schema}) if schema else frame), schema
 
 
@@ -84,7 +83,7 @@ def test_schemas_that_do_not_merge_fail_naming_both(spark: SparkSession) -> None
         envelope_to_bytes(changed, {"id": "x", "name": "b"}),
     ]
     with pytest.raises(ConverterError, match="field 'id' differs") as caught:
-        ENVELOPES.connect_column(_batch(spark, values), "value")
+        ENVELOPES.connect_frame(_batch(spark, values), "value")
     message = str(caught.value)
     assert '"type":"int64"' in message and '"type":"string"' in message
 
@@ -96,7 +95,7 @@ def test_records_without_a_schema_stay_text_and_a_mix_is_refused(spark: SparkSes
     assert [r[0] for r in frame.collect()] == ['{"a":1}', None]
     mixed = [*schemaless, envelope_to_bytes(V1, {"id": 1, "name": "a"})]
     with pytest.raises(ConverterError, match="mixes records with a schema and records without one"):
-        ENVELOPES.connect_column(_batch(spark, mixed), "value")
+        ENVELOPES.connect_frame(_batch(spark, mixed), "value")
 
 
 def test_plain_json_is_typed_by_a_declared_connect_schema(spark: SparkSession) -> None:
@@ -135,7 +134,7 @@ def test_plain_json_is_typed_by_declared_spark_ddl(spark: SparkSession) -> None:
     ]
     bad = converter_for({"value.converter.schemas.enable": "false", "value.schema": "id BIGNUMBER"}, "value")
     with pytest.raises(ConverterError, match=r"value\.schema is not Spark DDL"):
-        bad.connect_column(_batch(spark, [b"{}"]), "value")
+        bad.connect_frame(_batch(spark, [b"{}"]), "value")
 
 
 def test_a_declared_schema_with_envelopes_is_refused() -> None:

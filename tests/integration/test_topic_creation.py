@@ -169,6 +169,38 @@ def test_a_topic_that_cannot_be_created_fails_the_task_before_anything_is_writte
     stack.client.delete_connector(name)
 
 
+def test_topics_a_task_declares_are_created_and_a_record_for_another_fails_the_batch(
+    stack: PipelineStack, admin: AdminClient, broker: EmbeddedBroker
+) -> None:
+    u = uuid.uuid4().hex[:10]
+    first, second = f"tc-{u}-said-a", f"tc-{u}-said-b"
+    creation = {"topic.creation.default.replication.factor": "-1", "topic.creation.default.partitions": "1"}
+    # Declared in full: no job looks for the topics, both are created and written.
+    said = f"declared-{u}"
+    stack.client.create_connector(
+        said, routing([first, second], **creation, **{"routing.declared.topics": f"{first},{second}"})
+    )
+    stack.wait_for(lambda: committed_offsets(stack.client, said) == [DONE], "the batch to be committed")
+    assert sorted(len(read_topic(broker.bootstrap_servers, t)) for t in (first, second)) == [PER_TOPIC] * 2
+    stack.client.delete_connector(said)
+
+    # A record for a topic the batch did not declare: the batch fails and nothing is committed.
+    third, undeclared = f"tc-{u}-said-c", f"tc-{u}-unsaid"
+    wrong = f"undeclared-{u}"
+    config = routing(
+        [third, undeclared], **creation, **{"routing.declared.topics": third, "task.restart.enable": "false"}
+    )
+    stack.client.create_connector(wrong, config)
+    stack.wait_for(
+        lambda: stack.client.task_status(wrong, 0).status.state == State.FAILED, "the task to fail"
+    )
+    trace = stack.client.task_status(wrong, 0).status.trace
+    assert f"said its batch writes to [{third}] only; a record goes to {undeclared}" in trace
+    assert not topic_exists(admin, undeclared)
+    assert committed_offsets(stack.client, wrong) == []
+    stack.client.delete_connector(wrong)
+
+
 def test_an_invalid_topic_creation_setting_is_refused_over_grpc(
     stack: PipelineStack, admin: AdminClient
 ) -> None:

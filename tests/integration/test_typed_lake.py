@@ -14,16 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import (
-    ArrayType,
     BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
     StructType,
-    TimestampType,
 )
 
 from sluiceway.connect import BatchContext, ConnectException, OffsetRange
@@ -39,16 +33,15 @@ from sluiceway.connect.data import (
     time_schema,
     timestamp_schema,
 )
-from sluiceway.connect.data.spark import from_spark_field, from_spark_value, to_spark_field, to_spark_value
+from sluiceway.connect.data.spark import from_spark_field, from_spark_value
 from sluiceway_executor.connectors.lake_commits import MANIFEST, newest_rows
 from sluiceway_executor.connectors.lake_schema import lake_state
 from sluiceway_executor.connectors.spark_file import SparkFileSinkTask
+from tests.typed_batches import WHEN, sink_batch
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "orders"
-WHEN = dt.datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=dt.UTC)
-HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 COORDINATES = [
     "kafka_topic",
     "kafka_partition",
@@ -105,33 +98,12 @@ def order(n: int, schema: Schema = ORDER_V1) -> dict[str, Any]:
 def typed_batch(
     spark: SparkSession, schema: Schema, values: Sequence[Mapping[str, Any] | None], first_offset: int = 0
 ) -> DataFrame:
-    """A sink batch as a converter of typed records gives it: ``value`` a struct with the Connect
-    metadata (None: a tombstone)."""
-    value_field = to_spark_field("value", schema.as_optional())
-    columns = StructType(
-        [
-            StructField("topic", StringType(), False),
-            StructField("partition", IntegerType(), False),
-            StructField("offset", LongType(), False),
-            StructField("timestamp", TimestampType(), True),
-            StructField("key", BinaryType(), True),
-            value_field,
-            StructField("headers", HEADERS, True),
-        ]
-    )
-    rows = [
-        (
-            TOPIC,
-            0,
-            first_offset + i,
-            WHEN,
-            f"k{first_offset + i}".encode(),
-            None if value is None else to_spark_value(schema, value),
-            [Row(key="h", value=b"v")],
-        )
-        for i, value in enumerate(values)
+    """A sink batch of ``values`` (None: a tombstone) in partition 0 of TOPIC from ``first_offset``,
+    keyed k<offset> (bytes), each record with one header."""
+    records = [
+        (TOPIC, 0, first_offset + i, f"k{first_offset + i}".encode(), value) for i, value in enumerate(values)
     ]
-    return spark.createDataFrame(rows, columns)
+    return sink_batch(spark, schema, records, key_type=BinaryType(), headers=[("h", b"v")])
 
 
 def context(first: int, count: int, task: int = 0) -> BatchContext:

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 ALTER_OFFSETS = "alter.offsets"
 ROUTING_TOPICS = "routing.topics"
 ROUTING_RECORDS = "routing.records.per.topic"
+ROUTING_DECLARED = "routing.declared.topics"
 
 
 def _answer_alter(config: Mapping[str, str], default: bool) -> bool:
@@ -238,6 +239,13 @@ def _routing_config() -> ConfigDef:
             importance=Importance.LOW,
             documentation="records written to each topic",
         )
+        .define(
+            ROUTING_DECLARED,
+            ConfigType.LIST,
+            None,
+            importance=Importance.LOW,
+            documentation="the topics the batch says it writes to (SourceBatch.topics); unset: none said",
+        )
     )
 
 
@@ -255,6 +263,8 @@ class TopicRoutingSourceTask(DataFrameSourceTask):
         config = AbstractConfig(_routing_config(), props)
         self.topics = config.get_list(ROUTING_TOPICS)
         self.per_topic = config.get_int(ROUTING_RECORDS)
+        declared = config.get(ROUTING_DECLARED)
+        self.declared = None if declared is None else frozenset(declared)
 
     def read_batch(
         self, spark: SparkSession, offsets: OffsetStorageReader, context: BatchContext
@@ -269,7 +279,7 @@ class TopicRoutingSourceTask(DataFrameSourceTask):
             F.element_at(names, index).alias("topic"),
             F.struct(F.col("id").alias("n")).alias("value"),
         )
-        return SourceBatch(data=data, offsets=[(self.PARTITION, {"routed": True})])
+        return SourceBatch(data=data, offsets=[(self.PARTITION, {"routed": True})], topics=self.declared)
 
     def stop(self) -> None:
         pass

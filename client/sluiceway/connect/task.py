@@ -267,11 +267,17 @@ class SourceBatch:
     ``read_batch`` as before, but the task's status shows it RUNNING with the detail "idle: end of
     data" from then on, until a batch brings records again. A task that leaves it False and finds
     nothing for a while is shown "idle: no new records" instead.
+
+    ``topics``, when the task knows them, are the topics its ``topic`` column holds. The executor
+    then takes them as the batch's topics (to check and create before writing) instead of running a
+    Spark job to find them in the records; a record whose topic is not among them fails the batch
+    before anything of it is written to that topic.
     """
 
     data: DataFrame | None
     offsets: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = field(default_factory=list)
     end_of_data: bool = False
+    topics: frozenset[str] | None = None
 
 
 class DataFrameSourceTask(Task):

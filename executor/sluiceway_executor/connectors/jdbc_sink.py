@@ -22,7 +22,9 @@ is at-least-once (a batch written again adds its rows again).
 
 The database is reached only by Spark (an executor may have no route to it): DDL, the scripts and
 the reads of table metadata run through Spark's JDBC source (``jdbc_statements``). A table's
-columns are read once and kept, and read again after the sink changed the table or a batch failed.
+columns are read once and kept, and read again after the sink changed the table or a batch failed;
+DDL runs in the same Spark job as that read, under a lock on the table's name (``table_lock_sql``),
+so tasks that find a table missing at the same moment do not fail on each other's CREATE TABLE.
 
 Spark is imported only inside the task's batch method, so the control plane can load this plugin
 without it.
@@ -74,6 +76,7 @@ from sluiceway_executor.connectors.jdbc_sink_sql import (
     staging_ddl,
     staging_table_name,
     table_columns_query,
+    table_lock_sql,
     update_script,
     upsert_script,
 )
@@ -159,13 +162,15 @@ class JdbcSinkTask(DataFrameSinkTask):
             key_schema = from_spark_field(batch.schema["key"])
         columns = plan_columns(settings, key_schema, from_spark_field(batch.schema["value"]))
         spark = batch.sparkSession
+        direct = self._direct(settings, columns)
         for table, rows in self._by_table(batch, context, settings):
+            staging = None if direct else staging_table_name(table, context.connector, context.task_id)
             try:
-                self._ensure_table(spark, settings, table, columns)
-                if self._direct(settings, columns):
+                self._ensure_table(spark, settings, table, columns, staging)
+                if staging is None:
                     self._append(self._records(rows, settings, columns, by_name=True), table, settings)
                 else:
-                    self._staged(spark, settings, table, rows, columns, context)
+                    self._staged(spark, settings, table, staging, rows, columns)
             except Exception:
                 # The table may have changed under us, or the staging table hold a failed batch:
                 # look again before the next batch.
@@ -248,16 +253,10 @@ class JdbcSinkTask(DataFrameSinkTask):
         spark: SparkSession,
         settings: SinkSettings,
         table: str,
+        staging: str,
         rows: DataFrame,
         columns: Sequence[SinkColumn],
-        context: BatchContext,
     ) -> None:
-        staging = staging_table_name(table, context.connector, context.task_id)
-        ddl = tuple(staging_ddl(staging, columns))
-        if self._staging.get(staging) != ddl:
-            # Made anew at a task's first batch: whatever a crashed run left there goes.
-            run_script(spark, self._options, ddl, f"Creating staging table {staging}")
-            self._staging[staging] = ddl
         self._append(self._records(rows, settings, columns, by_name=False), staging, settings)
         script = {INSERT_MODE_INSERT: insert_script, INSERT_MODE_UPSERT: upsert_script}.get(
             settings.insert_mode, update_script
@@ -266,8 +265,18 @@ class JdbcSinkTask(DataFrameSinkTask):
 
     # -- table metadata and DDL --
 
-    def _describe(self, spark: SparkSession, table: str) -> TableColumns:
-        rows = read_rows(spark, self._options, table_columns_query(table), f"Reading the columns of {table}")
+    def _describe(
+        self, spark: SparkSession, table: str, before: Sequence[str] = (), action: str = ""
+    ) -> TableColumns:
+        """Reads ``table``'s columns and keeps them, after running the statements ``before`` (DDL)
+        in the same Spark job."""
+        rows = read_rows(
+            spark,
+            self._options,
+            table_columns_query(table),
+            action or f"Reading the columns of {table}",
+            before,
+        )
         exists = bool(rows) and bool(rows[0]["table_exists"])
         names = frozenset(str(row["column_name"]) for row in rows if row["column_name"] is not None)
         described = TableColumns(exists, names)
@@ -275,30 +284,59 @@ class JdbcSinkTask(DataFrameSinkTask):
         return described
 
     def _ensure_table(
-        self, spark: SparkSession, settings: SinkSettings, table: str, columns: Sequence[SinkColumn]
+        self,
+        spark: SparkSession,
+        settings: SinkSettings,
+        table: str,
+        columns: Sequence[SinkColumn],
+        staging: str | None,
     ) -> None:
         """Makes sure ``table`` exists with a column for each of ``columns``, creating or altering
-        it as auto.create and auto.evolve allow; a ConnectException when they do not."""
+        it as auto.create and auto.evolve allow (a ConnectException when they do not), and that the
+        ``staging`` table, when the batch takes that path, is made for these columns. The DDL runs
+        with the read of the table's columns that follows it: a task's first batch makes both
+        tables and reads the target in one Spark job."""
+        ddl: tuple[str, ...] = ()
+        if staging is not None:
+            ddl = tuple(staging_ddl(staging, columns))
+            if self._staging.get(staging) == ddl:
+                ddl = ()
         known = self._tables.get(table)
-        described = known if known is not None else self._describe(spark, table)
-        if not described.exists and known is not None:
-            described = self._describe(spark, table)
-        if not described.exists:
-            if not settings.auto_create:
+        if known is not None and known.exists:
+            described, fresh = known, False
+        else:
+            before = (
+                [*ddl, table_lock_sql(table), create_table_sql(table, columns)]
+                if settings.auto_create
+                else []
+            )
+            described, fresh = self._describe(spark, table, before, f"Creating table {table}"), True
+            if before:
+                ddl = self._staging_made(staging, ddl)
+            if not described.exists:
                 wanted = ", ".join(column.name for column in columns)
                 raise ConnectException(
                     f"Table {table} does not exist and auto.create is off: create it with the columns "
                     f"{wanted}, or set auto.create=true"
                 )
-            run_script(spark, self._options, [create_table_sql(table, columns)], f"Creating table {table}")
-            described = self._describe(spark, table)
         try:
             missing = columns_to_add(table, described, columns, settings.auto_evolve)
         except ConnectException:
-            if known is None:
+            if fresh:
                 raise
             # Perhaps someone added the columns since the table was read: read it again.
             missing = columns_to_add(table, self._describe(spark, table), columns, settings.auto_evolve)
         if missing:
-            run_script(spark, self._options, [add_columns_sql(table, missing)], f"Adding columns to {table}")
-            self._describe(spark, table)
+            before = [*ddl, table_lock_sql(table), add_columns_sql(table, missing)]
+            self._describe(spark, table, before, f"Adding columns to {table}")
+            ddl = self._staging_made(staging, ddl)
+        if ddl:
+            # Made anew at a task's first batch: whatever a crashed run left there goes.
+            run_script(spark, self._options, ddl, f"Creating staging table {staging}")
+            self._staging_made(staging, ddl)
+
+    def _staging_made(self, staging: str | None, ddl: tuple[str, ...]) -> tuple[str, ...]:
+        """Notes that ``staging`` was made with ``ddl``; what is left to run for it (nothing)."""
+        if staging is not None and ddl:
+            self._staging[staging] = ddl
+        return ()

@@ -54,6 +54,7 @@ __all__ = [
     "staging_ddl",
     "staging_table_name",
     "table_columns_query",
+    "table_lock_sql",
     "table_parts",
     "update_script",
     "upsert_script",
@@ -242,6 +243,14 @@ def _definition(column: SinkColumn) -> str:
 
 
 # -- DDL --
+
+
+def table_lock_sql(table: str) -> str:
+    """A lock on ``table``'s name held until the transaction ends. PostgreSQL's IF NOT EXISTS
+    does not stop two sessions creating one table at once (the second fails on the catalog's
+    unique index), so every task takes this lock before creating or altering a table: the second
+    then waits, and finds the table made."""
+    return f"SELECT pg_advisory_xact_lock(hashtextextended({literal('sluiceway.jdbc-sink ' + table)}, 0))"
 
 
 def create_table_sql(table: str, columns: Sequence[SinkColumn]) -> str:

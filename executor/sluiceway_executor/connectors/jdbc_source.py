@@ -239,7 +239,9 @@ class JdbcSourceTask(DataFrameSourceTask):
         queries = partition.queries
         if self._mode == MODE_BULK:
             rows = self._read(spark, queries.bulk_query())
-            return SourceBatch(data=row_records(rows, partition.topic, partition.table))
+            return SourceBatch(
+                data=row_records(rows, partition.topic, partition.table), topics=frozenset({partition.topic})
+            )
         after = self._committed(partition, offsets)
         bound = self._read(spark, queries.bounds_query(after)).collect()
         if not bound:
@@ -255,6 +257,7 @@ class JdbcSourceTask(DataFrameSourceTask):
         return SourceBatch(
             data=row_records(rows, partition.topic, partition.table),
             offsets=[(partition.partition, upto.to_offset())],
+            topics=frozenset({partition.topic}),
         )
 
     def read_batch(

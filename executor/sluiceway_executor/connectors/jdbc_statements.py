@@ -11,7 +11,7 @@ transaction: a statement that fails makes the driver raise, the connection close
 transaction is rolled back, so either all of the script happened or none of it.
 
 ``read_rows`` reads a query's rows (table metadata from pg_catalog, for instance) with the same
-reader.
+reader, after a script when given one: DDL and the read of what it made then cost one Spark job.
 
 Spark is imported only by the functions, which callers run inside a task's batch.
 """
@@ -70,11 +70,20 @@ def run_script(
 
 
 def read_rows(
-    spark: SparkSession, options: Mapping[str, str], query: str, action: str
+    spark: SparkSession,
+    options: Mapping[str, str],
+    query: str,
+    action: str,
+    before: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """The rows of ``query``, each as a dict by column name, read inside Spark."""
+    """The rows of ``query``, each as a dict by column name, read inside Spark; on the same
+    connection, the statements ``before`` run first as one transaction (as ``run_script`` runs
+    them), and the query sees what they did. Nothing is read when they fail."""
+    reader = spark.read.format("jdbc").options(**options).option("query", query)
+    if before:
+        reader = reader.option("sessionInitStatement", script_text(before))
     try:
-        rows = spark.read.format("jdbc").options(**options).option("query", query).load().collect()
+        rows = reader.load().collect()
     except Exception as e:
         raise database_error(action, e) from e
     return [row.asDict() for row in rows]

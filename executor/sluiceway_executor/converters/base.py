@@ -63,11 +63,17 @@ class Converter(abc.ABC):
         """What a source produced → Kafka bytes (binary). `data_type` is the column's Spark type when
         known; without it the column must be a string or binary. Null stays null (a tombstone)."""
 
-    def connect_column(self, batch: DataFrame, name: str) -> tuple[Column, Schema | None]:
-        """``to_connect`` of the batch's ``name`` column, and the Connect schema of the result when
-        the converter made it a typed column (None: text or bytes). A converter may run a Spark
-        job on the batch here to learn its schemas."""
-        return self.to_connect(F.col(name)), None
+    def connect_frame(self, batch: DataFrame, name: str) -> tuple[DataFrame, Schema | None]:
+        """The batch with its ``name`` column (Kafka bytes) replaced, in place, by what the sink
+        sees (``to_connect``), and the Connect schema of that column when the converter made it a
+        typed column (None: text or bytes). A converter may run a Spark job on the batch here to
+        learn its schemas, and may take more than one projection to make the column."""
+        return batch.withColumn(name, self.to_connect(F.col(name))), None
+
+    def scans_batch(self) -> bool:
+        """Whether ``connect_frame`` runs a Spark job over the batch (the caller may then pin the
+        batch first, so its records are read once)."""
+        return False
 
     def from_connect_field(self, col: Column, field: StructField) -> Column:
         """``from_connect`` of a source's column, with its StructField (whose metadata may carry

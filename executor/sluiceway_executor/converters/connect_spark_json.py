@@ -1,6 +1,8 @@
 """Kafka Connect's JSON format as Spark expressions, both ways, for typed columns: a Spark column
 with its Connect schema → the payload JSON Kafka's JsonConverter writes (``payload_json``), and
-JSON text → a typed column by a Connect schema (``typed_from_json``). No Python runs per record.
+JSON text → a typed column by a Connect schema (``typed_from_json``, a DataFrame step: a projection
+parses the text, the next builds the typed value from the parsed one, so the JSON is parsed once
+and the rest compiles). No Python runs per record.
 
 On the wire a Decimal is the base64 of its unscaled value's two's complement bytes (Kafka's default
 ``decimal.format=BASE64``; a JSON number is read too), a Timestamp epoch milliseconds, a Date epoch
@@ -61,6 +63,8 @@ __all__ = [
 ]
 
 _TWO_64: Final = decimal.Decimal(2**64)
+# Every unscaled value of this many digits fits a long.
+_LONG_DIGITS: Final = 18
 _PAYLOAD: Final = "payload"
 
 
@@ -227,7 +231,27 @@ def _decimal_from_wire(col: Column, spark_type: DecimalType) -> Column:
 
     text = F.hex(F.unbase64(F.variant_get(col, "$", "string")))
     number = F.variant_get(col, "$", spark_type.simpleString())
+    if spark_type.precision <= _LONG_DIGITS:
+        # The common case, kept to plain expressions that Spark compiles: the unscaled value fits
+        # a long, so the bytes sign-extend to 64 bits and the point moves by an exact product.
+        return F.when(
+            F.schema_of_variant(col) == F.lit("STRING"), _small_decimal(text, spark_type)
+        ).otherwise(number)
     return F.when(F.schema_of_variant(col) == F.lit("STRING"), _bind(text, from_text)).otherwise(number)
+
+
+def _small_decimal(hexed: Column, spark_type: DecimalType) -> Column:
+    """The decimal whose unscaled value's two's complement bytes are ``hexed`` (hex digits), for
+    precisions of at most 18 digits: more than 8 bytes cannot be such a value and fail."""
+    negative = F.substr(hexed, F.lit(1), F.lit(1)).isin("8", "9", "A", "B", "C", "D", "E", "F")
+    wide = F.lpad(hexed, 16, F.when(negative, F.lit("F")).otherwise(F.lit("0")))
+    unscaled = F.conv(wide, 16, -10).cast(LongType()).cast(DecimalType(_LONG_DIGITS + 1, 0))
+    point = decimal.Decimal(1).scaleb(-spark_type.scale)
+    value = (unscaled * F.lit(point)).cast(spark_type) if spark_type.scale else unscaled.cast(spark_type)
+    too_long = F.raise_error(
+        F.concat(F.lit(f"a base64 decimal of more than 8 bytes for {spark_type.simpleString()}: "), hexed)
+    )
+    return F.when(F.length(hexed) > 16, too_long.cast(spark_type)).otherwise(value)
 
 
 def _zero(spark_type: DataType) -> Column:
@@ -311,22 +335,24 @@ def _from_wire(col: Column, schema: Schema, path: str) -> Column:
     return col
 
 
-def typed_from_json(text: Column, schema: Schema, envelope: bool) -> Column:
-    """The typed column for JSON text holding values of ``schema``: whole envelopes (their
-    ``payload`` is read) or bare payloads. A null text (a tombstone) stays null; a null payload
-    follows the schema's rules (see the module doc)."""
+def typed_from_json(frame: DataFrame, name: str, schema: Schema, envelope: bool) -> DataFrame:
+    """``frame`` with its ``name`` column of JSON text (string or UTF-8 bytes) holding values of
+    ``schema`` replaced, in place, by the typed column: whole envelopes (their ``payload`` is
+    read) or bare payloads. A null text (a tombstone) stays null; a null payload follows the
+    schema's rules (see the module doc)."""
     _check_supported(schema, "")
     holder = StructType([StructField(_PAYLOAD, wire_type(schema))])
+    text = F.col(name).cast("string")
     source = text if envelope else F.concat(F.lit('{"payload":'), text, F.lit("}"))
-    payload = F.from_json(source, holder, {"mode": "FAILFAST"}).getField(_PAYLOAD)
-
-    def typed(parsed: Column) -> Column:
-        value = _from_wire(parsed, schema, "")
-        return value if schema.optional and schema.default is None else _settle(value, schema, "")
-
-    # Every field reads the parsed payload: bound once, so that it is parsed and planned once.
-    settled = _bind(payload, typed)
-    return F.when(text.isNull(), F.lit(None).cast(to_spark(schema))).otherwise(settled)
+    # Null only for a null text: a null payload parses to a holder with a null field.
+    parsed = frame.withColumn(name, F.from_json(source, holder, {"mode": "FAILFAST"}))
+    # Every field reads the parsed column: Spark keeps the two projections apart (the parse is
+    # not cheap to repeat), so it is parsed once per record.
+    value = _from_wire(F.col(name).getField(_PAYLOAD), schema, "")
+    typed = value if schema.optional and schema.default is None else _settle(value, schema, "")
+    return parsed.withColumn(
+        name, F.when(F.col(name).isNull(), F.lit(None).cast(to_spark(schema))).otherwise(typed)
+    )
 
 
 def column_field(name: str, schema: Schema) -> StructField:

@@ -1,7 +1,7 @@
 """Kafka's JsonConverter: plain JSON, or the {"schema": ..., "payload": ...} envelope, as Spark
 expressions and per record (through `connect_json`).
 
-Typed columns (``connect_column``, ``from_connect_field``): a sink gets a typed column when its
+Typed columns (``connect_frame``, ``from_connect_field``): a sink gets a typed column when its
 records carry envelopes (``schemas.enable=true``) or when it declares the schema of plain JSON
 (``value.schema``/``key.schema``, a Connect schema or Spark DDL); a source's typed column is
 written as the envelope Kafka writes for it. Envelopes are read by the schemas a batch holds,
@@ -152,17 +152,18 @@ class JsonConverter(Converter):
             self._declared = _parse_declared(batch, self._declared_text, self.role)
         return self._declared
 
-    def connect_column(self, batch: DataFrame, name: str) -> tuple[Column, Schema | None]:
+    def scans_batch(self) -> bool:
+        # Envelopes name their own schemas: the batch's are learnt from its records.
+        return self.schemas_enable and not self._declared_text
+
+    def connect_frame(self, batch: DataFrame, name: str) -> tuple[DataFrame, Schema | None]:
         declared = self.declared_schema(batch)
-        text = F.col(name).cast("string")
         if declared is not None:
-            return typed_from_json(text, declared, envelope=False), declared
-        if not self.schemas_enable:
-            return self.to_connect(F.col(name)), None
-        schema = self._batch_schema(batch, name)
+            return typed_from_json(batch, name, declared, envelope=False), declared
+        schema = self._batch_schema(batch, name) if self.schemas_enable else None
         if schema is None:
-            return self.to_connect(F.col(name)), None
-        return typed_from_json(text, schema, envelope=True), schema
+            return batch.withColumn(name, self.to_connect(F.col(name))), None
+        return typed_from_json(batch, name, schema, envelope=True), schema
 
     def _schema(self, text: str) -> Schema:
         schema = self._parsed.get(text)

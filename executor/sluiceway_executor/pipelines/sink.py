@@ -241,11 +241,13 @@ class SinkPipeline:
         columns carry their Connect schemas in their metadata."""
         from sluiceway_executor.converters.connect_spark_json import with_connect_schemas
 
-        key, key_schema = self._key_converter.connect_column(raw, "key")
-        value, value_schema = self._value_converter.connect_column(raw, "value")
-        frame = raw.select(
-            "topic", "partition", "offset", "timestamp", key.alias("key"), value.alias("value"), "headers"
-        )
+        if self._key_converter.scans_batch() or self._value_converter.scans_batch():
+            # A converter reads the records once to learn their schemas and the task reads them
+            # again: held by Spark after one read from Kafka, they are not fetched twice.
+            raw = raw.localCheckpoint()
+        frame = raw.select("topic", "partition", "offset", "timestamp", "key", "value", "headers")
+        frame, key_schema = self._key_converter.connect_frame(frame, "key")
+        frame, value_schema = self._value_converter.connect_frame(frame, "value")
         schemas = {name: s for name, s in (("key", key_schema), ("value", value_schema)) if s is not None}
         return with_connect_schemas(frame, schemas) if schemas else frame
 

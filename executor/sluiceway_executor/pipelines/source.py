@@ -59,7 +59,7 @@ from sluiceway_executor.pipelines.spec import TaskSpec, batch_limits
 from sluiceway_executor.topic_creation import TopicCreator
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, Row, SparkSession
+    from pyspark.sql import Column, DataFrame, Row, SparkSession
 
 __all__ = ["SourcePipeline", "last_offsets"]
 
@@ -75,6 +75,23 @@ def topics_written(found: Iterable[object], default_topic: str) -> frozenset[str
     """The topics records go to, from their `topic` values: a null one goes to the connector's
     `topic` (the writer's `topic` option)."""
     return frozenset(str(t) if t is not None else default_topic for t in found) - {""}
+
+
+def _only_topics(topics: frozenset[str], default_topic: str, task: str) -> Column:
+    """The ``topic`` column, failing at a record whose topic is not one of ``topics``. A null
+    topic is the connector's ``topic`` (the writer's default), so it passes when that is listed."""
+    from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+    topic = F.col("topic")
+    listed = sorted(topics)
+    allowed = topic.isin(*listed) if listed else F.lit(False)
+    if default_topic and default_topic in topics:
+        allowed = topic.isNull() | allowed
+    shown = F.coalesce(topic, F.lit("(none)"))
+    message = F.concat(
+        F.lit(f"{task} said its batch writes to [{', '.join(listed)}] only; a record goes to "), shown
+    )
+    return F.when(allowed, topic).otherwise(F.raise_error(message))
 
 
 def last_offsets(summary: list[Row], default_topic: str = "") -> tuple[list[OffsetPair], frozenset[str], int]:
@@ -189,13 +206,18 @@ class SourcePipeline:
         if batch.data is None:
             return BatchOutcome(records=0, offsets=offsets, topics=beat.topics, end_of_data=batch.end_of_data)
         out = self._for_kafka(batch.data)
-        if "topic" in batch.data.columns:
+        if "topic" not in batch.data.columns:
+            topics = frozenset({self._topic})
+        elif batch.topics is not None:
+            topics = topics_written(batch.topics, self._topic)
+            out = out.withColumn(
+                "topic", _only_topics(batch.topics, self._topic, self._task_class.__qualname__)
+            )
+        else:
             # The topics written are needed (KIP-558): read them from the very records written.
             out = out.localCheckpoint()
             found = [row[0] for row in out.select("topic").distinct().collect()]
             topics = topics_written(found, self._topic)
-        else:
-            topics = frozenset({self._topic})
         self._write(out, topics)
         return BatchOutcome(
             records=None, offsets=offsets, topics=topics | beat.topics, end_of_data=batch.end_of_data
