@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import json
+import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +32,7 @@ from sluiceway.connect.data import (
     struct_schema,
     value_to_json,
 )
+from sluiceway.connect.data.schema import Type
 from sluiceway.connect.data.spark import from_spark_field, from_spark_value, to_spark, to_spark_value
 from sluiceway_executor.converters.base import ConverterError
 from sluiceway_executor.converters.connect_spark_json import (
@@ -113,6 +116,22 @@ def test_decimals_read_from_base64_and_from_json_numbers(spark: SparkSession) ->
     assert got == [decimal.Decimal("0.001"), decimal.Decimal("-0.001"), decimal.Decimal("12.500"), big]
 
 
+@pytest.mark.parametrize(("scale", "precision"), [(0, 34), (4, 30), (2, 18), (0, 1), (5, 9)])
+def test_decimals_at_their_limits_are_written_and_read_as_kafka_does(
+    spark: SparkSession, scale: int, precision: int
+) -> None:
+    """The largest and smallest values of the precision, the byte boundaries of two's complement
+    (127/128, -128/-129, ...) and zero: the same base64 as the record-level format, and back."""
+    schema = struct_schema({"d": decimal_schema(scale, precision=precision)})
+    largest = 10**precision - 1
+    unscaled = {0, 1, -1, largest, -largest}
+    unscaled |= {n for bits in range(7, 127, 8) for n in (2**bits - 1, 2**bits, -(2**bits), -(2**bits) - 1)}
+    rows = [{"d": decimal.Decimal(f"{n}E-{scale}")} for n in sorted(unscaled) if abs(n) <= largest]
+    written = [r[0] for r in _frame(spark, schema, rows).select(envelope_json(F.col("v"), schema)).collect()]
+    assert written == _envelopes(schema, rows)
+    assert [r[0]["d"] for r in _typed(spark, written, schema).collect()] == [row["d"] for row in rows]
+
+
 def test_a_required_field_that_is_null_fails_and_a_default_fills_in(spark: SparkSession) -> None:
     schema = struct_schema(
         {
@@ -156,6 +175,17 @@ def _without_defaults(schema: Schema) -> bool:
     )
 
 
+def _has_float32(schema: Schema) -> bool:
+    nested = [s for s in (schema.key_schema, schema.value_schema) if s is not None]
+    nested += [f.schema for f in schema.fields]
+    return schema.type is Type.FLOAT32 or any(_has_float32(s) for s in nested)
+
+
+def _as_float32s(text: str) -> Any:
+    """The JSON with every non-integral number rounded to a float32 (exact for FLOAT32 fields)."""
+    return json.loads(text, parse_float=lambda number: struct.unpack("f", struct.pack("f", float(number)))[0])
+
+
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data())
 def test_random_schemas_and_values_match_the_record_level_format(
@@ -167,7 +197,13 @@ def test_random_schemas_and_values_match_the_record_level_format(
     )
     expected = _envelopes(schema, rows)
     written = [r[0] for r in _frame(spark, schema, rows).select(envelope_json(F.col("v"), schema)).collect()]
-    assert written == expected
+    if _has_float32(schema):
+        # JDK 17's Float.toString (Spark's, and Kafka's Jackson on that JDK) sometimes prints a
+        # digit more than the shortest form the record-level format writes (2.36061281E16 for
+        # 2.3606128E16): the same float, so FLOAT32 schemas compare numbers, not bytes.
+        assert [_as_float32s(t) for t in written] == [_as_float32s(t) for t in expected]
+    else:
+        assert written == expected
     typed = _typed(spark, expected, schema)
     assert from_spark_field(typed.schema["v"]).fields == schema.fields
     assert [from_spark_value(schema, r[0]) for r in typed.collect()] == [

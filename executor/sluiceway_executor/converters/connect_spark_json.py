@@ -109,21 +109,38 @@ def _needs_wire(schema: Schema) -> bool:
     return False
 
 
-def _decimal_to_base64(col: Column) -> Column:
+def _decimal_to_base64(col: Column, spark_type: DataType) -> Column:
+    if isinstance(spark_type, DecimalType) and spark_type.precision <= _LONG_DIGITS and spark_type.scale >= 0:
+        return _small_decimal_to_base64(col, spark_type.scale)
     # The unscaled value is the decimal's plain text without its point (Spark prints exactly the
-    # type's scale digits). In 128 bits (38 digits fit): the low 64 bits as an unsigned number, the
-    # high ones as a signed long; then Java's BigInteger.toByteArray (minimal two's complement) by
-    # dropping redundant leading 00 and FF bytes.
+    # type's scale digits), up to 38 digits. A negative value's two's complement is the bitwise
+    # complement of -(value + 1), which is not negative: so only numbers of 0 to 10**38 are split,
+    # into the high and low 64 bits, and never overflow. Then Java's BigInteger.toByteArray
+    # (minimal two's complement) by dropping redundant leading 00 and FF bytes.
     digits = F.regexp_replace(col.cast(StringType()), r"\.", "")
     unscaled = digits.cast(DecimalType(38, 0))
-    low = F.pmod(unscaled, F.lit(_TWO_64)).cast(DecimalType(20, 0))
-    high = ((unscaled - low) / F.lit(_TWO_64)).cast(LongType())
-    high_hex = F.when(high < 0, F.hex(high)).otherwise(F.lpad(F.hex(high), 16, "0"))
-    low_hex = F.lpad(F.conv(low.cast(StringType()), 10, 16), 16, "0")
-    minimal = F.regexp_replace(
-        F.regexp_replace(F.concat(high_hex, low_hex), "^(00)+(?=[0-7])", ""), "^(FF)+(?=[89A-F])", ""
-    )
+    negative = unscaled < 0
+    # -(value + 1) as |value| - 1: no step of it leaves 38 digits, whichever branch Spark evaluates.
+    magnitude = F.abs(unscaled) - F.when(negative, F.lit(1)).otherwise(F.lit(0))
+    low = F.pmod(magnitude, F.lit(_TWO_64)).cast(DecimalType(20, 0))
+    high = ((magnitude - low) / F.lit(_TWO_64)).cast(LongType())
+    hexed = F.concat(F.lpad(F.hex(high), 16, "0"), F.lpad(F.conv(low.cast(StringType()), 10, 16), 16, "0"))
+    complement = F.when(negative, F.translate(hexed, "0123456789ABCDEF", "FEDCBA9876543210")).otherwise(hexed)
+    minimal = F.regexp_replace(F.regexp_replace(complement, "^(00)+(?=[0-7])", ""), "^(FF)+(?=[89A-F])", "")
     return F.base64(F.unhex(minimal))
+
+
+def _small_decimal_to_base64(col: Column, scale: int) -> Column:
+    """``_decimal_to_base64`` for an unscaled value that fits a long, without text or regular
+    expressions: the long's two's complement hex (16 digits), cut to the fewest whole bytes that
+    still hold the value and its sign, as Java's BigInteger.toByteArray does."""
+    unscaled = (col * F.lit(decimal.Decimal(10) ** scale)).cast(LongType()) if scale else col.cast(LongType())
+    size = F.lit(8)
+    for width in range(7, 0, -1):
+        bound = 1 << (8 * width - 1)
+        size = F.when(unscaled.between(-bound, bound - 1), F.lit(width)).otherwise(size)
+    hexed = F.lpad(F.hex(unscaled), 16, "0")
+    return F.base64(F.unhex(F.substr(hexed, F.lit(17) - size * 2, size * 2)))
 
 
 def _to_wire(col: Column, schema: Schema, path: str) -> Column:
@@ -134,7 +151,7 @@ def _to_wire(col: Column, schema: Schema, path: str) -> Column:
         return col
     logical = schema.logical_name
     if logical == DECIMAL_NAME:
-        return _decimal_to_base64(col)
+        return _decimal_to_base64(col, to_spark(schema))
     if logical == TIMESTAMP_NAME:
         return F.unix_millis(col)
     if logical == DATE_NAME:
