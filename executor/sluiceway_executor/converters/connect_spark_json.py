@@ -113,10 +113,11 @@ def _decimal_to_base64(col: Column, spark_type: DataType) -> Column:
     if isinstance(spark_type, DecimalType) and spark_type.precision <= _LONG_DIGITS and spark_type.scale >= 0:
         return _small_decimal_to_base64(col, spark_type.scale)
     # The unscaled value is the decimal's plain text without its point (Spark prints exactly the
-    # type's scale digits), up to 38 digits. A negative value's two's complement is the bitwise
-    # complement of -(value + 1), which is not negative: so only numbers of 0 to 10**38 are split,
-    # into the high and low 64 bits, and never overflow. Then Java's BigInteger.toByteArray
-    # (minimal two's complement) by dropping redundant leading 00 and FF bytes.
+    # type's scale digits). A negative value's two's complement is the bitwise complement of
+    # -(value + 1), which is not negative: so only numbers of 0 to 10**38 are split, into the high
+    # and low 64 bits, and never overflow. Then Java's BigInteger.toByteArray (minimal two's
+    # complement) by dropping redundant leading 00 and FF bytes. Spark's decimal arithmetic keeps
+    # 34 significant digits: a value of more fails here (abs) rather than being rounded.
     digits = F.regexp_replace(col.cast(StringType()), r"\.", "")
     unscaled = digits.cast(DecimalType(38, 0))
     negative = unscaled < 0
