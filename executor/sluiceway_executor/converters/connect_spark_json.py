@@ -65,6 +65,8 @@ __all__ = [
 _TWO_64: Final = decimal.Decimal(2**64)
 # Every unscaled value of this many digits fits a long.
 _LONG_DIGITS: Final = 18
+# The digits Spark's decimal arithmetic keeps exact.
+_EXACT_DIGITS: Final = 34
 _PAYLOAD: Final = "payload"
 
 
@@ -117,9 +119,15 @@ def _decimal_to_base64(col: Column, spark_type: DataType) -> Column:
     # -(value + 1), which is not negative: so only numbers of 0 to 10**38 are split, into the high
     # and low 64 bits, and never overflow. Then Java's BigInteger.toByteArray (minimal two's
     # complement) by dropping redundant leading 00 and FF bytes. Spark's decimal arithmetic keeps
-    # 34 significant digits: a value of more fails here (abs) rather than being rounded.
+    # 34 significant digits (Scala's DECIMAL128): a value of more fails rather than being rounded.
     digits = F.regexp_replace(col.cast(StringType()), r"\.", "")
-    unscaled = digits.cast(DecimalType(38, 0))
+    significant = F.length(F.regexp_replace(digits, "^-?0*", ""))
+    too_long = F.raise_error(
+        F.concat(F.lit(f"a decimal of more than {_EXACT_DIGITS} digits cannot be written exactly: "), digits)
+    )
+    unscaled = F.when(significant > _EXACT_DIGITS, too_long.cast(DecimalType(38, 0))).otherwise(
+        digits.cast(DecimalType(38, 0))
+    )
     negative = unscaled < 0
     # -(value + 1) as |value| - 1: no step of it leaves 38 digits, whichever branch Spark evaluates.
     magnitude = F.abs(unscaled) - F.when(negative, F.lit(1)).otherwise(F.lit(0))
