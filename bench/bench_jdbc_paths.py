@@ -15,10 +15,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import SparkSession
 
-from bench_pipelines import committed_total, produce_all
+from bench_pipelines import bench_producer, committed_total, produce_all
 from bench_stack import Stack
 from bench_steps import ConnectorSteps, connector_steps
 from sluiceway.client import State
@@ -89,20 +89,6 @@ def start_postgres(log_dir: Path) -> PostgresServer:
 # ---------------------------------------------------------------- topics
 
 
-def _producer(bootstrap: str) -> Producer:
-    # bench_pipelines' producer settings.
-    return Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 10,
-            "batch.num.messages": 10000,
-            "compression.type": "lz4",
-        }
-    )
-
-
 def row_value(seq: int, timestamp: bool) -> dict[str, Any]:
     """Record ``seq`` (from 1) of the JDBC topics; amounts are positive (see handwritten_append)."""
     value: dict[str, Any] = {
@@ -127,7 +113,7 @@ def produce_rows(bootstrap: str, topic: str, records: int, timestamp: bool) -> f
             assert value is not None
             yield str(seq).encode(), value
 
-    return produce_all(_producer(bootstrap), topic, generated())
+    return produce_all(bench_producer(bootstrap), topic, generated())
 
 
 def produce_typed_datagen(bootstrap: str, topic: str, records: int, partitions: int) -> float:
@@ -139,7 +125,7 @@ def produce_typed_datagen(bootstrap: str, topic: str, records: int, partitions: 
             assert value is not None
             yield f"{seq % partitions}-{seq}".encode(), value
 
-    return produce_all(_producer(bootstrap), topic, generated())
+    return produce_all(bench_producer(bootstrap), topic, generated())
 
 
 def read_ranges(bootstrap: str, topic: str, partitions: int) -> str:

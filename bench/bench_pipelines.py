@@ -96,9 +96,9 @@ def create_topic(admin: AdminClient, topic: str, partitions: int) -> None:
         future.result(timeout=30)
 
 
-def produce_datagen(bootstrap: str, topic: str, records: int, partitions: int) -> float:
-    """Raw confluent-kafka production of the DataGen records; returns seconds."""
-    producer = Producer(
+def bench_producer(bootstrap: str) -> Producer:
+    """The raw confluent-kafka producer the benchmarks fill their input topics with."""
+    return Producer(
         {
             "bootstrap.servers": bootstrap,
             "enable.idempotence": True,
@@ -108,6 +108,11 @@ def produce_datagen(bootstrap: str, topic: str, records: int, partitions: int) -
             "compression.type": "lz4",
         }
     )
+
+
+def produce_datagen(bootstrap: str, topic: str, records: int, partitions: int) -> float:
+    """Raw confluent-kafka production of the DataGen records; returns seconds."""
+    producer = bench_producer(bootstrap)
     ts = int(time.time() * 1000)
 
     # Generated inside the timed loop, as a source connector must generate its records too.
