@@ -3,10 +3,10 @@ same run on the same machine (bench_stack: the embedded Tansu broker, Spark Conn
 control plane, one executor; plus the tests' throwaway PostgreSQL server):
 
 - JdbcSink, insert.mode=insert, from a topic of N typed records (Kafka Connect JSON envelopes of
-  six fields, a Timestamp among them: the sink's staging path), against a hand-written PySpark job
-  that reads the topic with `sluiceway-kafka`, takes the payload out with from_json and appends to
-  a table with Spark's JDBC writer; and the same without the Timestamp field (the direct path)
-  against the same job on that topic;
+  six fields, a Timestamp among them), against a hand-written PySpark job that reads the topic
+  with `sluiceway-kafka`, takes the payload out with from_json and appends to a table with Spark's
+  JDBC writer; and the same without the Timestamp field (smaller records) against the same job on
+  that topic;
 - JdbcSink, insert.mode=upsert (pk.mode=record_value, pk.fields=id), same topic, fresh table,
   against the same hand-written append (an upsert against an append: not like for like);
 - JdbcSource, mode=incrementing, from a table of N rows, against a hand-written job that reads the
@@ -20,7 +20,7 @@ probed every 20 ms. Counts are checked after every run, and the product's tables
 hand-written job's by aggregates. One untimed round of every path comes first.
 
     .venv/bin/python bench/bench_jdbc.py --records 200000 --runs 3 [--partitions 4] [--tasks 2] \\
-        [--no-direct] [--report FILE]
+        [--no-plain] [--report FILE]
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class Bench:
         for topic in (self.topic_ts, self.topic_plain, self.topic_typed, self.topic_string):
             create_topic(stack.admin, topic, partitions)
         produce_rows(bootstrap, self.topic_ts, records, timestamp=True)
-        if args.direct:
+        if args.plain:
             produce_rows(bootstrap, self.topic_plain, records, timestamp=False)
         produce_typed_datagen(bootstrap, self.topic_typed, records, partitions)
         produce_datagen(bootstrap, self.topic_string, records, partitions)
@@ -146,7 +146,7 @@ class Bench:
         self.results.load.append(os.getloadavg())
         tag = f"{label}_{uuid.uuid4().hex[:6]}"
         hw_ts = self.insert_pair(label, tag, timed, timestamp=True)
-        if self.args.direct:
+        if self.args.plain:
             drop_table(self.pg, self.insert_pair(label, tag, timed, timestamp=False))
         self.upsert(label, tag, timed, hw_ts)
         drop_table(self.pg, hw_ts)
@@ -254,7 +254,7 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--tasks", type=int, default=2, help="tasks.max of the sink connectors")
     parser.add_argument(
-        "--no-direct", dest="direct", action="store_false", help="leave out the variant without a timestamp"
+        "--no-plain", dest="plain", action="store_false", help="leave out the topic without a timestamp"
     )
     parser.add_argument("--report", type=Path, help="write the markdown report here")
     args = parser.parse_args()

@@ -42,8 +42,8 @@ from sluiceway_executor.kafka_ranges import exact_end_offsets
 if TYPE_CHECKING:
     from tests.postgres_server import PostgresServer
 
-# The record of the JDBC paths: six fields, a timestamp among them (the realistic case, which
-# JdbcSink writes through a staging table); the same without it takes the sink's direct path.
+# The record of the JDBC paths: six fields, a timestamp among them (the realistic case); the
+# same without it makes smaller records.
 _FIELDS: Final[dict[str, Schema]] = {
     "id": INT64_SCHEMA,
     "name": STRING_SCHEMA,

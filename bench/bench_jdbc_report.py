@@ -14,9 +14,9 @@ from bench_pipelines import Series
 
 # Each path's name in the tables, in the order they run in a round.
 HW_TS: Final = "hand-written append (with timestamp)"
-SINK_TS: Final = "JdbcSink insert (with timestamp: staging path)"
+SINK_TS: Final = "JdbcSink insert (with timestamp)"
 HW_PLAIN: Final = "hand-written append (no timestamp)"
-SINK_PLAIN: Final = "JdbcSink insert (no timestamp: direct path)"
+SINK_PLAIN: Final = "JdbcSink insert (no timestamp)"
 UPSERT: Final = "JdbcSink upsert (with timestamp)"
 HW_SOURCE: Final = "hand-written JDBC read → sluiceway-kafka"
 HW_SOURCE_ENVELOPE: Final = "hand-written JDBC read → sluiceway-kafka, envelopes"
@@ -38,8 +38,8 @@ ORDER: Final = (
 
 # (figure, product, baseline, goal on the median or None)
 RATIOS: Final = (
-    ("JdbcSink insert / hand-written append, with timestamp (staging path)", SINK_TS, HW_TS, 0.8),
-    ("JdbcSink insert / hand-written append, no timestamp (direct path)", SINK_PLAIN, HW_PLAIN, 0.8),
+    ("JdbcSink insert / hand-written append, with timestamp", SINK_TS, HW_TS, 0.8),
+    ("JdbcSink insert / hand-written append, no timestamp", SINK_PLAIN, HW_PLAIN, 0.8),
     ("JdbcSink upsert / hand-written *append* (not like for like)", UPSERT, HW_TS, None),
     ("JdbcSource / hand-written JDBC read → Kafka, envelopes (same format)", SOURCE, HW_SOURCE_ENVELOPE, 0.8),
     (
@@ -108,7 +108,7 @@ def render(
     command = (
         f".venv/bin/python bench/bench_jdbc.py --records {args.records} --runs {args.runs} "
         f"--partitions {args.partitions} --tasks {args.tasks}"
-        + ("" if args.direct else " --no-direct")
+        + ("" if args.plain else " --no-plain")
         + " --report FILE"
     )
     lines = [

@@ -202,15 +202,21 @@ def listed_end_offsets(
 
 
 @dataclass
-class RecordSizes:
-    """Records seen and the bytes of their keys and values (a sample of a topic's record size)."""
+class RecordSample:
+    """Records seen on the way: how many and the bytes of their keys and values (the topic's
+    record size), and the last key and value that were not null (what the next records are likely
+    to look like)."""
 
     records: int = 0
     total_bytes: int = 0
+    last_key: bytes | None = None
+    last_value: bytes | None = None
 
     def add(self, key: bytes | None, value: bytes | None) -> None:
         self.records += 1
         self.total_bytes += len(key or b"") + len(value or b"")
+        self.last_key = key if key is not None else self.last_key
+        self.last_value = value if value is not None else self.last_value
 
 
 # How long one wait for the end-of-partition events lasts: consume() holds a call for the whole of
@@ -223,7 +229,7 @@ def exact_end_offsets(
     partitions: Sequence[TopicPartition],
     timeout: float,
     client_config: Mapping[str, str] | None = None,
-    sizes: RecordSizes | None = None,
+    sample: RecordSample | None = None,
     admin: AdminClient | None = None,
 ) -> dict[TopicPartitionKey, int]:
     """The true end (the next offset to be written; for read_committed, the last stable offset) of
@@ -232,7 +238,7 @@ def exact_end_offsets(
     ListOffsets gives a lower bound L per partition. One consumer, assigned every partition at
     max(L - 1, 0) with `enable.partition.eof`, fetches to the partition-EOF event: its offset is the
     end reported by a real fetch. Starting one below L means at most the partition's last batch is
-    transferred (on Kafka, one record). The records that fetch brings are added to ``sizes``.
+    transferred (on Kafka, one record). The records that fetch brings are added to ``sample``.
     ``admin`` asks for the lower bounds (a client of the caller's, kept from call to call); without
     it, one is made for this call."""
     if not partitions:
@@ -282,8 +288,8 @@ def exact_end_offsets(
             for message in consumer.consume(num_messages=10_000, timeout=min(left, _EOF_POLL_S)):
                 error = message.error()
                 if error is None:
-                    if sizes is not None:
-                        sizes.add(message.key(), message.value())
+                    if sample is not None:
+                        sample.add(message.key(), message.value())
                     continue
                 if error.code() == KafkaError._PARTITION_EOF:
                     key = (message.topic(), message.partition())

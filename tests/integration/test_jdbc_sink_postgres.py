@@ -177,7 +177,7 @@ def test_insert_with_auto_create_maps_every_type(
     assert written[1] == (2, 0, 0, 0, 0.0, None, False, None, None, None, None, None, None, None)
 
 
-def test_plain_insert_appends_directly_and_a_repeated_batch_adds_its_rows_again(
+def test_insert_appends_and_a_repeated_batch_adds_its_rows_again(
     spark: SparkSession, postgres: PostgresServer, unique: str
 ) -> None:
     table = f"plain_{unique}"
@@ -189,10 +189,31 @@ def test_plain_insert_appends_directly_and_a_repeated_batch_adds_its_rows_again(
     # At least once: insert mode writes a batch that is written again twice.
     task.write_batch(batch, context(1))
     assert len(rows(postgres, table)) == 10
-    # The direct path leaves no staging table behind.
-    assert postgres.execute(
-        "SELECT count(*) FROM pg_class WHERE relname LIKE %s", [f"{table}_sl_stage_%"]
-    ) == [(0,)]
+    # The staging table is left empty.
+    (staging,) = postgres.execute(
+        "SELECT relname FROM pg_class WHERE relname LIKE %s", [f"{table}_sl_stage_%"]
+    )
+    assert postgres.execute(f"SELECT count(*) FROM {staging[0]}") == [(0,)]
+
+
+def test_an_insert_batch_that_fails_half_way_leaves_no_row_and_the_next_one_writes(
+    spark: SparkSession, postgres: PostgresServer, unique: str
+) -> None:
+    table = f"whole_{unique}"
+    postgres.execute(f"CREATE TABLE {table} (id bigint, name text, qty integer CHECK (qty < 3))")
+    # Four Spark partitions: the writer commits the staging rows of each on its own.
+    batch = sink_batch(spark, ITEM, [(table, 0, i, None, item(i, f"n{i}", i)) for i in range(5)]).repartition(
+        4
+    )
+    task = started(postgres)
+    with pytest.raises(ConnectException, match="qty"):
+        task.write_batch(batch, context(0))
+    assert rows(postgres, table) == []
+    good = sink_batch(spark, ITEM, [(table, 0, i, None, item(i, f"n{i}", i)) for i in range(3)]).repartition(
+        4
+    )
+    task.write_batch(good, context(1))
+    assert rows(postgres, table) == [(i, f"n{i}", i) for i in range(3)]
 
 
 def test_upsert_keeps_the_last_record_of_each_key_and_a_repeated_batch_changes_nothing(

@@ -18,9 +18,11 @@ from sluiceway.connect.data import (
     OPTIONAL_STRING_SCHEMA,
     STRING_SCHEMA,
     Schema,
+    array_schema,
     decimal_schema,
     envelope_from_bytes,
     envelope_to_bytes,
+    map_schema,
     schema_to_json,
     struct_schema,
     timestamp_schema,
@@ -40,7 +42,11 @@ V2 = struct_schema(
     name="shop.Customer",
     version=2,
 )
-ENVELOPES = JsonConverter("value", {"schemas.enable": "true"})
+
+
+def _envelopes() -> JsonConverter:
+    # A converter keeps the schema it expects from batch to batch: each test starts afresh.
+    return JsonConverter("value", {"schemas.enable": "true"})
 
 
 def _batch(spark: SparkSession, values: list[bytes | None]) -> DataFrame:
@@ -54,7 +60,7 @@ def _typed(converter: Converter, batch: DataFrame) -> tuple[DataFrame, Schema | 
 
 def test_one_schema_in_a_batch_gives_a_typed_column(spark: SparkSession) -> None:
     values = [envelope_to_bytes(V1, {"id": i, "name": f"n{i}"}) for i in range(3)] + [None]
-    frame, schema = _typed(ENVELOPES, _batch(spark, values))
+    frame, schema = _typed(_envelopes(), _batch(spark, values))
     assert schema == V1
     assert from_spark_field(frame.schema["value"]) == V1.as_optional()
     assert [None if r[0] is None else r[0].asDict() for r in frame.collect()] == [
@@ -70,7 +76,7 @@ def test_an_added_optional_field_merges_and_older_records_read_it_as_null(spark:
         envelope_to_bytes(V1, {"id": 1, "name": "a"}),
         envelope_to_bytes(V2, {"id": 2, "name": "b", "email": "e"}),
     ]
-    frame, schema = _typed(ENVELOPES, _batch(spark, values))
+    frame, schema = _typed(_envelopes(), _batch(spark, values))
     assert schema == V2
     rows = sorted((r[0].asDict() for r in frame.collect()), key=lambda d: d["id"])
     assert rows == [{"id": 1, "name": "a", "email": None}, {"id": 2, "name": "b", "email": "e"}]
@@ -83,19 +89,19 @@ def test_schemas_that_do_not_merge_fail_naming_both(spark: SparkSession) -> None
         envelope_to_bytes(changed, {"id": "x", "name": "b"}),
     ]
     with pytest.raises(ConverterError, match="field 'id' differs") as caught:
-        ENVELOPES.connect_frame(_batch(spark, values), "value")
+        _envelopes().connect_frame(_batch(spark, values), "value")
     message = str(caught.value)
     assert '"type":"int64"' in message and '"type":"string"' in message
 
 
 def test_records_without_a_schema_stay_text_and_a_mix_is_refused(spark: SparkSession) -> None:
     schemaless = [b'{"schema":null,"payload":{"a":1}}', None]
-    frame, schema = _typed(ENVELOPES, _batch(spark, schemaless))
+    frame, schema = _typed(_envelopes(), _batch(spark, schemaless))
     assert schema is None
     assert [r[0] for r in frame.collect()] == ['{"a":1}', None]
     mixed = [*schemaless, envelope_to_bytes(V1, {"id": 1, "name": "a"})]
     with pytest.raises(ConverterError, match="mixes records with a schema and records without one"):
-        ENVELOPES.connect_frame(_batch(spark, mixed), "value")
+        _envelopes().connect_frame(_batch(spark, mixed), "value")
 
 
 def test_plain_json_is_typed_by_a_declared_connect_schema(spark: SparkSession) -> None:
@@ -155,7 +161,9 @@ def test_a_sources_typed_column_is_written_as_kafkas_envelope(spark: SparkSessio
     frame = spark.createDataFrame([(r,) for r in rows], StructType([field]))
     written = [
         r[0]
-        for r in frame.select(ENVELOPES.from_connect_field(F.col("value"), frame.schema["value"])).collect()
+        for r in frame.select(
+            _envelopes().from_connect_field(F.col("value"), frame.schema["value"])
+        ).collect()
     ]
     assert written == [envelope_to_bytes(V2, r) for r in rows]
     assert [envelope_from_bytes(w)[1] for w in written] == rows
@@ -164,3 +172,97 @@ def test_a_sources_typed_column_is_written_as_kafkas_envelope(spark: SparkSessio
         r[0] for r in frame.select(plain.from_connect_field(F.col("value"), frame.schema["value"])).collect()
     ]
     assert texts == [b'{"id":1,"name":"a","email":null}', b'{"id":2,"name":"b","email":"e@x"}']
+
+
+# -- the expected schema: no scan while the records keep it --
+
+RICH = struct_schema(
+    {
+        "id": INT64_SCHEMA,
+        "prix_€": decimal_schema(2, 10),
+        "at": timestamp_schema(optional=True),
+        "tags": array_schema(STRING_SCHEMA, optional=True),
+        "attrs": map_schema(STRING_SCHEMA, OPTIONAL_STRING_SCHEMA, optional=True),
+        "address": struct_schema({"city": STRING_SCHEMA}, name="shop.Address", optional=True, doc="where"),
+    },
+    name="shop.Order",
+    version=3,
+    doc='an "order" / commande',
+)
+
+
+def _rich(i: int) -> bytes:
+    value = {
+        "id": i,
+        "prix_€": decimal.Decimal(f"{i}.25"),
+        "at": dt.datetime(2026, 11, 27, 3, 0, i % 60, tzinfo=dt.UTC),
+        "tags": ["a", "é"],
+        "attrs": {"k": None},
+        "address": {"city": "Zürich"},
+    }
+    encoded = envelope_to_bytes(RICH, value)
+    assert encoded is not None
+    return encoded
+
+
+def test_a_sampled_records_schema_is_read_without_a_scan_and_matches_sparks_text(spark: SparkSession) -> None:
+    converter = _envelopes()
+    converter.expect(_rich(99))
+    assert converter.expecting() and not converter.scans_batch()
+    frame, schema = _typed(converter, _batch(spark, [_rich(i) for i in range(3)] + [None]))
+    assert schema == RICH
+    # Every record passed the check, so the sample's text is the one Spark reads from the records.
+    rows = [r[0] for r in frame.collect()]
+    assert [None if r is None else (r["id"], r["prix_€"], r["address"]["city"]) for r in rows] == [
+        (0, decimal.Decimal("0.25"), "Zürich"),
+        (1, decimal.Decimal("1.25"), "Zürich"),
+        (2, decimal.Decimal("2.25"), "Zürich"),
+        None,
+    ]
+
+
+def test_a_scanned_batch_of_one_schema_leaves_it_expected(spark: SparkSession) -> None:
+    converter = _envelopes()
+    assert converter.scans_batch()
+    _typed(converter, _batch(spark, [_rich(1), _rich(2)]))
+    assert converter.expecting() and not converter.scans_batch()
+    # Read on the expected schema: the next batch, of the same schema, needs no scan.
+    frame, schema = _typed(converter, _batch(spark, [_rich(3)]))
+    assert schema == RICH and frame.collect()[0][0]["id"] == 3
+    # A batch of two schemas (merged) leaves nothing expected: the next one is scanned.
+    converter.forget_expected()
+    v1 = envelope_to_bytes(V1, {"id": 1, "name": "a"})
+    v2 = envelope_to_bytes(V2, {"id": 2, "name": "b", "email": "e"})
+    _typed(converter, _batch(spark, [v1, v2]))
+    assert not converter.expecting() and converter.scans_batch()
+
+
+def test_a_record_of_another_schema_fails_the_expected_read_then_the_batch_reads_on_its_own(
+    spark: SparkSession,
+) -> None:
+    converter = _envelopes()
+    v1 = envelope_to_bytes(V1, {"id": 1, "name": "a"})
+    v2 = envelope_to_bytes(V2, {"id": 2, "name": "b", "email": "e"})
+    schemaless = b'{"schema":null,"payload":{"id":3,"name":"c"}}'
+    assert v1 is not None
+    for other in (v2, schemaless):
+        converter.expect(v1)
+        frame, schema = _typed(converter, _batch(spark, [v1, other]))
+        assert schema == V1
+        with pytest.raises(Exception, match="a record's schema is not the one its batch was read with"):
+            frame.collect()
+        converter.forget_expected()
+    # What the sink pipeline does next: the batch read on its own schemas.
+    frame, schema = _typed(converter, _batch(spark, [v1, v2]))
+    assert schema == V2
+    assert sorted((r[0]["id"], r[0]["email"]) for r in frame.collect()) == [(1, None), (2, "e")]
+
+
+def test_samples_that_are_not_envelopes_with_a_schema_are_not_expected() -> None:
+    converter = _envelopes()
+    for sample in (None, b"not json", b'{"payload": 1}', b'{"schema": null, "payload": 1}', b"[1]"):
+        converter.expect(sample)
+        assert not converter.expecting()
+    plain = JsonConverter("value", {"schemas.enable": "false"})
+    plain.expect(envelope_to_bytes(V1, {"id": 1, "name": "a"}))
+    assert not plain.expecting()

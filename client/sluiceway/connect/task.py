@@ -314,6 +314,11 @@ class DataFrameSinkTask(Task):
     ``offset`` (long), ``timestamp`` (timestamp), ``key`` and ``value`` (as the converters produced
     them: a string, binary, or a struct when the value carries a schema) and ``headers``. Offsets are
     committed once ``write_batch`` returns, so it must only return when the data is durable.
+
+    A batch may be handed over a second time right after ``write_batch`` raised: a converter that
+    typed the records on the schema it expected (the previous batch's) fails the write on a record
+    of another schema, and the batch is then typed on its own schemas and written again. So, as
+    after any failure, a write that raised must be safe to follow with the same records.
     """
 
     @abc.abstractmethod

@@ -5,20 +5,20 @@ record, in the manner of Kafka's JDBC sink connector: ``insert.mode`` insert, up
 ``jdbc_sink_columns``, the SQL in ``jdbc_sink_sql``.
 
 A batch goes to the table ``table.name.format`` names for each topic in it (tables are made or
-given columns first, as the keys allow). Then:
+given columns first, as the keys allow). Spark's JDBC writer appends the batch to the target's
+staging table (unlogged, one per target, connector and task, see ``jdbc_sink_sql``), then one
+script, in one transaction, moves it into the target and empties the staging table: an INSERT ...
+SELECT for ``insert``; for ``upsert`` an INSERT ... ON CONFLICT DO UPDATE of the last record of
+each key (by topic, partition and offset); for ``update`` an UPDATE ... FROM of the same; with
+``delete.enabled`` a key whose last record is a tombstone has its row deleted in the same
+transaction.
 
-- ``insert``, when no value needs converting (no Timestamp or Time field, every column name in
-  plain lower case, no deletes): Spark's JDBC writer appends the rows to the table directly.
-- otherwise: Spark's JDBC writer appends the batch to the target's staging table (unlogged, one
-  per target, connector and task, see ``jdbc_sink_sql``), then one script, in one transaction,
-  moves it into the target and empties the staging table: an INSERT ... SELECT for ``insert``; for
-  ``upsert`` an INSERT ... ON CONFLICT DO UPDATE of the last record of each key (by topic,
-  partition and offset); for ``update`` an UPDATE ... FROM of the same; with ``delete.enabled`` a
-  key whose last record is a tombstone has its row deleted in the same transaction.
-
-So an ``upsert`` or ``update`` batch applied twice leaves the table as applying it once does,
-which makes the sink exactly-once per key when a batch is written again after a crash; ``insert``
-is at-least-once (a batch written again adds its rows again).
+So a batch reaches the target whole or not at all, whichever mode: a batch that failed half-way
+(Spark's writer commits each of its partitions on its own) left rows in the staging table only,
+which is made anew before the next batch. An ``upsert`` or ``update`` batch applied twice leaves
+the table as applying it once does, which makes the sink exactly-once per key when a batch is
+written again after a crash; ``insert`` is at-least-once (a batch written again after a crash
+between its script and the commit of its offsets adds its rows again).
 
 The database is reached only by Spark (an executor may have no route to it): DDL, the scripts and
 the reads of table metadata run through Spark's JDBC source (``jdbc_statements``). A table's
@@ -32,9 +32,8 @@ without it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, ClassVar, Final
+from typing import TYPE_CHECKING, ClassVar
 
 import sluiceway
 from sluiceway.connect import (
@@ -86,10 +85,6 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 __all__ = ["JdbcSinkConnector", "JdbcSinkTask", "sink_config_def", "sink_table_name"]
-
-# Column names Spark's JDBC writer puts into SQL exactly as we would (it quotes without doubling
-# quotes and matches names regardless of case): only these take the direct path.
-_DIRECT_NAME: Final = re.compile(r"[a-z_][a-z0-9_]*")
 
 
 class JdbcSinkConnector(BuiltInConnector, SinkConnector):
@@ -162,15 +157,11 @@ class JdbcSinkTask(DataFrameSinkTask):
             key_schema = from_spark_field(batch.schema["key"])
         columns = plan_columns(settings, key_schema, from_spark_field(batch.schema["value"]))
         spark = batch.sparkSession
-        direct = self._direct(settings, columns)
         for table, rows in self._by_table(batch, context, settings):
-            staging = None if direct else staging_table_name(table, context.connector, context.task_id)
+            staging = staging_table_name(table, context.connector, context.task_id)
             try:
                 self._ensure_table(spark, settings, table, columns, staging)
-                if staging is None:
-                    self._append(self._records(rows, settings, columns, by_name=True), table, settings)
-                else:
-                    self._staged(spark, settings, table, staging, rows, columns)
+                self._staged(spark, settings, table, staging, rows, columns)
             except Exception:
                 # The table may have changed under us, or the staging table hold a failed batch:
                 # look again before the next batch.
@@ -197,15 +188,6 @@ class JdbcSinkTask(DataFrameSinkTask):
         return [(table, batch.filter(F.col("topic").isin(names))) for table, names in tables.items()]
 
     @staticmethod
-    def _direct(settings: SinkSettings, columns: Sequence[SinkColumn]) -> bool:
-        """Whether Spark's writer can append the rows to the target as they are."""
-        return (
-            settings.insert_mode == INSERT_MODE_INSERT
-            and not settings.delete_enabled
-            and all(not c.converted and _DIRECT_NAME.fullmatch(c.name) for c in columns)
-        )
-
-    @staticmethod
     def _source(column: SinkColumn) -> Column:
         from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
@@ -218,17 +200,13 @@ class JdbcSinkTask(DataFrameSinkTask):
             expression = F.unix_micros(expression)
         return expression
 
-    def _records(
-        self, rows: DataFrame, settings: SinkSettings, columns: Sequence[SinkColumn], by_name: bool
-    ) -> DataFrame:
-        """The rows to write: named as the target's columns (``by_name``) or as the staging table's,
-        with the record's position and tombstone flag."""
+    def _records(self, rows: DataFrame, settings: SinkSettings, columns: Sequence[SinkColumn]) -> DataFrame:
+        """The rows to write, named as the staging table's columns, with the record's position and
+        tombstone flag."""
         from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
         if not settings.delete_enabled:
             rows = rows.filter(F.col("value").isNotNull())
-        if by_name:
-            return rows.select(*[self._source(c).alias(c.name) for c in columns])
         meta = [
             F.col("topic").alias("sl_topic"),
             F.col("partition").cast("int").alias("sl_partition"),
@@ -257,7 +235,7 @@ class JdbcSinkTask(DataFrameSinkTask):
         rows: DataFrame,
         columns: Sequence[SinkColumn],
     ) -> None:
-        self._append(self._records(rows, settings, columns, by_name=False), staging, settings)
+        self._append(self._records(rows, settings, columns), staging, settings)
         script = {INSERT_MODE_INSERT: insert_script, INSERT_MODE_UPSERT: upsert_script}.get(
             settings.insert_mode, update_script
         )(table, staging, columns, settings.db_timezone, settings.delete_enabled)
@@ -289,30 +267,28 @@ class JdbcSinkTask(DataFrameSinkTask):
         settings: SinkSettings,
         table: str,
         columns: Sequence[SinkColumn],
-        staging: str | None,
+        staging: str,
     ) -> None:
         """Makes sure ``table`` exists with a column for each of ``columns``, creating or altering
         it as auto.create and auto.evolve allow (a ConnectException when they do not), and that the
-        ``staging`` table, when the batch takes that path, is made for these columns. The DDL runs
-        with the read of the table's columns that follows it: a task's first batch makes both
-        tables and reads the target in one Spark job."""
-        ddl: tuple[str, ...] = ()
-        if staging is not None:
-            ddl = tuple(staging_ddl(staging, columns))
-            if self._staging.get(staging) == ddl:
-                ddl = ()
+        ``staging`` table is made for these columns. The staging DDL runs in the same Spark job as
+        the target's DDL and the read of its columns when there is one: a task's first batch makes
+        both tables and reads the target in one job."""
+        ddl = tuple(staging_ddl(staging, columns))
+        # Made anew at a task's first batch and after a failed one: whatever was left there goes.
+        pending = ddl if self._staging.get(staging) != ddl else ()
         known = self._tables.get(table)
         if known is not None and known.exists:
             described, fresh = known, False
         else:
             before = (
-                [*ddl, table_lock_sql(table), create_table_sql(table, columns)]
+                [*pending, table_lock_sql(table), create_table_sql(table, columns)]
                 if settings.auto_create
                 else []
             )
             described, fresh = self._describe(spark, table, before, f"Creating table {table}"), True
             if before:
-                ddl = self._staging_made(staging, ddl)
+                self._staging[staging], pending = ddl, ()
             if not described.exists:
                 wanted = ", ".join(column.name for column in columns)
                 raise ConnectException(
@@ -327,16 +303,9 @@ class JdbcSinkTask(DataFrameSinkTask):
             # Perhaps someone added the columns since the table was read: read it again.
             missing = columns_to_add(table, self._describe(spark, table), columns, settings.auto_evolve)
         if missing:
-            before = [*ddl, table_lock_sql(table), add_columns_sql(table, missing)]
+            before = [*pending, table_lock_sql(table), add_columns_sql(table, missing)]
             self._describe(spark, table, before, f"Adding columns to {table}")
-            ddl = self._staging_made(staging, ddl)
-        if ddl:
-            # Made anew at a task's first batch: whatever a crashed run left there goes.
-            run_script(spark, self._options, ddl, f"Creating staging table {staging}")
-            self._staging_made(staging, ddl)
-
-    def _staging_made(self, staging: str | None, ddl: tuple[str, ...]) -> tuple[str, ...]:
-        """Notes that ``staging`` was made with ``ddl``; what is left to run for it (nothing)."""
-        if staging is not None and ddl:
+            self._staging[staging], pending = ddl, ()
+        if pending:
+            run_script(spark, self._options, pending, f"Creating staging table {staging}")
             self._staging[staging] = ddl
-        return ()

@@ -75,6 +75,23 @@ class Converter(abc.ABC):
         batch first, so its records are read once)."""
         return False
 
+    def expect(self, sample: bytes | None) -> None:
+        """``sample`` is a record (its bytes) like those the next batch likely holds. A converter
+        that learns schemas from the records may take the sample's as the one it expects, so that
+        ``connect_frame`` makes the column without scanning (see ``expecting``). By default the
+        sample is not used."""
+        del sample
+
+    def expecting(self) -> bool:
+        """Whether ``connect_frame`` makes the column on a schema it expects, instead of the
+        batch's own: each record is then checked against it in the job that reads the column, and
+        a record of another schema fails that job. The caller then calls ``forget_expected`` and
+        converts the batch again."""
+        return False
+
+    def forget_expected(self) -> None:  # noqa: B027 - a converter that expects nothing forgets nothing
+        """Drops the schema ``expecting`` builds on: the next ``connect_frame`` learns the batch's."""
+
     def from_connect_field(self, col: Column, field: StructField) -> Column:
         """``from_connect`` of a source's column, with its StructField (whose metadata may carry
         its Connect schema)."""

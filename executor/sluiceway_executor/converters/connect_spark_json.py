@@ -53,6 +53,7 @@ from sluiceway.connect.data.spark import to_spark, to_spark_field
 from sluiceway_executor.converters.base import ConverterError
 
 __all__ = [
+    "SCHEMA_CHANGED",
     "column_field",
     "envelope_json",
     "payload_json",
@@ -68,6 +69,9 @@ _LONG_DIGITS: Final = 18
 # The digits Spark's decimal arithmetic keeps exact.
 _EXACT_DIGITS: Final = 34
 _PAYLOAD: Final = "payload"
+_SCHEMA: Final = "schema"
+# How the error of a record whose schema is not the expected one begins.
+SCHEMA_CHANGED: Final = "a record's schema is not the one its batch was read with: "
 
 
 def schema_text(schema: Schema) -> str:
@@ -185,8 +189,14 @@ def payload_json(col: Column, schema: Schema) -> Column:
     """The JSON text Kafka's JsonConverter writes for the column's values (``schema`` is the
     column's Connect schema); null for a null value."""
     _check_supported(schema, "")
-    wrapped = F.to_json(F.struct(_to_wire(col, schema, "").alias("p")), {"ignoreNullFields": "false"})
-    # '{"p":' and '}' around the value's own JSON.
+    options = {"ignoreNullFields": "false"}
+    wire = _to_wire(col, schema, "")
+    if schema.type in (Type.STRUCT, Type.ARRAY, Type.MAP):
+        # Null for a null value.
+        return F.to_json(wire, options)
+    # to_json writes only structs, arrays and maps: a primitive goes in a struct whose '{"p":' and
+    # '}' are cut off (a short text, so writing it twice costs little).
+    wrapped = F.to_json(F.struct(wire.alias("p")), options)
     return F.when(col.isNull(), F.lit(None).cast(StringType())).otherwise(
         F.substring(wrapped, 6, F.length(wrapped) - 6)
     )
@@ -326,9 +336,12 @@ def _settle(col: Column, schema: Schema, path: str) -> Column:
             F.lit(
                 f"a required {schema.type.value} field{_where(path)} is null and its schema gives no default"
             )
-        )
-    settled = F.when(col.isNull(), fallback).otherwise(col)
-    return settled if schema.optional else F.coalesce(settled, _zero(to_spark(schema)))
+        ).cast(to_spark(schema))
+    # coalesce names ``col`` once: a CASE on its nullness put the whole value (a struct's every
+    # field) into the plan twice, and Spark computed it twice per record.
+    if schema.optional:
+        return F.coalesce(col, fallback)
+    return F.coalesce(col, fallback, _zero(to_spark(schema)))
 
 
 def _from_wire(col: Column, schema: Schema, path: str) -> Column:
@@ -361,13 +374,19 @@ def _from_wire(col: Column, schema: Schema, path: str) -> Column:
     return col
 
 
-def typed_from_json(frame: DataFrame, name: str, schema: Schema, envelope: bool) -> DataFrame:
+def typed_from_json(
+    frame: DataFrame, name: str, schema: Schema, envelope: bool, schema_text: str | None = None
+) -> DataFrame:
     """``frame`` with its ``name`` column of JSON text (string or UTF-8 bytes) holding values of
     ``schema`` replaced, in place, by the typed column: whole envelopes (their ``payload`` is
     read) or bare payloads. A null text (a tombstone) stays null; a null payload follows the
-    schema's rules (see the module doc)."""
+    schema's rules (see the module doc). With ``schema_text``, an envelope whose "schema", read
+    as compact text, is another fails the job that reads the column (``SCHEMA_CHANGED``)."""
     _check_supported(schema, "")
-    holder = StructType([StructField(_PAYLOAD, wire_type(schema))])
+    holder = StructType(
+        [StructField(_PAYLOAD, wire_type(schema))]
+        + ([StructField(_SCHEMA, StringType())] if schema_text is not None else [])
+    )
     text = F.col(name).cast("string")
     source = text if envelope else F.concat(F.lit('{"payload":'), text, F.lit("}"))
     # Null only for a null text: a null payload parses to a holder with a null field.
@@ -376,9 +395,15 @@ def typed_from_json(frame: DataFrame, name: str, schema: Schema, envelope: bool)
     # not cheap to repeat), so it is parsed once per record.
     value = _from_wire(F.col(name).getField(_PAYLOAD), schema, "")
     typed = value if schema.optional and schema.default is None else _settle(value, schema, "")
-    return parsed.withColumn(
-        name, F.when(F.col(name).isNull(), F.lit(None).cast(to_spark(schema))).otherwise(typed)
-    )
+    spark_type = to_spark(schema)
+    result = F.when(F.col(name).isNull(), F.lit(None).cast(spark_type))
+    if schema_text is not None:
+        found = F.col(name).getField(_SCHEMA)
+        other = F.raise_error(
+            F.concat(F.lit(SCHEMA_CHANGED), F.substring(F.coalesce(found, F.lit("null")), 1, 200))
+        )
+        result = result.when(~found.eqNullSafe(F.lit(schema_text)), other.cast(spark_type))
+    return parsed.withColumn(name, result.otherwise(typed))
 
 
 def column_field(name: str, schema: Schema) -> StructField:

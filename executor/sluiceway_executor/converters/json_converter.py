@@ -4,10 +4,16 @@ expressions and per record (through `connect_json`).
 Typed columns (``connect_frame``, ``from_connect_field``): a sink gets a typed column when its
 records carry envelopes (``schemas.enable=true``) or when it declares the schema of plain JSON
 (``value.schema``/``key.schema``, a Connect schema or Spark DDL); a source's typed column is
-written as the envelope Kafka writes for it. Envelopes are read by the schemas a batch holds,
-learnt by one small Spark job per batch (the distinct "schema" texts): records of one schema, or
-of struct schemas that merge (a field one of them lacks becomes optional), become one typed
-column; anything else fails the batch naming the schemas.
+written as the envelope Kafka writes for it.
+
+Envelopes are read by the schema they carry. While the records keep the schema the converter
+expects (that of the previous batch, when all its records had one, or of a record sampled while
+the batch was planned: ``expect``), the column is made on it straight away, and the job that
+reads the column checks each record's "schema" text against it; a record with another one fails
+that job, and the batch is converted again after ``forget_expected``. Then the batch's schemas are
+learnt by a small Spark job (its distinct "schema" texts): records of one schema, or of struct
+schemas that merge (a field one of them lacks becomes optional), become one typed column; anything
+else fails the batch naming the schemas.
 """
 
 from __future__ import annotations
@@ -77,6 +83,8 @@ class JsonConverter(Converter):
             )
         self._declared: Schema | None = None
         self._parsed: dict[str, Schema] = {}
+        # The "schema" text (compact, as Spark writes it) the next batch is expected to carry.
+        self._expected: tuple[str, Schema] | None = None
 
     @property
     def label(self) -> str:
@@ -152,15 +160,48 @@ class JsonConverter(Converter):
             self._declared = _parse_declared(batch, self._declared_text, self.role)
         return self._declared
 
-    def scans_batch(self) -> bool:
+    def _learns_schemas(self) -> bool:
         # Envelopes name their own schemas: the batch's are learnt from its records.
         return self.schemas_enable and not self._declared_text
+
+    def scans_batch(self) -> bool:
+        return self._learns_schemas() and self._expected is None
+
+    def expect(self, sample: bytes | None) -> None:
+        if not self.scans_batch() or sample is None:
+            return
+        try:
+            envelope = json.loads(bytes(sample), parse_constant=reject_constant)
+        except (ValueError, UnicodeDecodeError):
+            return
+        if not (isinstance(envelope, dict) and envelope.keys() == {"schema", "payload"}):
+            return
+        if not isinstance(envelope["schema"], dict):
+            return
+        # Compact, as Spark writes an object it reads as text. A text Spark writes differently
+        # (numbers in defaults, say) only makes the first batch fail over to a scan.
+        text = json.dumps(envelope["schema"], separators=(",", ":"), ensure_ascii=False)
+        try:
+            self._expected = (text, self._schema(text))
+        except ConverterError:
+            return
+
+    def expecting(self) -> bool:
+        return self._expected is not None
+
+    def forget_expected(self) -> None:
+        self._expected = None
 
     def connect_frame(self, batch: DataFrame, name: str) -> tuple[DataFrame, Schema | None]:
         declared = self.declared_schema(batch)
         if declared is not None:
             return typed_from_json(batch, name, declared, envelope=False), declared
-        schema = self._batch_schema(batch, name) if self.schemas_enable else None
+        if not self.schemas_enable:
+            return batch.withColumn(name, self.to_connect(F.col(name))), None
+        if self._expected is not None:
+            text, expected = self._expected
+            return typed_from_json(batch, name, expected, envelope=True, schema_text=text), expected
+        schema = self._batch_schema(batch, name)
         if schema is None:
             return batch.withColumn(name, self.to_connect(F.col(name))), None
         return typed_from_json(batch, name, schema, envelope=True), schema
@@ -178,10 +219,13 @@ class JsonConverter(Converter):
 
     def _batch_schema(self, batch: DataFrame, name: str) -> Schema | None:
         """The one schema of the batch's envelopes (merged when they differ and can be); None when
-        none of them has one. Runs a Spark job."""
+        none of them has one. Runs a Spark job. A batch of one schema leaves it expected."""
         found = (
             batch.where(F.col(name).isNotNull())
-            .select(F.get_json_object(F.col(name).cast("string"), "$.schema").alias("schema"))
+            # Read as text the way typed_from_json's check reads it, so the texts compare equal.
+            .select(
+                F.from_json(F.col(name).cast("string"), "schema STRING").getField("schema").alias("schema")
+            )
             .distinct()
             .limit(MAX_BATCH_SCHEMAS + 1)
             .collect()
@@ -201,6 +245,8 @@ class JsonConverter(Converter):
             schema = self._schema(text)
             if schema not in schemas:
                 schemas.append(schema)
+        if len(texts) == 1:
+            self._expected = (texts[0], schemas[0])
         merged = schemas[0]
         for other in schemas[1:]:
             merged = merge_schemas(merged, other, self.label)

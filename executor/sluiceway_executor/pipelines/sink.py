@@ -37,7 +37,7 @@ from sluiceway.connect import (
 from sluiceway.connect.kafka_clients import kafka_client_config, sink_consumer_group
 from sluiceway_executor.kafka_ranges import (
     PartitionRange,
-    RecordSizes,
+    RecordSample,
     TopicPartitionKey,
     committed_offsets,
     earliest_offsets,
@@ -138,6 +138,8 @@ class SinkPipeline:
             raise ConnectException(f"a sink connector may not read internal topics: {', '.join(internal)}")
         # The next batch's ranges and the seconds they took to plan, when planned ahead.
         self._ahead: tuple[list[PartitionRange], float] | None = None
+        # Records seen while the last plan was made: what the converters may expect.
+        self._sample = RecordSample()
         self._sizer = BatchSizer(batch_limits(spec.connector_config))
         self._limit = self._sizer.next_limit()  # the limit of the batch planned last
         admin_config = kafka_client_config(worker_config, "admin", spec.connector_config)
@@ -203,11 +205,12 @@ class SinkPipeline:
                         offset,
                     )
                 self._committed[key] = resumed
-        sizes = RecordSizes()
+        sample = RecordSample()
         ends = exact_end_offsets(
-            self._bootstrap, mine, KAFKA_CALL_TIMEOUT_S, self._consumer_config, sizes, admin=admin
+            self._bootstrap, mine, KAFKA_CALL_TIMEOUT_S, self._consumer_config, sample, admin=admin
         )
-        self._sizer.observe_sizes(sizes.records, sizes.total_bytes)
+        self._sizer.observe_sizes(sample.records, sample.total_bytes)
+        self._sample = sample
         if self._start_at_end:
             # auto.offset.reset=latest: a partition seen without a committed offset starts at its end.
             for key, end in ends.items():
@@ -251,6 +254,31 @@ class SinkPipeline:
         schemas = {name: s for name, s in (("key", key_schema), ("value", value_schema)) if s is not None}
         return with_connect_schemas(frame, schemas) if schemas else frame
 
+    def _write(self, task: DataFrameSinkTask, raw: DataFrame, context: BatchContext) -> None:
+        """Hands the batch to the task, converted on the schemas the converters expect when they
+        do (no job to learn them); if that fails, perhaps on a record of another schema, once more
+        converted on the batch's own."""
+        converters = (self._key_converter, self._value_converter)
+        for converter, sample in zip(
+            converters, (self._sample.last_key, self._sample.last_value), strict=True
+        ):
+            converter.expect(sample)
+        if not any(converter.expecting() for converter in converters):
+            task.write_batch(self.converted(raw), context)
+            return
+        try:
+            task.write_batch(self.converted(raw), context)
+        except Exception as e:
+            log.info(
+                "task %s: batch %d failed when read on the expected schemas; reading its own (%s)",
+                self.spec.name,
+                context.batch_id,
+                str(e).splitlines()[0][:300] if str(e) else type(e).__name__,
+            )
+            for converter in converters:
+                converter.forget_expected()
+            task.write_batch(self.converted(raw), context)
+
     # ------------------------------------------------------------------ batches
 
     def plan_ahead(self, outcome: BatchOutcome) -> None:
@@ -289,7 +317,7 @@ class SinkPipeline:
             offsets_change=self._offsets_change,
         )
         if self._task is not None:
-            self._task.write_batch(self.converted(raw), context)
+            self._write(self._task, raw, context)
         else:
             from sluiceway_executor.pipelines.record_tasks import run_sink_task
 
