@@ -70,6 +70,7 @@ from sluiceway_executor.connectors.jdbc_sink_sql import (
     add_columns_sql,
     create_table_sql,
     insert_script,
+    keeps_positions,
     sink_table_name,
     staging_column,
     staging_ddl,
@@ -202,18 +203,20 @@ class JdbcSinkTask(DataFrameSinkTask):
 
     def _records(self, rows: DataFrame, settings: SinkSettings, columns: Sequence[SinkColumn]) -> DataFrame:
         """The rows to write, named as the staging table's columns, with the record's position and
-        tombstone flag."""
+        tombstone flag when the script needs them."""
         from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
         if not settings.delete_enabled:
             rows = rows.filter(F.col("value").isNotNull())
+        values = [self._source(c).alias(staging_column(i)) for i, c in enumerate(columns)]
+        if not keeps_positions(settings.insert_mode, settings.delete_enabled):
+            return rows.select(*values)
         meta = [
             F.col("topic").alias("sl_topic"),
             F.col("partition").cast("int").alias("sl_partition"),
             F.col("offset").cast("long").alias("sl_offset"),
             F.col("value").isNull().alias("sl_tombstone"),
         ]
-        values = [self._source(c).alias(staging_column(i)) for i, c in enumerate(columns)]
         return rows.select(*meta, *values)
 
     def _append(self, rows: DataFrame, table: str, settings: SinkSettings) -> None:
@@ -274,7 +277,9 @@ class JdbcSinkTask(DataFrameSinkTask):
         ``staging`` table is made for these columns. The staging DDL runs in the same Spark job as
         the target's DDL and the read of its columns when there is one: a task's first batch makes
         both tables and reads the target in one job."""
-        ddl = tuple(staging_ddl(staging, columns))
+        ddl = tuple(
+            staging_ddl(staging, columns, keeps_positions(settings.insert_mode, settings.delete_enabled))
+        )
         # Made anew at a task's first batch and after a failed one: whatever was left there goes.
         pending = ddl if self._staging.get(staging) != ddl else ()
         known = self._tables.get(table)

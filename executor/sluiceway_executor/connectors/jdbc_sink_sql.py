@@ -8,8 +8,9 @@ Every name that reaches SQL is quoted here (``quote``) or is a table name that p
 (``literal``). Nothing else from outside goes into SQL.
 
 The staging table of a target holds one row per record of a batch: its topic, partition and
-offset (``sl_topic``, ``sl_partition``, ``sl_offset``), whether it is a tombstone
-(``sl_tombstone``), and the columns' values in ``c0``, ``c1``, ... in the order of the planned
+offset (``sl_topic``, ``sl_partition``, ``sl_offset``) and whether it is a tombstone
+(``sl_tombstone``), which only an ``insert`` without deletes has no use for and leaves out
+(``keeps_positions``), and the columns' values in ``c0``, ``c1``, ... in the order of the planned
 columns, so field names never pass through Spark's own quoting. Values the database cannot take
 from Spark as they are arrive as numbers: a Timestamp as microseconds since the epoch (so the
 instant does not depend on any JVM's or session's time zone), a Time as milliseconds since
@@ -268,10 +269,17 @@ def add_columns_sql(table: str, columns: Sequence[SinkColumn]) -> str:
     return f"ALTER TABLE {table} {additions}"
 
 
-def staging_ddl(staging: str, columns: Sequence[SinkColumn]) -> list[str]:
+def keeps_positions(insert_mode: str, delete_enabled: bool) -> bool:
+    """Whether the staging table holds each record's position and tombstone flag: the scripts
+    need them to find each key's last record and its deletes, a plain ``insert`` does not."""
+    return insert_mode != "insert" or delete_enabled
+
+
+def staging_ddl(staging: str, columns: Sequence[SinkColumn], positions: bool = True) -> list[str]:
     """Statements that make ``staging`` anew, empty, unlogged (its rows live only between the
-    staging write and the script that moves them; nothing needs them after a crash)."""
-    meta = [f"{name} {kind}" for name, kind in STAGING_META]
+    staging write and the script that moves them; nothing needs them after a crash), with the
+    records' positions or without (``keeps_positions``)."""
+    meta = [f"{name} {kind}" for name, kind in STAGING_META] if positions else []
     values = [f"{staging_column(i)} {_staging_type(column)}" for i, column in enumerate(columns)]
     return [
         f"DROP TABLE IF EXISTS {staging}",
@@ -347,15 +355,16 @@ def _finish(statements: list[str], staging: str) -> list[str]:
 def insert_script(
     table: str, staging: str, columns: Sequence[SinkColumn], db_timezone: str, delete_enabled: bool
 ) -> list[str]:
-    """Every record of the staging table becomes a row. With deletes, a tombstone first deletes
-    its key's row, and records of that key older than the batch's last tombstone are not
-    inserted."""
+    """Every record of the staging table becomes a row. Without deletes the staging table holds
+    no tombstones and no positions (``keeps_positions``). With them, a tombstone first deletes its
+    key's row, and records of that key older than the batch's last tombstone are not inserted."""
     insert = (
         f"INSERT INTO {table} ({_target_columns(columns)}) SELECT {_values(columns, db_timezone)} "
-        f"FROM {staging} AS s WHERE NOT s.sl_tombstone"
+        f"FROM {staging} AS s"
     )
     if not delete_enabled:
         return _finish([*_prelude(db_timezone), insert], staging)
+    insert += " WHERE NOT s.sl_tombstone"
     same_key = " AND ".join(f"x.{staging_column(i)} = s.{staging_column(i)}" for i in _key_indexes(columns))
     newer = "(x.sl_topic, x.sl_partition, x.sl_offset) > (s.sl_topic, s.sl_partition, s.sl_offset)"
     deleted = f"EXISTS (SELECT 1 FROM {staging} AS x WHERE x.sl_tombstone AND {same_key} AND {newer})"

@@ -34,6 +34,7 @@ from sluiceway_executor.connectors.jdbc_sink_sql import (
     create_table_sql,
     default_literal,
     insert_script,
+    keeps_positions,
     literal,
     quote,
     sink_table_name,
@@ -153,6 +154,12 @@ def test_staging_table_holds_numbers_for_converted_values() -> None:
         "CREATE UNLOGGED TABLE s (sl_topic TEXT, sl_partition INTEGER, sl_offset BIGINT, "
         "sl_tombstone BOOLEAN, c0 BIGINT, c1 BIGINT, c2 INTEGER, c3 NUMERIC)",
     ]
+    assert (
+        staging_ddl("s", [KEY, money], positions=False)[1]
+        == "CREATE UNLOGGED TABLE s (c0 BIGINT, c1 NUMERIC)"
+    )
+    assert keeps_positions("insert", delete_enabled=True) and keeps_positions("upsert", delete_enabled=False)
+    assert not keeps_positions("insert", delete_enabled=False)
 
 
 def test_value_expressions_convert_timestamps_and_times_exactly() -> None:
@@ -174,11 +181,15 @@ def test_insert_script_moves_the_staging_rows_and_empties_it() -> None:
     script = insert_script("t", "s", COLUMNS, "UTC", delete_enabled=False)
     assert script[0] == "SET LOCAL TIME ZONE E'UTC'"
     assert script[1].startswith('INSERT INTO t ("id", "na""me", "at") SELECT s.c0, s.c1, (TIMESTAMP')
-    assert script[1].endswith("FROM s AS s WHERE NOT s.sl_tombstone")
+    # Without deletes the staging table holds neither tombstones nor positions.
+    assert script[1].endswith("FROM s AS s")
     assert script[-1] == "TRUNCATE s"
     with_deletes = insert_script("t", "s", COLUMNS, "UTC", delete_enabled=True)
     assert with_deletes[1] == 'DELETE FROM t AS t USING s AS s WHERE s.sl_tombstone AND t."id" = s.c0'
-    assert "AND NOT EXISTS (SELECT 1 FROM s AS x WHERE x.sl_tombstone AND x.c0 = s.c0" in with_deletes[2]
+    assert (
+        "WHERE NOT s.sl_tombstone AND NOT EXISTS (SELECT 1 FROM s AS x WHERE x.sl_tombstone"
+        in with_deletes[2]
+    )
 
 
 def test_upsert_script_applies_the_last_record_of_each_key_in_one_statement() -> None:
