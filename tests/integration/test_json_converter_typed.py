@@ -31,7 +31,7 @@ from sluiceway.connect.data.json_text import dumps
 from sluiceway.connect.data.spark import from_spark_field, from_spark_value, to_spark_field
 from sluiceway_executor.converters.base import Converter, ConverterError
 from sluiceway_executor.converters.connect_spark_json import with_connect_schemas
-from sluiceway_executor.converters.json_converter import JsonConverter
+from sluiceway_executor.converters.json_converter import JsonConverter, envelope_prefix
 from sluiceway_executor.converters.registry import converter_for
 
 pytestmark = pytest.mark.integration
@@ -205,13 +205,13 @@ def _rich(i: int) -> bytes:
     return encoded
 
 
-def test_a_sampled_records_schema_is_read_without_a_scan_and_matches_sparks_text(spark: SparkSession) -> None:
+def test_a_sampled_records_schema_is_read_without_a_scan(spark: SparkSession) -> None:
     converter = _envelopes()
     converter.expect(_rich(99))
     assert converter.expecting() and not converter.scans_batch()
     frame, schema = _typed(converter, _batch(spark, [_rich(i) for i in range(3)] + [None]))
     assert schema == RICH
-    # Every record passed the check, so the sample's text is the one Spark reads from the records.
+    # Every record passed the check: each begins with the sample's text up to its payload.
     rows = [r[0] for r in frame.collect()]
     assert [None if r is None else (r["id"], r["prix_€"], r["address"]["city"]) for r in rows] == [
         (0, decimal.Decimal("0.25"), "Zürich"),
@@ -258,11 +258,31 @@ def test_a_record_of_another_schema_fails_the_expected_read_then_the_batch_reads
     assert sorted((r[0]["id"], r[0]["email"]) for r in frame.collect()) == [(1, None), (2, "e")]
 
 
-def test_samples_that_are_not_envelopes_with_a_schema_are_not_expected() -> None:
+def test_samples_that_are_not_envelopes_laid_out_as_kafkas_are_not_expected() -> None:
     converter = _envelopes()
-    for sample in (None, b"not json", b'{"payload": 1}', b'{"schema": null, "payload": 1}', b"[1]"):
+    schema = dumps(schema_to_json(V1)).decode()
+    others = (
+        None,
+        b"not json",
+        b'{"payload": 1}',
+        b'{"schema":null,"payload":1}',
+        b"[1]",
+        b"\xff",
+        f'{{"schema": {schema}, "payload": 1}}'.encode(),  # spaces
+        f'{{"payload":1,"schema":{schema}}}'.encode(),  # payload first
+        f'{{"schema":{schema}}}'.encode(),
+    )
+    for sample in others:
         converter.expect(sample)
-        assert not converter.expecting()
+        assert not converter.expecting(), sample
     plain = JsonConverter("value", {"schemas.enable": "false"})
     plain.expect(envelope_to_bytes(V1, {"id": 1, "name": "a"}))
     assert not plain.expecting()
+
+
+def test_an_envelopes_prefix_ends_where_its_schema_object_does() -> None:
+    # A parameter whose text looks like the end of the schema does not cut it short.
+    schema = '{"type":"bytes","parameters":{"x":"}","y":",\\"payload\\":"},"optional":false}'
+    text = '{"schema":' + schema + ',"payload":"AQ=="}'
+    assert envelope_prefix(text) == ('{"schema":' + schema + ',"payload":', schema)
+    assert envelope_prefix('{"schema":{"type":"int32"} ,"payload":1}') is None

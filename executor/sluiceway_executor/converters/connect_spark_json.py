@@ -69,7 +69,6 @@ _LONG_DIGITS: Final = 18
 # The digits Spark's decimal arithmetic keeps exact.
 _EXACT_DIGITS: Final = 34
 _PAYLOAD: Final = "payload"
-_SCHEMA: Final = "schema"
 # How the error of a record whose schema is not the expected one begins.
 SCHEMA_CHANGED: Final = "a record's schema is not the one its batch was read with: "
 
@@ -375,34 +374,30 @@ def _from_wire(col: Column, schema: Schema, path: str) -> Column:
 
 
 def typed_from_json(
-    frame: DataFrame, name: str, schema: Schema, envelope: bool, schema_text: str | None = None
+    frame: DataFrame, name: str, schema: Schema, envelope: bool, prefix: str | None = None
 ) -> DataFrame:
     """``frame`` with its ``name`` column of JSON text (string or UTF-8 bytes) holding values of
     ``schema`` replaced, in place, by the typed column: whole envelopes (their ``payload`` is
     read) or bare payloads. A null text (a tombstone) stays null; a null payload follows the
-    schema's rules (see the module doc). With ``schema_text``, an envelope whose "schema", read
-    as compact text, is another fails the job that reads the column (``SCHEMA_CHANGED``)."""
+    schema's rules (see the module doc). With ``prefix``, a text that does not begin with it
+    fails the job that reads the column (``SCHEMA_CHANGED``)."""
     _check_supported(schema, "")
-    holder = StructType(
-        [StructField(_PAYLOAD, wire_type(schema))]
-        + ([StructField(_SCHEMA, StringType())] if schema_text is not None else [])
-    )
+    holder = StructType([StructField(_PAYLOAD, wire_type(schema))])
     text = F.col(name).cast("string")
     source = text if envelope else F.concat(F.lit('{"payload":'), text, F.lit("}"))
     # Null only for a null text: a null payload parses to a holder with a null field.
-    parsed = frame.withColumn(name, F.from_json(source, holder, {"mode": "FAILFAST"}))
+    parse = F.from_json(source, holder, {"mode": "FAILFAST"})
+    if prefix is not None:
+        # Checked before the parse, so a record of another schema fails here, by name.
+        other = F.raise_error(F.concat(F.lit(SCHEMA_CHANGED), F.substring(text, 1, 200)))
+        parse = F.when(text.isNotNull() & ~text.startswith(prefix), other.cast(holder)).otherwise(parse)
+    parsed = frame.withColumn(name, parse)
     # Every field reads the parsed column: Spark keeps the two projections apart (the parse is
     # not cheap to repeat), so it is parsed once per record.
     value = _from_wire(F.col(name).getField(_PAYLOAD), schema, "")
     typed = value if schema.optional and schema.default is None else _settle(value, schema, "")
     spark_type = to_spark(schema)
     result = F.when(F.col(name).isNull(), F.lit(None).cast(spark_type))
-    if schema_text is not None:
-        found = F.col(name).getField(_SCHEMA)
-        other = F.raise_error(
-            F.concat(F.lit(SCHEMA_CHANGED), F.substring(F.coalesce(found, F.lit("null")), 1, 200))
-        )
-        result = result.when(~found.eqNullSafe(F.lit(schema_text)), other.cast(spark_type))
     return parsed.withColumn(name, result.otherwise(typed))
 
 

@@ -9,11 +9,14 @@ written as the envelope Kafka writes for it.
 Envelopes are read by the schema they carry. While the records keep the schema the converter
 expects (that of the previous batch, when all its records had one, or of a record sampled while
 the batch was planned: ``expect``), the column is made on it straight away, and the job that
-reads the column checks each record's "schema" text against it; a record with another one fails
-that job, and the batch is converted again after ``forget_expected``. Then the batch's schemas are
-learnt by a small Spark job (its distinct "schema" texts): records of one schema, or of struct
-schemas that merge (a field one of them lacks becomes optional), become one typed column; anything
-else fails the batch naming the schemas.
+reads the column checks that each record begins with the same text as the record the schema came
+from, up to its payload (``envelope_prefix``: a comparison of bytes, where reading each record's
+schema as text cost a fifth of the batch); a record that does not fails that job, and the batch is
+converted again after ``forget_expected``. Then the batch's schemas are learnt by a small Spark
+job (its distinct "schema" texts): records of one schema, or of struct schemas that merge (a field
+one of them lacks becomes optional), become one typed column; anything else fails the batch naming
+the schemas. Only envelopes laid out as Kafka writes them (``{"schema":...,"payload":...}``, no
+spaces between) are read on an expected schema; others are always scanned.
 """
 
 from __future__ import annotations
@@ -83,7 +86,7 @@ class JsonConverter(Converter):
             )
         self._declared: Schema | None = None
         self._parsed: dict[str, Schema] = {}
-        # The "schema" text (compact, as Spark writes it) the next batch is expected to carry.
+        # The text the next batch's records are expected to begin with, and its schema.
         self._expected: tuple[str, Schema] | None = None
 
     @property
@@ -168,21 +171,20 @@ class JsonConverter(Converter):
         return self._learns_schemas() and self._expected is None
 
     def expect(self, sample: bytes | None) -> None:
-        if not self.scans_batch() or sample is None:
-            return
+        if self.scans_batch() and sample is not None:
+            self._expect_record(bytes(sample))
+
+    def _expect_record(self, record: bytes) -> None:
         try:
-            envelope = json.loads(bytes(sample), parse_constant=reject_constant)
-        except (ValueError, UnicodeDecodeError):
+            text = record.decode("utf-8")
+        except UnicodeDecodeError:
             return
-        if not (isinstance(envelope, dict) and envelope.keys() == {"schema", "payload"}):
+        found = envelope_prefix(text)
+        if found is None:
             return
-        if not isinstance(envelope["schema"], dict):
-            return
-        # Compact, as Spark writes an object it reads as text. A text Spark writes differently
-        # (numbers in defaults, say) only makes the first batch fail over to a scan.
-        text = json.dumps(envelope["schema"], separators=(",", ":"), ensure_ascii=False)
+        prefix, schema_json = found
         try:
-            self._expected = (text, self._schema(text))
+            self._expected = (prefix, self._schema(schema_json))
         except ConverterError:
             return
 
@@ -199,8 +201,8 @@ class JsonConverter(Converter):
         if not self.schemas_enable:
             return batch.withColumn(name, self.to_connect(F.col(name))), None
         if self._expected is not None:
-            text, expected = self._expected
-            return typed_from_json(batch, name, expected, envelope=True, schema_text=text), expected
+            prefix, expected = self._expected
+            return typed_from_json(batch, name, expected, envelope=True, prefix=prefix), expected
         schema = self._batch_schema(batch, name)
         if schema is None:
             return batch.withColumn(name, self.to_connect(F.col(name))), None
@@ -219,14 +221,13 @@ class JsonConverter(Converter):
 
     def _batch_schema(self, batch: DataFrame, name: str) -> Schema | None:
         """The one schema of the batch's envelopes (merged when they differ and can be); None when
-        none of them has one. Runs a Spark job. A batch of one schema leaves it expected."""
+        none of them has one. Runs a Spark job. A batch of one schema leaves it expected, by one of
+        its records."""
+        text = F.col(name).cast("string")
         found = (
             batch.where(F.col(name).isNotNull())
-            # Read as text the way typed_from_json's check reads it, so the texts compare equal.
-            .select(
-                F.from_json(F.col(name).cast("string"), "schema STRING").getField("schema").alias("schema")
-            )
-            .distinct()
+            .groupBy(F.get_json_object(text, "$.schema").alias("schema"))
+            .agg(F.first(text).alias("record"))
             .limit(MAX_BATCH_SCHEMAS + 1)
             .collect()
         )
@@ -246,7 +247,7 @@ class JsonConverter(Converter):
             if schema not in schemas:
                 schemas.append(schema)
         if len(texts) == 1:
-            self._expected = (texts[0], schemas[0])
+            self._expect_record(str(found[0][1]).encode("utf-8"))
         merged = schemas[0]
         for other in schemas[1:]:
             merged = merge_schemas(merged, other, self.label)
@@ -309,6 +310,27 @@ class JsonConverter(Converter):
             )
         except ConverterError as exc:
             raise ConverterError(f"{self.label}: {exc}") from None
+
+
+def envelope_prefix(text: str) -> tuple[str, str] | None:
+    """For an envelope laid out as Kafka's JsonConverter writes it, ``{"schema":S,"payload":...``
+    with S an object: the text up to and including ``"payload":``, and S's own text. Every record
+    beginning with that prefix carries the schema S, written the same way. None for any other
+    layout."""
+    head = '{"schema":'
+    if not text.startswith(head + "{"):
+        return None
+    try:
+        _, end = _DECODER.raw_decode(text, len(head))
+    except ValueError:
+        return None
+    tail = ',"payload":'
+    if not text.startswith(tail, end):
+        return None
+    return text[: end + len(tail)], text[len(head) : end]
+
+
+_DECODER: Final = json.JSONDecoder(parse_constant=reject_constant)
 
 
 def _parse_declared(batch: DataFrame, text: str, role: str) -> Schema:
