@@ -396,9 +396,9 @@ def typed_from_json(
     # not cheap to repeat), so it is parsed once per record.
     value = _from_wire(F.col(name).getField(_PAYLOAD), schema, "")
     typed = value if schema.optional and schema.default is None else _settle(value, schema, "")
-    spark_type = to_spark(schema)
-    result = F.when(F.col(name).isNull(), F.lit(None).cast(spark_type))
-    return parsed.withColumn(name, result.otherwise(typed))
+    return parsed.withColumn(
+        name, F.when(F.col(name).isNull(), F.lit(None).cast(to_spark(schema))).otherwise(typed)
+    )
 
 
 def column_field(name: str, schema: Schema) -> StructField:
