@@ -263,12 +263,12 @@ class SinkPipeline:
             converters, (self._sample.last_key, self._sample.last_value), strict=True
         ):
             converter.expect(sample)
-        if not any(converter.expecting() for converter in converters):
-            task.write_batch(self.converted(raw), context)
-            return
+        expected = any(converter.expecting() for converter in converters)
         try:
             task.write_batch(self.converted(raw), context)
         except Exception as e:
+            if not expected:
+                raise
             log.info(
                 "task %s: batch %d failed when read on the expected schemas; reading its own (%s)",
                 self.spec.name,
