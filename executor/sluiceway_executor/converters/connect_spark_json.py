@@ -58,6 +58,7 @@ __all__ = [
     "envelope_json",
     "payload_json",
     "schema_text",
+    "settled",
     "typed_from_json",
     "wire_type",
     "with_connect_schemas",
@@ -341,6 +342,12 @@ def _settle(col: Column, schema: Schema, path: str) -> Column:
     if schema.optional:
         return F.coalesce(col, fallback)
     return F.coalesce(col, fallback, _zero(to_spark(schema)))
+
+
+def settled(col: Column, schema: Schema, path: str) -> Column:
+    """``col`` as a field of ``schema`` holds it: null meets the default, and a required field's
+    column is not nullable (a null fails the job, naming ``path``)."""
+    return _settle(col, schema, path)
 
 
 def _from_wire(col: Column, schema: Schema, path: str) -> Column:

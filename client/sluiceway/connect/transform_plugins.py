@@ -1,0 +1,90 @@
+"""Finding transforms and predicates by the name a connector's config gives them
+(``transforms.<alias>.type``, ``predicates.<alias>.type``).
+
+A name resolves to an installed class by its full dotted path, its class name, or an alias it
+declares in ``ALIASES`` (Kafka's class names, ``org.apache.kafka.connect.transforms.InsertField$Value``,
+so configs copied from a Kafka Connect deployment work); then, with case ignored, when that leaves
+one class. A dotted path that names no installed class is imported from the worker's
+``plugin.path`` directories by the same rules as connectors (``plugins.import_class``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
+
+from sluiceway.connect.plugins import PluginNotFoundError, class_name_of, import_class
+from sluiceway.connect.transforms import Predicate, Transformation
+
+__all__ = ["TransformPlugins"]
+
+
+class _Kind:
+    """The installed classes of one kind, by every name they answer to."""
+
+    def __init__(self, label: str, base: type[Any], classes: Iterable[type[Any]]) -> None:
+        self.label = label
+        self.base = base
+        self.by_name: dict[str, type[Any]] = {}
+        claims: dict[str, set[type[Any]]] = {}
+        for cls in classes:
+            for name in (class_name_of(cls), cls.__name__, *cls.ALIASES):
+                claims.setdefault(name, set()).add(cls)
+        # A name two classes claim names neither.
+        self.by_name = {name: next(iter(found)) for name, found in claims.items() if len(found) == 1}
+        self.folded: dict[str, set[type[Any]]] = {}
+        for name, found in claims.items():
+            self.folded.setdefault(name.casefold(), set()).update(found)
+        self.classes = sorted({cls for found in claims.values() for cls in found}, key=class_name_of)
+
+    def resolve(self, name: str, plugin_path: Sequence[str], packages: frozenset[str]) -> type[Any]:
+        key = name.strip()
+        if not key:
+            raise PluginNotFoundError(name, f"the {self.label} class name must not be empty")
+        found = self.by_name.get(key)
+        if found is not None:
+            return found
+        folded = self.folded.get(key.casefold(), set())
+        if len(folded) == 1:
+            return next(iter(folded))
+        if "." in key and "$" not in key:
+            try:
+                loaded = import_class(key, plugin_path=plugin_path, packages=packages)
+            except (ImportError, AttributeError, ValueError) as e:
+                raise PluginNotFoundError(name, f"{self.label} class {key} could not be loaded: {e}") from e
+            if not isinstance(loaded, type) or not issubclass(loaded, self.base):
+                raise PluginNotFoundError(name, f"{key} is not a subclass of {class_name_of(self.base)}")
+            return loaded
+        names = ", ".join(sorted(cls.__name__ for cls in self.classes))
+        raise PluginNotFoundError(name, f"no {self.label} is named {key}; installed: {names}")
+
+
+class TransformPlugins:
+    """The transforms and predicates known to this process."""
+
+    def __init__(
+        self,
+        transforms: Iterable[type[Transformation]],
+        predicates: Iterable[type[Predicate]],
+        plugin_path: Sequence[str] = (),
+    ) -> None:
+        self._transforms = _Kind("transform", Transformation, transforms)
+        self._predicates = _Kind("predicate", Predicate, predicates)
+        self._plugin_path = tuple(plugin_path)
+        self._packages = frozenset(
+            cls.__module__.split(".")[0] for cls in (*self._transforms.classes, *self._predicates.classes)
+        )
+
+    def transforms(self) -> list[type[Transformation]]:
+        return list(self._transforms.classes)
+
+    def predicates(self) -> list[type[Predicate]]:
+        return list(self._predicates.classes)
+
+    def transform(self, name: str) -> type[Transformation]:
+        """The transform class ``name`` gives; PluginNotFoundError saying why when none."""
+        return cast("type[Transformation]", self._transforms.resolve(name, self._plugin_path, self._packages))
+
+    def predicate(self, name: str) -> type[Predicate]:
+        """The predicate class ``name`` gives; PluginNotFoundError saying why when none."""
+        return cast("type[Predicate]", self._predicates.resolve(name, self._plugin_path, self._packages))

@@ -1,0 +1,109 @@
+"""Single message transforms and predicates, Kafka Connect's SMTs, for batches inside Spark.
+
+A transform does to every record of a batch what Kafka's ``Transformation.apply`` does to one,
+but as Spark column expressions: it gets the batch's record columns (:class:`RecordColumns`) and
+returns new ones, and the pipeline plans them into the batch's job. No Python runs per record.
+
+The key and the value are typed Spark columns when they carry a Connect schema (a struct from
+``JsonConverter`` with schemas, or from a DataFrame source), and that schema travels beside the
+column in ``key_schema`` / ``value_schema``: a transform that changes a column's shape returns the
+schema of the new shape too, and the pipeline writes it into the column's metadata. A key or value
+without a schema (``None``) is the text or bytes the converter gave.
+
+A :class:`Predicate` gives a boolean column; a transform configured with it (``transforms.<alias>
+.predicate``) applies only to the records where it holds (or, with ``negate``, where it does not).
+
+Plugins subclass these classes and are named in a connector's config by their dotted class path
+(from an installed distribution or a ``plugin.path`` directory) or by an alias they declare in
+``ALIASES``. Spark is imported only when a transform is applied, so the control plane can load and
+validate them without it.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from sluiceway.connect.config import AbstractConfig, ConfigDef
+from sluiceway.connect.data.schema import Schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+__all__ = ["Predicate", "RecordColumns", "TransformContext", "Transformation"]
+
+
+@dataclass(frozen=True)
+class RecordColumns:
+    """A batch's records as column expressions.
+
+    ``key`` and ``value`` as the converters (a sink) or the source task (a source) gave them, with
+    their Connect schemas (None: no schema); ``topic`` (string), ``headers`` (an array of structs
+    of ``key`` string and ``value`` binary), ``partition`` (int), ``offset`` (long) and
+    ``timestamp`` (timestamp) of the record. A source record has no offset, and a source task may
+    leave out the partition and the timestamp: those are None. ``keep`` is false for records a
+    transform dropped (None: every record stays).
+    """
+
+    key: Column
+    value: Column
+    topic: Column
+    headers: Column
+    partition: Column | None = None
+    offset: Column | None = None
+    timestamp: Column | None = None
+    key_schema: Schema | None = None
+    value_schema: Schema | None = None
+    keep: Column | None = None
+
+    def replace(self, **changes: Any) -> RecordColumns:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class TransformContext:
+    """Where the transform runs: ``alias`` is its name in the connector's ``transforms`` list, and
+    ``is_sink`` whether the records were read from Kafka (True) or are on their way there."""
+
+    alias: str
+    is_sink: bool
+
+
+class _Configurable:
+    """Shared by transforms and predicates: their keys, and the config they were given."""
+
+    ALIASES: ClassVar[tuple[str, ...]] = ()
+
+    def config(self) -> ConfigDef:
+        """The plugin's own keys (those under ``transforms.<alias>.`` or ``predicates.<alias>.``,
+        given here without that prefix)."""
+        return ConfigDef()
+
+    def configure(self, props: Mapping[str, str]) -> None:
+        """Called once, before any batch, with the plugin's own keys. The default parses them with
+        ``config()`` (a ConfigException names a bad one) and keeps them in ``self.settings``."""
+        self.settings = AbstractConfig(self.config(), props)
+
+    def close(self) -> None:
+        """Called when the task stops."""
+
+
+class Transformation(_Configurable, abc.ABC):
+    """A single message transform (Kafka's ``Transformation``), applied to a batch's columns."""
+
+    @abc.abstractmethod
+    def apply(self, records: RecordColumns, context: TransformContext) -> RecordColumns:
+        """The records after this transform, as new column expressions over ``records``'. Raise
+        ConnectException when the records cannot be transformed (a field that is not there, a
+        value without the schema the transform needs): the batch then fails before it runs."""
+
+
+class Predicate(_Configurable, abc.ABC):
+    """A condition on records (Kafka's ``Predicate``) that decides where a transform applies."""
+
+    @abc.abstractmethod
+    def test(self, records: RecordColumns, context: TransformContext) -> Column:
+        """A boolean column: true for the records the condition holds for."""

@@ -1,0 +1,265 @@
+"""A connector's transform chain: read from its config (``transforms``, ``predicates`` and their
+``<alias>.`` keys, as Kafka Connect reads them) and applied to a batch's DataFrame.
+
+Each transform becomes one projection of the batch (and a filter when it drops records); Spark
+folds the projections into one, so the chain costs what its expressions cost. A transform with a
+predicate applies to the records the predicate picks (all others pass unchanged), which a Spark
+column can hold only when the transform leaves the key's and value's schemas as they were: one
+that changes them under a predicate is refused with the batch, before any job runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from sluiceway.connect import ConfigException, ConnectException
+from sluiceway.connect.data.schema import Schema
+from sluiceway.connect.plugins import PluginNotFoundError
+from sluiceway.connect.transform_plugins import TransformPlugins
+from sluiceway.connect.transforms import Predicate, RecordColumns, Transformation, TransformContext
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+__all__ = ["ChainStep", "TransformChain", "record_columns"]
+
+TRANSFORMS: Final = "transforms"
+PREDICATES: Final = "predicates"
+_TYPE: Final = "type"
+_PREDICATE: Final = "predicate"
+_NEGATE: Final = "negate"
+# Keys under transforms.<alias>. that the chain reads itself; the rest are the transform's.
+_CHAIN_KEYS: Final = frozenset({_TYPE, _PREDICATE, _NEGATE})
+
+
+def _aliases(props: Mapping[str, str], key: str) -> list[str]:
+    aliases = [item.strip() for item in props.get(key, "").split(",") if item.strip()]
+    repeated = sorted({a for a in aliases if aliases.count(a) > 1})
+    if repeated:
+        raise ConfigException(key, props.get(key), f"{', '.join(repeated)} appear more than once")
+    return aliases
+
+
+def _own(props: Mapping[str, str], prefix: str, skip: frozenset[str]) -> dict[str, str]:
+    return {
+        k[len(prefix) :]: v for k, v in props.items() if k.startswith(prefix) and k[len(prefix) :] not in skip
+    }
+
+
+def _type_of(props: Mapping[str, str], key: str) -> str:
+    name = props.get(key, "").strip()
+    if not name:
+        raise ConfigException(key, None, "the class of this alias is missing")
+    return name
+
+
+@dataclass(frozen=True)
+class ChainStep:
+    alias: str
+    transform: Transformation
+    predicate: Predicate | None = None
+    predicate_alias: str = ""
+    negate: bool = False
+
+
+def _configured(plugin: Transformation | Predicate, props: Mapping[str, str], prefix: str) -> None:
+    try:
+        plugin.configure(props)
+    except ConfigException as e:
+        # Named by its full key, as the connector's config spells it.
+        raise ConfigException(
+            f"{prefix}{e.name}" if e.name else prefix.rstrip("."), e.value, e.message
+        ) from e
+
+
+class TransformChain:
+    """The transforms of one connector, configured and in order."""
+
+    def __init__(self, steps: Sequence[ChainStep]) -> None:
+        self.steps = tuple(steps)
+
+    @classmethod
+    def from_config(cls, props: Mapping[str, str], plugins: TransformPlugins) -> TransformChain:
+        """The chain ``props`` (a connector config) sets up; a ConfigException names the key at
+        fault."""
+        predicates: dict[str, Predicate] = {}
+        for alias in _aliases(props, PREDICATES):
+            prefix = f"{PREDICATES}.{alias}."
+            try:
+                predicate = plugins.predicate(_type_of(props, prefix + _TYPE))()
+            except PluginNotFoundError as e:
+                raise ConfigException(prefix + _TYPE, props.get(prefix + _TYPE), str(e)) from e
+            _configured(predicate, _own(props, prefix, frozenset({_TYPE})), prefix)
+            predicates[alias] = predicate
+        steps: list[ChainStep] = []
+        used: set[str] = set()
+        for alias in _aliases(props, TRANSFORMS):
+            prefix = f"{TRANSFORMS}.{alias}."
+            try:
+                transform = plugins.transform(_type_of(props, prefix + _TYPE))()
+            except PluginNotFoundError as e:
+                raise ConfigException(prefix + _TYPE, props.get(prefix + _TYPE), str(e)) from e
+            _configured(transform, _own(props, prefix, _CHAIN_KEYS), prefix)
+            predicate_alias = props.get(prefix + _PREDICATE, "").strip()
+            negate_text = props.get(prefix + _NEGATE, "false").strip().lower()
+            if negate_text not in ("true", "false"):
+                raise ConfigException(prefix + _NEGATE, props.get(prefix + _NEGATE), "true or false")
+            if predicate_alias and predicate_alias not in predicates:
+                raise ConfigException(
+                    prefix + _PREDICATE,
+                    predicate_alias,
+                    f"no predicate of that alias is listed in {PREDICATES}",
+                )
+            if negate_text == "true" and not predicate_alias:
+                raise ConfigException(prefix + _NEGATE, "true", "negate needs a predicate to negate")
+            used.add(predicate_alias)
+            steps.append(
+                ChainStep(
+                    alias,
+                    transform,
+                    predicates.get(predicate_alias),
+                    predicate_alias,
+                    negate_text == "true",
+                )
+            )
+        return cls(steps)
+
+    def __bool__(self) -> bool:
+        return bool(self.steps)
+
+    def apply(self, frame: DataFrame, is_sink: bool) -> DataFrame:
+        """``frame`` (a batch's record columns) after every step, with the key's and value's
+        Connect schemas in their metadata."""
+        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+        from sluiceway_executor.converters.connect_spark_json import with_connect_schemas
+
+        records = record_columns(frame)
+        for step in self.steps:
+            context = TransformContext(step.alias, is_sink)
+            after = step.transform.apply(records, context)
+            if step.predicate is not None:
+                holds = step.predicate.test(records, TransformContext(step.predicate_alias, is_sink))
+                holds = F.coalesce(~holds if step.negate else holds, F.lit(False))
+                after = _gated(records, after, holds, step)
+            frame, records = _projected(frame, after)
+        schemas = {name: s for name, s in (("key", records.key_schema), ("value", records.value_schema)) if s}
+        return with_connect_schemas(frame, schemas) if schemas else frame
+
+    def close(self) -> None:
+        for step in self.steps:
+            step.transform.close()
+            if step.predicate is not None:
+                step.predicate.close()
+
+
+def record_columns(frame: DataFrame) -> RecordColumns:
+    """The frame's record columns, with the Connect schemas of a typed key and value (none for
+    text, bytes, or a column without one)."""
+    from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+    from pyspark.sql.types import BinaryType, NullType, StringType
+
+    from sluiceway.connect.data.spark import METADATA_KEY, from_spark_field
+    from sluiceway_executor.transforms.record_transforms import HEADERS_TYPE
+
+    fields = {f.name: f for f in frame.schema.fields}
+
+    def schema_of(name: str) -> Schema | None:
+        found = fields.get(name)
+        if found is None:
+            return None
+        plain = isinstance(found.dataType, (StringType, BinaryType, NullType))
+        if plain and not (found.metadata or {}).get(METADATA_KEY):
+            return None
+        return from_spark_field(found)
+
+    def column(name: str) -> Column | None:
+        return F.col(name) if name in fields else None
+
+    return RecordColumns(
+        key=F.col("key") if "key" in fields else F.lit(None).cast("binary"),
+        value=F.col("value"),
+        topic=F.col("topic") if "topic" in fields else F.lit(None).cast("string"),
+        headers=F.col("headers") if "headers" in fields else F.lit(None).cast(HEADERS_TYPE),
+        partition=column("partition"),
+        offset=column("offset"),
+        timestamp=column("timestamp"),
+        key_schema=schema_of("key"),
+        value_schema=schema_of("value"),
+    )
+
+
+def _gated(before: RecordColumns, after: RecordColumns, holds: Column, step: ChainStep) -> RecordColumns:
+    from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+    for part, old, new in (
+        ("key", before.key_schema, after.key_schema),
+        ("value", before.value_schema, after.value_schema),
+    ):
+        if old != new:
+            raise ConnectException(
+                f"transform '{step.alias}' applies only where predicate '{step.predicate_alias}' holds, "
+                f"and it changes the record {part}'s schema ({old!r} to {new!r}): the records of a batch "
+                "share one schema in Spark, so such a transform cannot take a predicate. Apply it to "
+                "every record, or route the records it should change to a connector of their own"
+            )
+
+    def pick(new: Column | None, old: Column | None) -> Column | None:
+        if new is None or old is None or new is old:
+            return new
+        return F.when(holds, new).otherwise(old)
+
+    def pick_both(new: Column, old: Column) -> Column:
+        return new if new is old else F.when(holds, new).otherwise(old)
+
+    keep = after.keep
+    if keep is not None:
+        keep = F.when(holds, keep).otherwise(before.keep if before.keep is not None else F.lit(True))
+    return RecordColumns(
+        key=pick_both(after.key, before.key),
+        value=pick_both(after.value, before.value),
+        topic=pick_both(after.topic, before.topic),
+        headers=pick_both(after.headers, before.headers),
+        partition=pick(after.partition, before.partition),
+        offset=pick(after.offset, before.offset),
+        timestamp=pick(after.timestamp, before.timestamp),
+        key_schema=after.key_schema,
+        value_schema=after.value_schema,
+        keep=keep,
+    )
+
+
+def _projected(frame: DataFrame, records: RecordColumns) -> tuple[DataFrame, RecordColumns]:
+    """The frame with the records' columns in place (and the dropped records gone), and the record
+    columns as plain references to it: the next transform builds on names, not on expressions.
+    Columns that are not record columns pass through; partition, offset and timestamp stay out
+    when the records have none."""
+    from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+    by_name: dict[str, Column | None] = {
+        "topic": records.topic,
+        "partition": records.partition,
+        "offset": records.offset,
+        "timestamp": records.timestamp,
+        "key": records.key,
+        "value": records.value,
+        "headers": records.headers,
+    }
+    others = [F.col(name) for name in frame.columns if name not in by_name]
+    chosen = {name: column for name, column in by_name.items() if column is not None}
+    out = frame.select(*others, *[column.alias(name) for name, column in chosen.items()])
+    if records.keep is not None:
+        out = out.filter(F.coalesce(records.keep, F.lit(True)))
+    return out, RecordColumns(
+        key=F.col("key"),
+        value=F.col("value"),
+        topic=F.col("topic"),
+        headers=F.col("headers"),
+        partition=F.col("partition") if "partition" in chosen else None,
+        offset=F.col("offset") if "offset" in chosen else None,
+        timestamp=F.col("timestamp") if "timestamp" in chosen else None,
+        key_schema=records.key_schema,
+        value_schema=records.value_schema,
+    )

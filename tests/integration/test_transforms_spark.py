@@ -1,0 +1,380 @@
+"""Kafka Connect's transforms and predicates as Spark expressions, on real Spark Connect: a sink
+batch laid out as the sink pipeline hands it over (typed value with its Connect schema, headers)
+goes through chains configured with Kafka's class names, and each output is what Kafka's
+documentation gives for the same records."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from sluiceway.connect import ConfigException, ConnectException
+from sluiceway.connect.data import (
+    FLOAT64_SCHEMA,
+    INT32_SCHEMA,
+    INT64_SCHEMA,
+    OPTIONAL_INT32_SCHEMA,
+    OPTIONAL_INT64_SCHEMA,
+    OPTIONAL_STRING_SCHEMA,
+    STRING_SCHEMA,
+    Schema,
+    decimal_schema,
+    struct_schema,
+    timestamp_schema,
+)
+from sluiceway.connect.data.spark import from_spark_field
+from sluiceway_executor.converters.connect_spark_json import column_field
+from sluiceway_executor.transforms import built_in_plugins
+from sluiceway_executor.transforms.chain import TransformChain
+
+pytestmark = pytest.mark.integration
+
+ADDRESS = struct_schema({"city": STRING_SCHEMA, "zip": OPTIONAL_STRING_SCHEMA}, optional=True)
+ORDER = struct_schema(
+    {"id": INT64_SCHEMA, "name": STRING_SCHEMA, "amount": decimal_schema(2, 10), "address": ADDRESS},
+    name="shop.Order",
+    version=3,
+)
+HEADER = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+T0 = dt.datetime(2026, 3, 4, 5, 6, 7, 123000, tzinfo=dt.UTC)
+
+
+def _batch(spark: SparkSession) -> DataFrame:
+    """Three records of topic orders-eu (one a tombstone) and one of topic audit."""
+    schema = StructType(
+        [
+            StructField("topic", StringType()),
+            StructField("partition", IntegerType()),
+            StructField("offset", LongType()),
+            StructField("timestamp", TimestampType()),
+            StructField("key", StringType()),
+            column_field("value", ORDER),
+            StructField("headers", ArrayType(HEADER)),
+        ]
+    )
+
+    def order(i: int, city: str | None) -> Row:
+        address = None if city is None else Row(city=city, zip=None if i % 2 else f"{i}000")
+        return Row(id=i, name=f"n{i}", amount=decimal.Decimal(f"{i}.25"), address=address)
+
+    rows = [
+        ("orders-eu", 0, 10, T0, "k1", order(1, "Oslo"), [Row(key="trace", value=b"t1")]),
+        ("orders-eu", 1, 11, T0 + dt.timedelta(days=1), "k2", order(2, None), []),
+        ("orders-eu", 1, 12, T0, "k3", None, [Row(key="trace", value=b"t3"), Row(key="x", value=b"y")]),
+        ("audit", 0, 5, T0, "k4", order(4, "Lima"), None),
+    ]
+    return spark.createDataFrame(rows, schema)
+
+
+def _run(spark: SparkSession, props: Mapping[str, str]) -> tuple[list[Row], DataFrame]:
+    chain = TransformChain.from_config(props, built_in_plugins())
+    out = chain.apply(_batch(spark), is_sink=True)
+    return sorted(out.collect(), key=lambda r: r["offset"]), out
+
+
+def _value_schema(out: DataFrame) -> Schema:
+    """The value column's schema; a top-level column is optional (a tombstone is a null), so the
+    expected schemas below are compared as optional."""
+    return from_spark_field(out.schema["value"])
+
+
+def _one(alias: str, kind: str, **keys: str) -> dict[str, str]:
+    return {
+        "transforms": alias,
+        f"transforms.{alias}.type": kind,
+        **{f"transforms.{alias}.{k.replace('_', '.')}": v for k, v in keys.items()},
+    }
+
+
+def test_insert_field_adds_the_records_topic_partition_offset_timestamp_and_a_static_text(
+    spark: SparkSession,
+) -> None:
+    props = _one(
+        "meta",
+        "org.apache.kafka.connect.transforms.InsertField$Value",
+        topic_field="src_topic!",
+        partition_field="src_partition",
+        offset_field="src_offset?",
+        timestamp_field="src_time",
+        static_field="origin",
+        static_value="eu-west",
+    )
+    rows, out = _run(spark, props)
+    expected = struct_schema(
+        [
+            *((f.name, f.schema) for f in ORDER.fields),
+            ("src_topic", STRING_SCHEMA),
+            ("src_partition", OPTIONAL_INT32_SCHEMA),
+            ("src_offset", OPTIONAL_INT64_SCHEMA),
+            ("src_time", timestamp_schema(optional=True)),
+            ("origin", OPTIONAL_STRING_SCHEMA),
+        ],
+        name="shop.Order",
+        version=3,
+        optional=True,
+    )
+    assert _value_schema(out) == expected
+    second = rows[2]["value"]
+    assert (second.src_topic, second.src_partition, second.src_offset, second.origin) == (
+        "orders-eu",
+        1,
+        11,
+        "eu-west",
+    )
+    assert second.src_time == (T0 + dt.timedelta(days=1)).astimezone().replace(tzinfo=None)
+    assert second.id == 2 and second.address is None
+    # A tombstone stays a tombstone.
+    assert rows[3]["value"] is None
+
+
+def test_replace_field_excludes_includes_and_renames(spark: SparkSession) -> None:
+    props = {
+        "transforms": "drop,keep",
+        "transforms.drop.type": "org.apache.kafka.connect.transforms.ReplaceField$Value",
+        "transforms.drop.exclude": "address",
+        "transforms.drop.renames": "id:order_id,name:customer",
+        "transforms.keep.type": "ReplaceField$Value",
+        "transforms.keep.include": "order_id,amount",
+    }
+    rows, out = _run(spark, props)
+    assert _value_schema(out) == struct_schema(
+        {"order_id": INT64_SCHEMA, "amount": decimal_schema(2, 10)},
+        name="shop.Order",
+        version=3,
+        optional=True,
+    )
+    assert [r["value"] and (r["value"].order_id, r["value"].amount) for r in rows] == [
+        (4, decimal.Decimal("4.25")),
+        (1, decimal.Decimal("1.25")),
+        (2, decimal.Decimal("2.25")),
+        None,
+    ]
+
+
+def test_mask_field_gives_empty_values_or_the_replacement(spark: SparkSession) -> None:
+    props = {
+        "transforms": "hide,stars",
+        "transforms.hide.type": "org.apache.kafka.connect.transforms.MaskField$Value",
+        "transforms.hide.fields": "name,amount",
+        "transforms.stars.type": "MaskField$Value",
+        "transforms.stars.fields": "id",
+        "transforms.stars.replacement": "-1",
+    }
+    rows, out = _run(spark, props)
+    assert _value_schema(out) == ORDER.as_optional()
+    value = rows[1]["value"]
+    assert (value.id, value.name, value.amount) == (-1, "", decimal.Decimal("0.00"))
+    assert value.address == Row(city="Oslo", zip=None) and rows[1]["key"] == "k1"
+    assert rows[3]["value"] is None
+
+
+def test_cast_fields_and_a_whole_extracted_value(spark: SparkSession) -> None:
+    rows, out = _run(
+        spark, _one("c", "org.apache.kafka.connect.transforms.Cast$Value", spec="id:string,amount:float64")
+    )
+    schema = _value_schema(out)
+    assert schema.field("id").schema == STRING_SCHEMA  # type: ignore[union-attr]
+    assert schema.field("amount").schema == FLOAT64_SCHEMA  # type: ignore[union-attr]
+    assert (rows[1]["value"].id, rows[1]["value"].amount) == ("1", 1.25)
+    props = {
+        "transforms": "pick,narrow",
+        "transforms.pick.type": "org.apache.kafka.connect.transforms.ExtractField$Value",
+        "transforms.pick.field": "id",
+        "transforms.narrow.type": "Cast$Value",
+        "transforms.narrow.spec": "int32",
+    }
+    rows, out = _run(spark, props)
+    assert _value_schema(out) == INT32_SCHEMA.as_optional()
+    assert [r["value"] for r in rows] == [4, 1, 2, None]
+
+
+def test_value_to_key_flatten_extract_and_hoist(spark: SparkSession) -> None:
+    props = {
+        "transforms": "key,flat",
+        "transforms.key.type": "org.apache.kafka.connect.transforms.ValueToKey",
+        "transforms.key.fields": "id,name",
+        "transforms.flat.type": "org.apache.kafka.connect.transforms.Flatten$Value",
+        "transforms.flat.delimiter": "_",
+    }
+    rows, out = _run(spark, props)
+    key_schema = from_spark_field(out.schema["key"])
+    assert key_schema == struct_schema({"id": INT64_SCHEMA, "name": STRING_SCHEMA}, optional=True)
+    assert rows[1]["key"].id == 1 and rows[1]["key"].name == "n1"
+    # A tombstone's key: Kafka fails the record, this one leaves it null.
+    assert rows[3]["key"] is None
+    assert _value_schema(out) == struct_schema(
+        [
+            ("id", INT64_SCHEMA),
+            ("name", STRING_SCHEMA),
+            ("amount", decimal_schema(2, 10)),
+            ("address_city", OPTIONAL_STRING_SCHEMA),
+            ("address_zip", OPTIONAL_STRING_SCHEMA),
+        ],
+        name="shop.Order",
+        version=3,
+        optional=True,
+    )
+    assert (rows[1]["value"].address_city, rows[1]["value"].address_zip) == ("Oslo", None)
+    assert rows[0]["value"].address_zip == "4000"
+    assert rows[3]["value"] is None
+    props = {
+        "transforms": "pick,wrap",
+        "transforms.pick.type": "ExtractField$Value",
+        "transforms.pick.field": "address",
+        "transforms.wrap.type": "org.apache.kafka.connect.transforms.HoistField$Value",
+        "transforms.wrap.field": "where",
+    }
+    rows, out = _run(spark, props)
+    assert _value_schema(out) == struct_schema([("where", ADDRESS)], optional=True)
+    assert [r["value"].where for r in rows] == [
+        Row(city="Lima", zip="4000"),
+        Row(city="Oslo", zip=None),
+        None,
+        None,
+    ]
+
+
+def test_set_schema_metadata_changes_the_name_and_version_only(spark: SparkSession) -> None:
+    rows, out = _run(
+        spark,
+        _one(
+            "meta",
+            "org.apache.kafka.connect.transforms.SetSchemaMetadata$Value",
+            schema_name="shop.OrderV4",
+            schema_version="4",
+        ),
+    )
+    assert _value_schema(out) == ORDER.with_options(name="shop.OrderV4", version=4, optional=True)
+    assert rows[1]["value"].name == "n1"
+
+
+def test_routers_rename_topics(spark: SparkSession) -> None:
+    rows, _ = _run(
+        spark,
+        _one(
+            "route",
+            "org.apache.kafka.connect.transforms.RegexRouter",
+            regex="orders-(.*)",
+            replacement="shop.$1.orders",
+        ),
+    )
+    assert [r["topic"] for r in rows] == ["audit", "shop.eu.orders", "shop.eu.orders", "shop.eu.orders"]
+    rows, _ = _run(spark, _one("day", "org.apache.kafka.connect.transforms.TimestampRouter"))
+    assert [r["topic"] for r in rows] == [
+        "audit-20260304",
+        "orders-eu-20260304",
+        "orders-eu-20260305",
+        "orders-eu-20260304",
+    ]
+    rows, _ = _run(
+        spark,
+        _one(
+            "hour", "TimestampRouter", topic_format="${timestamp}/${topic}", timestamp_format="yyyy-MM-dd_HH"
+        ),
+    )
+    assert rows[0]["topic"] == "2026-03-04_05/audit"
+
+
+def test_filter_with_predicates_and_negate(spark: SparkSession) -> None:
+    props = {
+        "predicates": "isAudit,tombstone",
+        "predicates.isAudit.type": "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+        "predicates.isAudit.pattern": "aud.*",
+        "predicates.tombstone.type": "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone",
+        "transforms": "dropAudit,dropTombstones",
+        "transforms.dropAudit.type": "org.apache.kafka.connect.transforms.Filter",
+        "transforms.dropAudit.predicate": "isAudit",
+        "transforms.dropTombstones.type": "Filter",
+        "transforms.dropTombstones.predicate": "tombstone",
+    }
+    rows, _ = _run(spark, props)
+    assert [r["offset"] for r in rows] == [10, 11]
+    # negate: keep only the audit records.
+    props["transforms"] = "dropAudit"
+    props["transforms.dropAudit.negate"] = "true"
+    rows, _ = _run(spark, props)
+    assert [r["offset"] for r in rows] == [5]
+    # The pattern must match the whole topic.
+    props["predicates.isAudit.pattern"] = "aud"
+    rows, _ = _run(spark, props)
+    assert rows == []
+
+
+def test_headers_inserted_dropped_and_tested(spark: SparkSession) -> None:
+    props = {
+        "predicates": "traced",
+        "predicates.traced.type": "org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
+        "predicates.traced.name": "trace",
+        "transforms": "drop,mark",
+        "transforms.drop.type": "org.apache.kafka.connect.transforms.DropHeaders",
+        "transforms.drop.headers": "x",
+        "transforms.mark.type": "org.apache.kafka.connect.transforms.InsertHeader",
+        "transforms.mark.header": "seen",
+        "transforms.mark.value.literal": "yes",
+        "transforms.mark.predicate": "traced",
+    }
+    rows, _ = _run(spark, props)
+    headers = {r["offset"]: [(h.key, bytes(h.value)) for h in r["headers"] or []] for r in rows}
+    assert headers == {
+        5: [],
+        10: [("trace", b"t1"), ("seen", b"yes")],
+        11: [],
+        12: [("trace", b"t3"), ("seen", b"yes")],
+    }
+
+
+def test_a_transform_that_changes_the_schema_under_a_predicate_is_refused(spark: SparkSession) -> None:
+    props = {
+        "predicates": "isAudit",
+        "predicates.isAudit.type": "TopicNameMatches",
+        "predicates.isAudit.pattern": "audit",
+        **_one("add", "InsertField$Value", static_field="origin", static_value="x"),
+        "transforms.add.predicate": "isAudit",
+    }
+    chain = TransformChain.from_config(props, built_in_plugins())
+    with pytest.raises(ConnectException, match="'add' applies only where predicate 'isAudit' holds"):
+        chain.apply(_batch(spark), is_sink=True)
+
+
+def test_a_transform_on_a_value_without_a_schema_says_what_it_needs(spark: SparkSession) -> None:
+    chain = TransformChain.from_config(
+        _one("add", "InsertField$Key", static_field="f", static_value="v"), built_in_plugins()
+    )
+    with pytest.raises(
+        ConnectException, match="record key that is a struct with a schema; this one has no schema"
+    ):
+        chain.apply(_batch(spark), is_sink=True)
+
+
+@pytest.mark.parametrize(
+    ("props", "key", "message"),
+    [
+        (_one("a", "NoSuchTransform"), "transforms.a.type", "no transform is named NoSuchTransform"),
+        ({"transforms": "a"}, "transforms.a.type", "missing"),
+        (_one("a", "Filter", predicate="p"), "transforms.a.predicate", "no predicate of that alias"),
+        (_one("a", "Filter", negate="true"), "transforms.a.negate", "needs a predicate"),
+        (_one("a", "Cast$Value", spec="id:decimal"), "transforms.a.spec", "not a type to cast to"),
+        (_one("a", "ReplaceField$Value", renames="a-b"), "transforms.a.renames", "old:new"),
+        (_one("a", "InsertField$Value"), "transforms.a.topic.field", "at least one field"),
+        ({"transforms": "a,a"}, "transforms", "more than once"),
+    ],
+)
+def test_bad_chain_configs_name_the_key(props: dict[str, Any], key: str, message: str) -> None:
+    with pytest.raises(ConfigException, match=message) as caught:
+        TransformChain.from_config(props, built_in_plugins())
+    assert caught.value.name == key
