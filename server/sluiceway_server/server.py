@@ -35,6 +35,7 @@ from sluiceway.connect.config_providers import ConfigProviders
 from sluiceway.connect.plugins import PluginRegistry
 from sluiceway.connect.worker_policy import WorkerPolicy
 from sluiceway_executor.connectors import BUILT_IN_CONNECTORS
+from sluiceway_executor.transforms import built_in_plugins
 from sluiceway_server.api.auth import AuditInterceptor, Authenticator, AuthInterceptor
 from sluiceway_server.api.cluster import ClusterServicer
 from sluiceway_server.api.connectors import ConnectorServicer
@@ -283,7 +284,9 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
         config_store=config_store,
         status_store=status_store,
         plugins=plugins
-        or PluginRegistry.discover(plugin_path=policy.plugin_path, built_in=BUILT_IN_CONNECTORS),
+        or PluginRegistry.discover(
+            plugin_path=policy.plugin_path, built_in=BUILT_IN_CONNECTORS, transforms=built_in_plugins()
+        ),
         plugin_timeout=config.seconds("plugin.callback.timeout.ms"),
         offset_storage=offsets,
         topic_tracking=config.get_bool("topic.tracking.enable"),

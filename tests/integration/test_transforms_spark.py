@@ -88,8 +88,6 @@ def _run(spark: SparkSession, props: Mapping[str, str]) -> tuple[list[Row], Data
 
 
 def _value_schema(out: DataFrame) -> Schema:
-    """The value column's schema; a top-level column is optional (a tombstone is a null), so the
-    expected schemas below are compared as optional."""
     return from_spark_field(out.schema["value"])
 
 
@@ -126,7 +124,6 @@ def test_insert_field_adds_the_records_topic_partition_offset_timestamp_and_a_st
         ],
         name="shop.Order",
         version=3,
-        optional=True,
     )
     assert _value_schema(out) == expected
     second = rows[2]["value"]
@@ -156,7 +153,6 @@ def test_replace_field_excludes_includes_and_renames(spark: SparkSession) -> Non
         {"order_id": INT64_SCHEMA, "amount": decimal_schema(2, 10)},
         name="shop.Order",
         version=3,
-        optional=True,
     )
     assert [r["value"] and (r["value"].order_id, r["value"].amount) for r in rows] == [
         (4, decimal.Decimal("4.25")),
@@ -176,7 +172,7 @@ def test_mask_field_gives_empty_values_or_the_replacement(spark: SparkSession) -
         "transforms.stars.replacement": "-1",
     }
     rows, out = _run(spark, props)
-    assert _value_schema(out) == ORDER.as_optional()
+    assert _value_schema(out) == ORDER
     value = rows[1]["value"]
     assert (value.id, value.name, value.amount) == (-1, "", decimal.Decimal("0.00"))
     assert value.address == Row(city="Oslo", zip=None) and rows[1]["key"] == "k1"
@@ -199,7 +195,7 @@ def test_cast_fields_and_a_whole_extracted_value(spark: SparkSession) -> None:
         "transforms.narrow.spec": "int32",
     }
     rows, out = _run(spark, props)
-    assert _value_schema(out) == INT32_SCHEMA.as_optional()
+    assert _value_schema(out) == INT32_SCHEMA
     assert [r["value"] for r in rows] == [4, 1, 2, None]
 
 
@@ -213,7 +209,7 @@ def test_value_to_key_flatten_extract_and_hoist(spark: SparkSession) -> None:
     }
     rows, out = _run(spark, props)
     key_schema = from_spark_field(out.schema["key"])
-    assert key_schema == struct_schema({"id": INT64_SCHEMA, "name": STRING_SCHEMA}, optional=True)
+    assert key_schema == struct_schema({"id": INT64_SCHEMA, "name": STRING_SCHEMA})
     assert rows[1]["key"].id == 1 and rows[1]["key"].name == "n1"
     # A tombstone's key: Kafka fails the record, this one leaves it null.
     assert rows[3]["key"] is None
@@ -227,7 +223,6 @@ def test_value_to_key_flatten_extract_and_hoist(spark: SparkSession) -> None:
         ],
         name="shop.Order",
         version=3,
-        optional=True,
     )
     assert (rows[1]["value"].address_city, rows[1]["value"].address_zip) == ("Oslo", None)
     assert rows[0]["value"].address_zip == "4000"
@@ -240,7 +235,7 @@ def test_value_to_key_flatten_extract_and_hoist(spark: SparkSession) -> None:
         "transforms.wrap.field": "where",
     }
     rows, out = _run(spark, props)
-    assert _value_schema(out) == struct_schema([("where", ADDRESS)], optional=True)
+    assert _value_schema(out) == struct_schema([("where", ADDRESS)])
     assert [r["value"].where for r in rows] == [
         Row(city="Lima", zip="4000"),
         Row(city="Oslo", zip=None),
@@ -259,7 +254,7 @@ def test_set_schema_metadata_changes_the_name_and_version_only(spark: SparkSessi
             schema_version="4",
         ),
     )
-    assert _value_schema(out) == ORDER.with_options(name="shop.OrderV4", version=4, optional=True)
+    assert _value_schema(out) == ORDER.with_options(name="shop.OrderV4", version=4)
     assert rows[1]["value"].name == "n1"
 
 

@@ -12,7 +12,8 @@ What must hold:
 
 - no import cycle among our modules;
 - the executor never imports the control plane (`sluiceway_server`), and the control plane imports
-  of the executor only its built-in connectors (`sluiceway_executor.connectors`);
+  of the executor only its built-in plugins: connectors (`sluiceway_executor.connectors`) and
+  transforms (`sluiceway_executor.transforms`), which it loads to validate configs;
 - the shared package `sluiceway` imports neither `sluiceway_server` nor `sluiceway_executor`;
 - `sluiceway.common`, the code the SDK, the client, the control plane and the executors all use,
   imports of `sluiceway` only itself, the generated `sluiceway.api` and `sluiceway.errors`
@@ -76,7 +77,7 @@ LAYERS: Mapping[str, tuple[frozenset[str], ...]] = {
         frozenset({"offset_commits", "restarts"}),
         frozenset({"pipelines"}),
         frozenset({"spark_sessions"}),
-        frozenset({"datasources", "heartbeats", "connectors"}),
+        frozenset({"datasources", "heartbeats", "connectors", "transforms"}),
         frozenset(
             {"converters", "kafka_ranges", "topic_creation", "datagen_records", "failures", "own_config"}
         ),
@@ -303,11 +304,12 @@ def test_executor_does_not_import_the_control_plane() -> None:
     assert not crossing, "the executor imports the control plane:\n" + "\n".join(crossing)
 
 
-def test_control_plane_imports_of_the_executor_only_its_built_in_connectors() -> None:
+def test_control_plane_imports_of_the_executor_only_its_built_in_plugins() -> None:
+    built_in = (" imports sluiceway_executor.connectors", " imports sluiceway_executor.transforms")
     crossing = [
         line
         for line in _crossing("sluiceway_server", frozenset({"sluiceway_executor"}))
-        if not line.endswith(" imports sluiceway_executor.connectors")
+        if not line.endswith(built_in)
     ]
     assert not crossing, "the control plane imports executor code:\n" + "\n".join(crossing)
 

@@ -135,14 +135,17 @@ _HEADER_CONVERTER_DOC = (
     "setting this is refused until it does."
 )
 _TRANSFORMS_DOC = (
-    "Aliases of single-message transforms to run on every record, in list order, each set up under "
-    "transforms.<alias>.*. Not supported yet: Sluiceway runs no transforms, so a non-empty list is "
-    "refused until it does."
+    "Aliases of single message transforms, applied in this order to every record inside the batch's "
+    "Spark job: on a source after the task and before the converters, on a sink after the converters "
+    "and before the task. Each is set up under transforms.<alias>.: type (a built-in such as "
+    "InsertField$Value, Kafka's class name for it, or a plugin's class path), predicate and negate, and "
+    "the transform's own keys."
 )
 _PREDICATES_DOC = (
-    "Aliases of predicates that transforms may test to decide whether they apply, each set up under "
-    "predicates.<alias>.*. Not supported yet: Sluiceway evaluates no predicates, so a non-empty list is "
-    "refused until it does."
+    "Aliases of predicates, the conditions a transform's transforms.<alias>.predicate names to apply "
+    "only to the records that meet them. Each is set up under predicates.<alias>.: type "
+    "(TopicNameMatches, HasHeaderKey, RecordIsTombstone, Kafka's class names, or a plugin's class "
+    "path) and the predicate's own keys."
 )
 _CONFIG_RELOAD_ACTION_DOC = (
     "What to do when a value that came from an external config provider changes: 'restart' restarts "

@@ -243,7 +243,9 @@ class BatchContext:
     For a sink batch, ``offsets_change`` names the latest change of the connector's offsets made
     through the control plane (a KIP-875 alter or reset) before the task started ("" when there was
     none); a sink that stores ``ranges`` with its data stores it too (see
-    ``DataFrameSinkTask.written_offsets``)."""
+    ``DataFrameSinkTask.written_offsets``). ``topics_renamed`` is true when the connector's
+    transforms may have given a sink batch's records other topics than the ranges they were read
+    from: the ``topic`` column then says where each record goes."""
 
     connector: str
     task_id: int
@@ -251,6 +253,7 @@ class BatchContext:
     ranges: tuple[OffsetRange, ...] = ()
     max_records: int | None = None
     offsets_change: str = ""
+    topics_renamed: bool = False
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
-from sluiceway.connect.plugins import PluginNotFoundError, class_name_of, import_class
+from sluiceway.connect.plugin_imports import PluginNotFoundError, class_name_of, import_class
 from sluiceway.connect.transforms import Predicate, Transformation
 
 __all__ = ["TransformPlugins"]
@@ -74,6 +74,13 @@ class TransformPlugins:
         self._packages = frozenset(
             cls.__module__.split(".")[0] for cls in (*self._transforms.classes, *self._predicates.classes)
         )
+
+    def with_plugin_path(self, plugin_path: Sequence[str]) -> TransformPlugins:
+        """The same plugins, with ``plugin_path`` as the plugin.path directories."""
+        wanted = tuple(plugin_path)
+        if wanted == self._plugin_path:
+            return self
+        return TransformPlugins(self._transforms.classes, self._predicates.classes, wanted)
 
     def transforms(self) -> list[type[Transformation]]:
         return list(self._transforms.classes)

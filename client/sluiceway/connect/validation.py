@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from sluiceway.common.secrets import looks_secret
 from sluiceway.connect.config import ConfigDef, ConfigKey, ConfigType, ConfigValue, java_trim
+from sluiceway.connect.connector import Connector
 from sluiceway.connect.framework_config import (
     CONFIG_RELOAD_ACTION_CONFIG,
     CONNECTOR_CLASS_CONFIG,
@@ -36,7 +37,6 @@ from sluiceway.connect.framework_config import (
     HEADER_CONVERTER_CLASS_CONFIG,
     HEARTBEAT_RECORDS_TOPIC_CONFIG,
     OFFSETS_TOPIC_CONFIG,
-    PREDICATES_CONFIG,
     TOPICS_CONFIG,
     TOPICS_REGEX_CONFIG,
     TRANSACTION_BOUNDARY_CONFIG,
@@ -47,9 +47,17 @@ from sluiceway.connect.framework_config import (
     topic_creation_config_def,
     uses_topic_creation,
 )
-from sluiceway.connect.plugins import PluginDesc, PluginNotFoundError, PluginRegistry, PluginType
+from sluiceway.connect.plugins import (
+    PluginDesc,
+    PluginNotFoundError,
+    PluginRegistry,
+    PluginType,
+    class_name_of,
+)
 from sluiceway.connect.sink_framework_config import sink_config_def
+from sluiceway.connect.task import DataFrameSinkTask, DataFrameSourceTask
 from sluiceway.connect.topic_creation_config import unread_topic_creation_keys
+from sluiceway.connect.transform_config import chain_problems
 from sluiceway.connect.worker_fallbacks import WORKER_FALLBACK_KEYS
 from sluiceway.connect.worker_policy import WorkerPolicy, path_errors
 
@@ -78,8 +86,6 @@ _NO_RELOAD: Final = "Sluiceway's config providers never report a change, so noth
 NOT_SUPPORTED_YET: Final[Mapping[str, str]] = MappingProxyType(
     {
         HEADER_CONVERTER_CLASS_CONFIG: "Sluiceway applies no header converter",
-        TRANSFORMS_CONFIG: "Sluiceway does not apply transforms",
-        PREDICATES_CONFIG: "Sluiceway does not evaluate predicates",
         CONFIG_RELOAD_ACTION_CONFIG: _NO_RELOAD,
         ERRORS_RETRY_TIMEOUT_CONFIG: _NO_RETRIES,
         ERRORS_RETRY_MAX_DELAY_CONFIG: _NO_RETRIES,
@@ -321,6 +327,7 @@ def validate_connector_config(
             _add_error(values, CONNECTOR_CLASS_CONFIG, target, resolve_error)
         elif _is_blank(target):
             _name_installed(registry, values)
+        _check_chain(registry, props, values, None)
         return _result(plugin_class_name, definition, values, null_keys)
 
     definition = framework_config_def(desc.type)
@@ -384,7 +391,35 @@ def validate_connector_config(
                     _merge_value(existing, value)
     for key, problem in path_errors(definition, (props,), policy).items():
         _add_error(values, key, props.get(key), problem)
+    _check_chain(registry, props, values, connector)
     return _result(plugin_class_name, definition, values, null_keys)
+
+
+def _check_chain(
+    registry: PluginRegistry,
+    props: Mapping[str, str],
+    values: dict[str, ConfigValue],
+    connector: Connector | None,
+) -> None:
+    """Errors on the keys of the transform chain (``transform_config``), and on ``transforms``
+    when the connector's tasks work record by record, which transforms do not reach yet."""
+    for problem in chain_problems(props, registry.transforms):
+        name = problem.name or TRANSFORMS_CONFIG
+        _add_error(values, name, props.get(name), problem.detail)
+    if connector is None or not props.get(TRANSFORMS_CONFIG, "").strip():
+        return
+    try:
+        task_class = connector.task_class()
+    except Exception:
+        return  # the connector's own validation reports what is wrong with it
+    if not issubclass(task_class, DataFrameSinkTask | DataFrameSourceTask):
+        _add_error(
+            values,
+            TRANSFORMS_CONFIG,
+            props.get(TRANSFORMS_CONFIG),
+            f"not supported yet: transforms run on tasks that handle a batch as a DataFrame, and "
+            f"{class_name_of(task_class)} handles records one by one",
+        )
 
 
 def _result(

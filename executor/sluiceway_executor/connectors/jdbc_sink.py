@@ -178,9 +178,10 @@ class JdbcSinkTask(DataFrameSinkTask):
         name_format = settings.table_name_format
         if TOPIC_PLACEHOLDER not in name_format:
             return [(sink_table_name(name_format, ""), batch)]
-        topics = sorted({r.topic for r in context.ranges}) or sorted(
-            row[0] for row in batch.select("topic").distinct().collect()
-        )
+        # A router among the connector's transforms may have changed the topics read: then the
+        # records' own topics name the tables.
+        read = [] if context.topics_renamed else sorted({r.topic for r in context.ranges})
+        topics = read or sorted(row[0] for row in batch.select("topic").distinct().collect())
         tables: dict[str, list[str]] = {}
         for topic in topics:
             tables.setdefault(sink_table_name(name_format, topic), []).append(topic)

@@ -49,7 +49,7 @@ from pyspark.sql.types import (
 from sluiceway.connect.data import json_text
 from sluiceway.connect.data.json_format import schema_to_json, value_to_json
 from sluiceway.connect.data.schema import DATE_NAME, DECIMAL_NAME, TIME_NAME, TIMESTAMP_NAME, Schema, Type
-from sluiceway.connect.data.spark import to_spark, to_spark_field
+from sluiceway.connect.data.spark import METADATA_KEY, to_spark, to_spark_field
 from sluiceway_executor.converters.base import ConverterError
 
 __all__ = [
@@ -410,9 +410,13 @@ def typed_from_json(
 
 def column_field(name: str, schema: Schema) -> StructField:
     """The StructField of a top-level column holding ``schema``'s values: nullable whatever the
-    schema says, since a tombstone is a null; the schema's own name and version in its metadata."""
+    schema says, since a tombstone is a null; the schema's own name and version in its metadata,
+    and that it is required when it is (the column's nullability cannot say it)."""
     field = to_spark_field(name, schema)
-    return StructField(name, field.dataType, True, field.metadata)
+    metadata = dict(field.metadata or {})
+    if not schema.optional:
+        metadata[METADATA_KEY] = {**metadata.get(METADATA_KEY, {}), "optional": False}
+    return StructField(name, field.dataType, True, metadata)
 
 
 def with_connect_schemas(frame: DataFrame, schemas: dict[str, Schema]) -> DataFrame:

@@ -155,12 +155,22 @@ class SinkPipeline:
             "end",
         )
         self._consumer_config = consumer_config
+        from sluiceway_executor.transforms.chain import TransformChain
+
+        self._chain = TransformChain(())  # the connector's, from start()
 
     def start(self) -> None:
         from sluiceway_executor.converters.registry import converter_for
+        from sluiceway_executor.transforms.chain import connector_chain
 
         self._key_converter = converter_for(self.spec.connector_config, "key", self._worker_config)
         self._value_converter = converter_for(self.spec.connector_config, "value", self._worker_config)
+        self._chain = connector_chain(self.spec.connector_config, self._policy.plugin_path)
+        if self._chain and not issubclass(self._task_class, DataFrameSinkTask):
+            raise ConnectException(
+                f"transforms run on tasks that take a batch as a DataFrame; {self._task_class.__qualname__} "
+                "takes records one by one"
+            )
         self._admin = AdminClient(dict(self._admin_config))
         if issubclass(self._task_class, DataFrameSinkTask):
             task = self._task_class()
@@ -252,7 +262,8 @@ class SinkPipeline:
         frame, key_schema = self._key_converter.connect_frame(frame, "key")
         frame, value_schema = self._value_converter.connect_frame(frame, "value")
         schemas = {name: s for name, s in (("key", key_schema), ("value", value_schema)) if s is not None}
-        return with_connect_schemas(frame, schemas) if schemas else frame
+        frame = with_connect_schemas(frame, schemas) if schemas else frame
+        return self._chain.apply(frame, is_sink=True) if self._chain else frame
 
     def _write(self, task: DataFrameSinkTask, raw: DataFrame, context: BatchContext) -> None:
         """Hands the batch to the task, converted on the schemas the converters expect when they
@@ -315,6 +326,7 @@ class SinkPipeline:
             batch_id,
             tuple(OffsetRange(r.topic, r.partition, r.start, r.end) for r in ranges),
             offsets_change=self._offsets_change,
+            topics_renamed=bool(self._chain),
         )
         if self._task is not None:
             self._write(self._task, raw, context)

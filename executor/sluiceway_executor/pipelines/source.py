@@ -140,6 +140,9 @@ class SourcePipeline:
         self._producer_config = producer_config
         name = f"task {spec.task_index} of {spec.connector}"
         self._topic_creator = TopicCreator(worker_config, spec.connector_config, task=name)
+        from sluiceway_executor.transforms.chain import TransformChain
+
+        self._chain = TransformChain(())  # the connector's, from start()
         # KIP-910: a task that keeps the SDK's heartbeat hook is never asked; its timer stays off.
         self._heartbeat_topic = ""
         self._heartbeats = HeartbeatTimer(0)
@@ -161,9 +164,16 @@ class SourcePipeline:
 
     def start(self) -> None:
         from sluiceway_executor.converters.registry import converter_for
+        from sluiceway_executor.transforms.chain import connector_chain
 
         self._key_converter = converter_for(self.spec.connector_config, "key", self._worker_config)
         self._value_converter = converter_for(self.spec.connector_config, "value", self._worker_config)
+        self._chain = connector_chain(self.spec.connector_config, self._policy.plugin_path)
+        if self._chain and not issubclass(self._task_class, DataFrameSourceTask):
+            raise ConnectException(
+                f"transforms run on tasks that give a batch as a DataFrame; {self._task_class.__qualname__} "
+                "gives records one by one"
+            )
         if issubclass(self._task_class, DataFrameSourceTask):
             task = self._task_class()
             task.start(self.spec.task_config)
@@ -205,16 +215,18 @@ class SourcePipeline:
         offsets = merge_offsets(beat.offsets, batch.offsets)
         if batch.data is None:
             return BatchOutcome(records=0, offsets=offsets, topics=beat.topics, end_of_data=batch.end_of_data)
-        out = self._for_kafka(batch.data)
-        if "topic" not in batch.data.columns:
+        data = self._transformed(batch.data) if self._chain else batch.data
+        out = self._for_kafka(data)
+        if "topic" not in data.columns:
             topics = frozenset({self._topic})
-        elif batch.topics is not None:
+        elif batch.topics is not None and not self._chain:
             topics = topics_written(batch.topics, self._topic)
             out = out.withColumn(
                 "topic", _only_topics(batch.topics, self._topic, self._task_class.__qualname__)
             )
         else:
-            # The topics written are needed (KIP-558): read them from the very records written.
+            # The topics written are needed (KIP-558), and the task's or a router's may be any:
+            # read them from the very records written.
             out = out.localCheckpoint()
             found = [row[0] for row in out.select("topic").distinct().collect()]
             topics = topics_written(found, self._topic)
@@ -222,6 +234,15 @@ class SourcePipeline:
         return BatchOutcome(
             records=None, offsets=offsets, topics=topics | beat.topics, end_of_data=batch.end_of_data
         )
+
+    def _transformed(self, data: DataFrame) -> DataFrame:
+        """The batch after the connector's transforms; records without a topic of their own get
+        the connector's ``topic`` first, so that a router sees where they would go."""
+        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+        if "topic" not in data.columns and self._topic:
+            data = data.withColumn("topic", F.lit(self._topic))
+        return self._chain.apply(data, is_sink=False)
 
     def _dataframe_heartbeat(
         self, task: DataFrameSourceTask, offsets: OffsetStorageReader, context: BatchContext

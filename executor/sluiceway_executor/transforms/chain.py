@@ -1,5 +1,5 @@
-"""A connector's transform chain: read from its config (``transforms``, ``predicates`` and their
-``<alias>.`` keys, as Kafka Connect reads them) and applied to a batch's DataFrame.
+"""A connector's transform chain (``sluiceway.connect.transform_config`` reads it from the config)
+applied to a batch's DataFrame.
 
 Each transform becomes one projection of the batch (and a filter when it drops records); Spark
 folds the projections into one, so the chain costs what its expressions cost. A transform with a
@@ -11,67 +11,18 @@ that changes them under a predicate is refused with the batch, before any job ru
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
-from sluiceway.connect import ConfigException, ConnectException
+from sluiceway.connect import ConnectException
 from sluiceway.connect.data.schema import Schema
-from sluiceway.connect.plugins import PluginNotFoundError
+from sluiceway.connect.transform_config import ChainStep, configured_chain
 from sluiceway.connect.transform_plugins import TransformPlugins
-from sluiceway.connect.transforms import Predicate, RecordColumns, Transformation, TransformContext
+from sluiceway.connect.transforms import RecordColumns, TransformContext
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["ChainStep", "TransformChain", "record_columns"]
-
-TRANSFORMS: Final = "transforms"
-PREDICATES: Final = "predicates"
-_TYPE: Final = "type"
-_PREDICATE: Final = "predicate"
-_NEGATE: Final = "negate"
-# Keys under transforms.<alias>. that the chain reads itself; the rest are the transform's.
-_CHAIN_KEYS: Final = frozenset({_TYPE, _PREDICATE, _NEGATE})
-
-
-def _aliases(props: Mapping[str, str], key: str) -> list[str]:
-    aliases = [item.strip() for item in props.get(key, "").split(",") if item.strip()]
-    repeated = sorted({a for a in aliases if aliases.count(a) > 1})
-    if repeated:
-        raise ConfigException(key, props.get(key), f"{', '.join(repeated)} appear more than once")
-    return aliases
-
-
-def _own(props: Mapping[str, str], prefix: str, skip: frozenset[str]) -> dict[str, str]:
-    return {
-        k[len(prefix) :]: v for k, v in props.items() if k.startswith(prefix) and k[len(prefix) :] not in skip
-    }
-
-
-def _type_of(props: Mapping[str, str], key: str) -> str:
-    name = props.get(key, "").strip()
-    if not name:
-        raise ConfigException(key, None, "the class of this alias is missing")
-    return name
-
-
-@dataclass(frozen=True)
-class ChainStep:
-    alias: str
-    transform: Transformation
-    predicate: Predicate | None = None
-    predicate_alias: str = ""
-    negate: bool = False
-
-
-def _configured(plugin: Transformation | Predicate, props: Mapping[str, str], prefix: str) -> None:
-    try:
-        plugin.configure(props)
-    except ConfigException as e:
-        # Named by its full key, as the connector's config spells it.
-        raise ConfigException(
-            f"{prefix}{e.name}" if e.name else prefix.rstrip("."), e.value, e.message
-        ) from e
+__all__ = ["TransformChain", "connector_chain", "record_columns"]
 
 
 class TransformChain:
@@ -82,49 +33,9 @@ class TransformChain:
 
     @classmethod
     def from_config(cls, props: Mapping[str, str], plugins: TransformPlugins) -> TransformChain:
-        """The chain ``props`` (a connector config) sets up; a ConfigException names the key at
-        fault."""
-        predicates: dict[str, Predicate] = {}
-        for alias in _aliases(props, PREDICATES):
-            prefix = f"{PREDICATES}.{alias}."
-            try:
-                predicate = plugins.predicate(_type_of(props, prefix + _TYPE))()
-            except PluginNotFoundError as e:
-                raise ConfigException(prefix + _TYPE, props.get(prefix + _TYPE), str(e)) from e
-            _configured(predicate, _own(props, prefix, frozenset({_TYPE})), prefix)
-            predicates[alias] = predicate
-        steps: list[ChainStep] = []
-        used: set[str] = set()
-        for alias in _aliases(props, TRANSFORMS):
-            prefix = f"{TRANSFORMS}.{alias}."
-            try:
-                transform = plugins.transform(_type_of(props, prefix + _TYPE))()
-            except PluginNotFoundError as e:
-                raise ConfigException(prefix + _TYPE, props.get(prefix + _TYPE), str(e)) from e
-            _configured(transform, _own(props, prefix, _CHAIN_KEYS), prefix)
-            predicate_alias = props.get(prefix + _PREDICATE, "").strip()
-            negate_text = props.get(prefix + _NEGATE, "false").strip().lower()
-            if negate_text not in ("true", "false"):
-                raise ConfigException(prefix + _NEGATE, props.get(prefix + _NEGATE), "true or false")
-            if predicate_alias and predicate_alias not in predicates:
-                raise ConfigException(
-                    prefix + _PREDICATE,
-                    predicate_alias,
-                    f"no predicate of that alias is listed in {PREDICATES}",
-                )
-            if negate_text == "true" and not predicate_alias:
-                raise ConfigException(prefix + _NEGATE, "true", "negate needs a predicate to negate")
-            used.add(predicate_alias)
-            steps.append(
-                ChainStep(
-                    alias,
-                    transform,
-                    predicates.get(predicate_alias),
-                    predicate_alias,
-                    negate_text == "true",
-                )
-            )
-        return cls(steps)
+        """The chain ``props`` (a connector config) sets up; a ConfigException names the first key
+        at fault."""
+        return cls(configured_chain(props, plugins))
 
     def __bool__(self) -> bool:
         return bool(self.steps)
@@ -153,6 +64,18 @@ class TransformChain:
             step.transform.close()
             if step.predicate is not None:
                 step.predicate.close()
+
+
+def connector_chain(connector_config: Mapping[str, str], plugin_path: Sequence[str]) -> TransformChain:
+    """The chain a task runs: built-in transforms and predicates, and plugins of ``plugin_path``.
+    A config the control plane let through but this executor cannot set up fails the task."""
+    from sluiceway.connect import ConfigException
+    from sluiceway_executor.transforms import built_in_plugins
+
+    try:
+        return TransformChain.from_config(connector_config, built_in_plugins(plugin_path))
+    except ConfigException as e:
+        raise ConnectException(f"the connector's transforms cannot be set up: {e}") from e
 
 
 def record_columns(frame: DataFrame) -> RecordColumns:

@@ -184,8 +184,6 @@ def test_sink_regex_must_compile(registry: PluginRegistry) -> None:
 # an equivalent spelling of it) given explicitly.
 NOT_SUPPORTED_CASES = [
     ("header.converter", "org.apache.kafka.connect.storage.StringConverter", None, "unset"),
-    ("transforms", "mask", " ", "empty"),
-    ("predicates", "isTombstone", "", "empty"),
     ("config.action.reload", "none", "restart", "at restart"),
     ("errors.retry.timeout", "-1", "0", "at 0"),
     ("errors.retry.delay.max.ms", "1000", "60000", "at 60000"),
