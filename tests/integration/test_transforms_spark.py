@@ -373,3 +373,124 @@ def test_bad_chain_configs_name_the_key(props: dict[str, Any], key: str, message
     with pytest.raises(ConfigException, match=message) as caught:
         TransformChain.from_config(props, built_in_plugins())
     assert caught.value.name == key
+
+
+def test_timestamp_converter_between_every_form(spark: SparkSession) -> None:
+    at = {
+        "transforms.at.type": "InsertField$Value",
+        "transforms.at.timestamp.field": "at!",
+    }
+
+    def converted(*steps: tuple[str, dict[str, str]]) -> list[Any]:
+        props = {"transforms": ",".join(["at", *(alias for alias, _ in steps)]), **at}
+        for alias, keys in steps:
+            props[f"transforms.{alias}.type"] = "org.apache.kafka.connect.transforms.TimestampConverter$Value"
+            props.update({f"transforms.{alias}.{k}": v for k, v in {"field": "at", **keys}.items()})
+        rows, _ = _run(spark, props)
+        return [r["value"] and r["value"].at for r in rows]
+
+    text = {"target.type": "string", "format": "yyyy-MM-dd HH:mm:ss.SSS"}
+    assert converted(("text", text)) == [
+        "2026-03-04 05:06:07.123",
+        "2026-03-04 05:06:07.123",
+        "2026-03-05 05:06:07.123",
+        None,
+    ]
+    millis = int(T0.timestamp() * 1000)
+    assert converted(("unix", {"target.type": "unix"})) == [millis, millis, millis + 86_400_000, None]
+    seconds = {"target.type": "unix", "unix.precision": "seconds"}
+    assert converted(("unix", seconds))[0] == millis // 1000
+    assert converted(("day", {"target.type": "Date"}))[:3] == [
+        dt.date(2026, 3, 4),
+        dt.date(2026, 3, 4),
+        dt.date(2026, 3, 5),
+    ]
+    assert converted(("time", {"target.type": "Time"}))[0] == ((5 * 60 + 6) * 60 + 7) * 1000 + 123
+    # Text back to a Timestamp, then to a Unix number: the same instant, in UTC.
+    back = ("back", {"target.type": "Timestamp", "format": "yyyy-MM-dd HH:mm:ss.SSS"})
+    assert converted(("text", text), back, ("unix", {"target.type": "unix"}))[0] == millis
+    # A Date back to a Timestamp is its midnight, UTC.
+    midnight = int(dt.datetime(2026, 3, 4, tzinfo=dt.UTC).timestamp() * 1000)
+    assert converted(("day", {"target.type": "Date"}), ("ts", {"target.type": "unix"}))[0] == midnight
+
+
+def test_header_from_moves_or_copies_fields_into_headers(spark: SparkSession) -> None:
+    props = _one(
+        "lift",
+        "org.apache.kafka.connect.transforms.HeaderFrom$Value",
+        fields="id,name",
+        headers="order_id,order_name",
+        operation="move",
+    )
+    rows, out = _run(spark, props)
+    assert [f.name for f in _value_schema(out).fields] == ["amount", "address"]
+    headers = {r["offset"]: [(h.key, h.value and bytes(h.value)) for h in r["headers"] or []] for r in rows}
+    assert headers[5] == [("order_id", b"4"), ("order_name", b"n4")]
+    assert headers[10] == [("trace", b"t1"), ("order_id", b"1"), ("order_name", b"n1")]
+    assert headers[12][-2:] == [("order_id", None), ("order_name", None)]
+    props["transforms.lift.operation"] = "copy"
+    _, out = _run(spark, props)
+    assert _value_schema(out) == ORDER
+
+
+def test_sql_sets_record_parts_and_keeps_what_where_holds_for(spark: SparkSession) -> None:
+    props = _one(
+        "sql",
+        "Sql",
+        select=(
+            "named_struct('id', value.id, 'who', upper(value.name)) AS value, concat(topic, '-eu') AS topic"
+        ),
+        where="value.id > 1 AND topic = 'orders-eu'",
+    )
+    rows, out = _run(spark, props)
+    # Record 1 has id 1, record 4 another topic, record 3 is a tombstone (the condition is null).
+    assert [(r["offset"], r["topic"], r["value"].id, r["value"].who) for r in rows] == [
+        (11, "orders-eu-eu", 2, "N2")
+    ]
+    assert [f.name for f in _value_schema(out).fields] == ["id", "who"]
+    assert rows[0]["key"] == "k2" and rows[0]["partition"] == 1
+    # where alone keeps every part, schema included.
+    rows, out = _run(spark, _one("sql", "Sql", where="topic = 'audit'"))
+    assert [r["offset"] for r in rows] == [5] and _value_schema(out) == ORDER
+
+
+def test_sql_a_field_the_value_lacks_fails_the_batch_by_name(spark: SparkSession) -> None:
+    chain = TransformChain.from_config(_one("sql", "Sql", where="value.nope > 1"), built_in_plugins())
+    with pytest.raises(ConnectException, match=r"transform 'sql' \(Sql\): .*nope"):
+        chain.apply(_batch(spark), is_sink=True)
+
+
+@pytest.mark.parametrize(
+    ("keys", "key", "message"),
+    [
+        (
+            {"select": "upper(value.name AS value"},
+            "transforms.s.select",
+            "Expecting \\) at line 1, column 19",
+        ),
+        (
+            {"where": "nope > 1"},
+            "transforms.s.where",
+            "'nope' at line 1, column 1 is not a part of the record",
+        ),
+        ({"select": "upper(value.name) AS name"}, "transforms.s.select", "sets no record part"),
+        ({"select": "value AS value, key AS value"}, "transforms.s.select", "value is set twice"),
+        ({}, "transforms.s.select", "set select, where or both"),
+        (
+            {"where": "topic = 'a'", "predicate": "p"},
+            "transforms.s.predicate",
+            "takes no predicate",
+        ),
+    ],
+)
+def test_sql_is_checked_before_any_batch(keys: dict[str, str], key: str, message: str) -> None:
+    props = {
+        "transforms": "s",
+        "transforms.s.type": "Sql",
+        "predicates": "p",
+        "predicates.p.type": "RecordIsTombstone",
+        **{f"transforms.s.{k}": v for k, v in keys.items()},
+    }
+    with pytest.raises(ConfigException, match=message) as caught:
+        TransformChain.from_config(props, built_in_plugins())
+    assert caught.value.name == key

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import Any, Final
 
 from sluiceway.connect.config import ConfigException
 from sluiceway.connect.plugins import PluginNotFoundError
 from sluiceway.connect.transform_plugins import TransformPlugins
-from sluiceway.connect.transforms import Predicate, Transformation
+from sluiceway.connect.transforms import AnyTransformation, DataFrameTransformation, Predicate
 
 __all__ = ["PREDICATES", "TRANSFORMS", "ChainStep", "chain_problems", "configured_chain"]
 
@@ -28,15 +28,13 @@ _NEGATE: Final = "negate"
 # Keys under transforms.<alias>. that the chain reads itself; the rest are the transform's.
 _CHAIN_KEYS: Final = frozenset({_TYPE, _PREDICATE, _NEGATE})
 
-Plugin = TypeVar("Plugin", Transformation, Predicate)
-
 
 @dataclass(frozen=True)
 class ChainStep:
     """One transform of the chain, with the predicate that decides where it applies."""
 
     alias: str
-    transform: Transformation
+    transform: AnyTransformation
     predicate: Predicate | None = None
     predicate_alias: str = ""
     negate: bool = False
@@ -57,8 +55,8 @@ def _own(props: Mapping[str, str], prefix: str, skip: frozenset[str]) -> dict[st
 
 
 def _made(
-    props: Mapping[str, str], prefix: str, resolve: Callable[[str], type[Plugin]], skip: frozenset[str]
-) -> Plugin:
+    props: Mapping[str, str], prefix: str, resolve: Callable[[str], type[Any]], skip: frozenset[str]
+) -> Any:
     """The plugin of ``prefix``type, configured with its own keys; a ConfigException names the key
     at fault by its full name."""
     key = prefix + _TYPE
@@ -107,7 +105,7 @@ def configured_chain(
         predicate_alias = props.get(prefix + _PREDICATE, "").strip()
         negate = props.get(prefix + _NEGATE, "false").strip().lower()
         try:
-            transform = _made(props, prefix, plugins.transform, _CHAIN_KEYS)
+            transform: AnyTransformation = _made(props, prefix, plugins.transform, _CHAIN_KEYS)
             if negate not in ("true", "false"):
                 raise ConfigException(prefix + _NEGATE, props.get(prefix + _NEGATE), "true or false")
             if predicate_alias and predicate_alias not in predicates:
@@ -115,6 +113,12 @@ def configured_chain(
                     prefix + _PREDICATE,
                     predicate_alias,
                     f"no predicate of that alias is listed in {PREDICATES}",
+                )
+            if predicate_alias and isinstance(transform, DataFrameTransformation):
+                raise ConfigException(
+                    prefix + _PREDICATE,
+                    predicate_alias,
+                    "this transform takes no predicate: its own settings choose the records it changes",
                 )
             if negate == "true" and not predicate_alias:
                 raise ConfigException(prefix + _NEGATE, "true", "negate needs a predicate to negate")

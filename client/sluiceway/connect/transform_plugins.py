@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
 from sluiceway.connect.plugin_imports import PluginNotFoundError, class_name_of, import_class
-from sluiceway.connect.transforms import Predicate, Transformation
+from sluiceway.connect.transforms import AnyTransformation, DataFrameTransformation, Predicate, Transformation
 
 __all__ = ["TransformPlugins"]
 
@@ -22,7 +22,7 @@ __all__ = ["TransformPlugins"]
 class _Kind:
     """The installed classes of one kind, by every name they answer to."""
 
-    def __init__(self, label: str, base: type[Any], classes: Iterable[type[Any]]) -> None:
+    def __init__(self, label: str, base: tuple[type[Any], ...], classes: Iterable[type[Any]]) -> None:
         self.label = label
         self.base = base
         self.by_name: dict[str, type[Any]] = {}
@@ -53,7 +53,8 @@ class _Kind:
             except (ImportError, AttributeError, ValueError) as e:
                 raise PluginNotFoundError(name, f"{self.label} class {key} could not be loaded: {e}") from e
             if not isinstance(loaded, type) or not issubclass(loaded, self.base):
-                raise PluginNotFoundError(name, f"{key} is not a subclass of {class_name_of(self.base)}")
+                bases = " or ".join(class_name_of(b) for b in self.base)
+                raise PluginNotFoundError(name, f"{key} is not a subclass of {bases}")
             return loaded
         names = ", ".join(sorted(cls.__name__ for cls in self.classes))
         raise PluginNotFoundError(name, f"no {self.label} is named {key}; installed: {names}")
@@ -64,12 +65,12 @@ class TransformPlugins:
 
     def __init__(
         self,
-        transforms: Iterable[type[Transformation]],
+        transforms: Iterable[type[AnyTransformation]],
         predicates: Iterable[type[Predicate]],
         plugin_path: Sequence[str] = (),
     ) -> None:
-        self._transforms = _Kind("transform", Transformation, transforms)
-        self._predicates = _Kind("predicate", Predicate, predicates)
+        self._transforms = _Kind("transform", (Transformation, DataFrameTransformation), transforms)
+        self._predicates = _Kind("predicate", (Predicate,), predicates)
         self._plugin_path = tuple(plugin_path)
         self._packages = frozenset(
             cls.__module__.split(".")[0] for cls in (*self._transforms.classes, *self._predicates.classes)
@@ -82,15 +83,17 @@ class TransformPlugins:
             return self
         return TransformPlugins(self._transforms.classes, self._predicates.classes, wanted)
 
-    def transforms(self) -> list[type[Transformation]]:
+    def transforms(self) -> list[type[AnyTransformation]]:
         return list(self._transforms.classes)
 
     def predicates(self) -> list[type[Predicate]]:
         return list(self._predicates.classes)
 
-    def transform(self, name: str) -> type[Transformation]:
+    def transform(self, name: str) -> type[AnyTransformation]:
         """The transform class ``name`` gives; PluginNotFoundError saying why when none."""
-        return cast("type[Transformation]", self._transforms.resolve(name, self._plugin_path, self._packages))
+        return cast(
+            "type[AnyTransformation]", self._transforms.resolve(name, self._plugin_path, self._packages)
+        )
 
     def predicate(self, name: str) -> type[Predicate]:
         """The predicate class ``name`` gives; PluginNotFoundError saying why when none."""

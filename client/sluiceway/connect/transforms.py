@@ -31,7 +31,7 @@ from sluiceway.connect.config import AbstractConfig, ConfigDef
 from sluiceway.connect.data.schema import Schema
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column
+    from pyspark.sql import Column, DataFrame
 
 __all__ = ["Predicate", "RecordColumns", "TransformContext", "Transformation"]
 
@@ -107,3 +107,19 @@ class Predicate(_Configurable, abc.ABC):
     @abc.abstractmethod
     def test(self, records: RecordColumns, context: TransformContext) -> Column:
         """A boolean column: true for the records the condition holds for."""
+
+
+class DataFrameTransformation(_Configurable, abc.ABC):
+    """A transform of the whole batch as a DataFrame, for what column expressions cannot say (a
+    SQL statement over the batch, for one). It takes no predicate: it chooses its records itself."""
+
+    @abc.abstractmethod
+    def apply_frame(self, frame: DataFrame, context: TransformContext) -> DataFrame:
+        """The batch after this transform. ``frame`` has the record columns (``RecordColumns``
+        names them; a typed key or value carries its Connect schema in its metadata) and maybe
+        others, which must be kept. A key or value of a new type gets the Connect schema its
+        Spark type gives."""
+
+
+# What ``transforms.<alias>.type`` may name.
+AnyTransformation = Transformation | DataFrameTransformation

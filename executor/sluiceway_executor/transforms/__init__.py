@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from sluiceway.connect.transform_plugins import TransformPlugins
-from sluiceway.connect.transforms import Predicate, Transformation
+from sluiceway.connect.transforms import AnyTransformation, Predicate
 from sluiceway_executor.transforms.field_transforms import (
     InsertFieldKey,
     InsertFieldValue,
@@ -20,6 +20,7 @@ from sluiceway_executor.transforms.field_transforms import (
     SetSchemaMetadataKey,
     SetSchemaMetadataValue,
 )
+from sluiceway_executor.transforms.header_transforms import HeaderFromKey, HeaderFromValue
 from sluiceway_executor.transforms.predicates import HasHeaderKey, RecordIsTombstone, TopicNameMatches
 from sluiceway_executor.transforms.record_transforms import (
     DropHeaders,
@@ -39,10 +40,12 @@ from sluiceway_executor.transforms.shape_transforms import (
     HoistFieldValue,
     ValueToKey,
 )
+from sluiceway_executor.transforms.sql_transform import Sql
+from sluiceway_executor.transforms.time_transforms import TimestampConverterKey, TimestampConverterValue
 
 __all__ = ["BUILT_IN_PREDICATES", "BUILT_IN_TRANSFORMS", "built_in_plugins"]
 
-BUILT_IN_TRANSFORMS: Final[tuple[type[Transformation], ...]] = (
+BUILT_IN_TRANSFORMS: Final[tuple[type[AnyTransformation], ...]] = (
     CastKey,
     CastValue,
     DropHeaders,
@@ -51,6 +54,8 @@ BUILT_IN_TRANSFORMS: Final[tuple[type[Transformation], ...]] = (
     Filter,
     FlattenKey,
     FlattenValue,
+    HeaderFromKey,
+    HeaderFromValue,
     HoistFieldKey,
     HoistFieldValue,
     InsertFieldKey,
@@ -63,6 +68,9 @@ BUILT_IN_TRANSFORMS: Final[tuple[type[Transformation], ...]] = (
     ReplaceFieldValue,
     SetSchemaMetadataKey,
     SetSchemaMetadataValue,
+    Sql,
+    TimestampConverterKey,
+    TimestampConverterValue,
     TimestampRouter,
     ValueToKey,
 )

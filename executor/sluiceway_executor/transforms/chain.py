@@ -17,7 +17,7 @@ from sluiceway.connect import ConnectException
 from sluiceway.connect.data.schema import Schema
 from sluiceway.connect.transform_config import ChainStep, configured_chain
 from sluiceway.connect.transform_plugins import TransformPlugins
-from sluiceway.connect.transforms import RecordColumns, TransformContext
+from sluiceway.connect.transforms import DataFrameTransformation, RecordColumns, TransformContext
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -45,25 +45,34 @@ class TransformChain:
         Connect schemas in their metadata."""
         from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
-        from sluiceway_executor.converters.connect_spark_json import with_connect_schemas
-
         records = record_columns(frame)
         for step in self.steps:
             context = TransformContext(step.alias, is_sink)
+            if isinstance(step.transform, DataFrameTransformation):
+                frame = step.transform.apply_frame(_with_schemas(frame, records), context)
+                records = record_columns(frame)
+                continue
             after = step.transform.apply(records, context)
             if step.predicate is not None:
                 holds = step.predicate.test(records, TransformContext(step.predicate_alias, is_sink))
                 holds = F.coalesce(~holds if step.negate else holds, F.lit(False))
                 after = _gated(records, after, holds, step)
             frame, records = _projected(frame, after)
-        schemas = {name: s for name, s in (("key", records.key_schema), ("value", records.value_schema)) if s}
-        return with_connect_schemas(frame, schemas) if schemas else frame
+        return _with_schemas(frame, records)
 
     def close(self) -> None:
         for step in self.steps:
             step.transform.close()
             if step.predicate is not None:
                 step.predicate.close()
+
+
+def _with_schemas(frame: DataFrame, records: RecordColumns) -> DataFrame:
+    """``frame`` with the key's and value's Connect schemas in their columns' metadata."""
+    from sluiceway_executor.converters.connect_spark_json import with_connect_schemas
+
+    schemas = {name: s for name, s in (("key", records.key_schema), ("value", records.value_schema)) if s}
+    return with_connect_schemas(frame, schemas) if schemas else frame
 
 
 def connector_chain(connector_config: Mapping[str, str], plugin_path: Sequence[str]) -> TransformChain:

@@ -75,6 +75,11 @@ def test_a_chain_copied_from_kafka_connect_validates(registry: PluginRegistry) -
             "required, and not set",
         ),
         ({"transforms": "a,b,a"}, "transforms", "appears more than once"),
+        (
+            {"transforms": "q", "transforms.q.type": "Sql", "transforms.q.where": "value.id > 1 AND nope"},
+            "transforms.q.where",
+            "'nope' at line 1, column 18 is not a part of the record",
+        ),
     ],
 )
 def test_each_key_at_fault_is_named(

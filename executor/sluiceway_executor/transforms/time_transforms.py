@@ -1,0 +1,213 @@
+"""TimestampConverter: a timestamp between its forms (text by a pattern, a Unix number, Kafka
+Connect's Timestamp, Date and Time), for the whole key or value or one of its fields. Kafka's keys
+and class names; times are in UTC, as Kafka's converter reads and writes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, ClassVar, Final
+
+from sluiceway.connect import NO_DEFAULT, ConfigDef, ConfigException, ConfigType, ConnectException, Importance
+from sluiceway.connect.data.schema import (
+    DATE_NAME,
+    TIME_NAME,
+    TIMESTAMP_NAME,
+    Schema,
+    Type,
+    date_schema,
+    time_schema,
+    timestamp_schema,
+)
+from sluiceway.connect.transforms import RecordColumns, TransformContext
+from sluiceway_executor.transforms.operands import (
+    KEY,
+    VALUE,
+    PartTransformation,
+    kafka_names,
+    rebuilt_struct,
+    struct_of,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+__all__ = ["TimestampConverterKey", "TimestampConverterValue"]
+
+_STRING: Final = "string"
+_UNIX: Final = "unix"
+_TARGETS: Final = (_STRING, _UNIX, "Date", "Time", "Timestamp")
+_PRECISIONS: Final = ("seconds", "milliseconds", "microseconds", "nanoseconds")
+_DAY_MS: Final = 86_400_000
+
+
+def _kind(schema: Schema) -> str | None:
+    """Which of the five forms ``schema`` is, or None."""
+    logical = schema.logical_name
+    if logical == TIMESTAMP_NAME:
+        return "Timestamp"
+    if logical == DATE_NAME:
+        return "Date"
+    if logical == TIME_NAME:
+        return "Time"
+    if schema.type is Type.INT64 and logical is None:
+        return _UNIX
+    if schema.type is Type.STRING and logical is None:
+        return _STRING
+    return None
+
+
+def _utc_text(stamp: Column, pattern: str) -> Column:
+    from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+    # Written as the UTC wall time, whatever the Spark session's time zone.
+    return F.date_format(F.to_utc_timestamp(stamp, F.current_timezone()), pattern)
+
+
+def _from_utc_text(text: Column, pattern: str) -> Column:
+    from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+    return F.from_utc_timestamp(F.to_timestamp(text, pattern), F.current_timezone())
+
+
+class TimestampConverter(PartTransformation):
+    """Converts a timestamp, the whole key or value or its ``field``, to ``target.type``."""
+
+    def config(self) -> ConfigDef:
+        return (
+            ConfigDef()
+            .define(
+                "target.type",
+                ConfigType.STRING,
+                NO_DEFAULT,
+                None,
+                Importance.HIGH,
+                "The form to convert to: string, unix, Date, Time or Timestamp.",
+            )
+            .define(
+                "field",
+                ConfigType.STRING,
+                "",
+                None,
+                Importance.HIGH,
+                "The field to convert; empty: the whole value.",
+            )
+            .define(
+                "format",
+                ConfigType.STRING,
+                "",
+                None,
+                Importance.MEDIUM,
+                "The date-time pattern of the text form (letters as Java's SimpleDateFormat), to read "
+                "text from or write it with.",
+            )
+            .define(
+                "unix.precision",
+                ConfigType.STRING,
+                "milliseconds",
+                None,
+                Importance.LOW,
+                "What a Unix number counts: seconds, milliseconds, microseconds or nanoseconds.",
+            )
+        )
+
+    def configure(self, props: Mapping[str, str]) -> None:
+        super().configure(props)
+        target = self.settings.get_string("target.type") or ""
+        if target not in _TARGETS:
+            raise ConfigException("target.type", target, f"one of {', '.join(_TARGETS)}")
+        precision = self.settings.get_string("unix.precision") or ""
+        if precision not in _PRECISIONS:
+            raise ConfigException("unix.precision", precision, f"one of {', '.join(_PRECISIONS)}")
+        self._target, self._precision = target, precision
+        self._field = self.settings.get_string("field") or ""
+        self._format = self.settings.get_string("format") or ""
+        if target == _STRING and not self._format:
+            raise ConfigException("format", "", "a pattern is needed to write text")
+
+    def _to_timestamp(self, column: Column, kind: str, where: str) -> Column:
+        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+        if kind == "Timestamp":
+            return column
+        if kind == "Date":
+            return F.timestamp_seconds(F.unix_date(column).cast("long") * 86_400)
+        if kind == "Time":
+            return F.timestamp_millis(column.cast("long"))
+        if kind == _UNIX:
+            if self._precision == "seconds":
+                return F.timestamp_seconds(column)
+            if self._precision == "milliseconds":
+                return F.timestamp_millis(column)
+            if self._precision == "microseconds":
+                return F.timestamp_micros(column)
+            return F.timestamp_micros(F.floor(column / 1000).cast("long"))
+        if not self._format:
+            raise ConnectException(f"{where}: reading a timestamp from text needs format")
+        return _from_utc_text(column, self._format)
+
+    def _from_timestamp(self, stamp: Column) -> tuple[Column, Schema]:
+        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+        target = self._target
+        if target == "Timestamp":
+            return stamp, timestamp_schema()
+        if target == "Date":
+            return F.date_from_unix_date(F.floor(F.unix_millis(stamp) / _DAY_MS).cast("int")), date_schema()
+        if target == "Time":
+            return F.pmod(F.unix_millis(stamp), F.lit(_DAY_MS)).cast("int"), time_schema()
+        if target == _STRING:
+            return _utc_text(stamp, self._format), Schema(Type.STRING)
+        unix = {
+            "seconds": F.unix_seconds(stamp),
+            "milliseconds": F.unix_millis(stamp),
+            "microseconds": F.unix_micros(stamp),
+            "nanoseconds": F.unix_micros(stamp) * 1000,
+        }[self._precision]
+        return unix, Schema(Type.INT64)
+
+    def _converted(self, column: Column, schema: Schema, where: str) -> tuple[Column, Schema]:
+        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+        kind = _kind(schema)
+        if kind is None:
+            raise ConnectException(
+                f"{where}: a {schema.logical_name or schema.type.value} is not a timestamp in any form "
+                "TimestampConverter reads (text, a Unix int64, Timestamp, Date, Time)"
+            )
+        value, target_schema = self._from_timestamp(self._to_timestamp(column, kind, where))
+        converted = F.when(column.isNull(), F.lit(None)).otherwise(value)
+        return converted, target_schema.with_options(optional=schema.optional)
+
+    def apply(self, records: RecordColumns, context: TransformContext) -> RecordColumns:
+        where = f"transform '{context.alias}'"
+        if not self._field:
+            column, schema = self.operand(records)
+            if schema is None:
+                raise ConnectException(
+                    f"{where} (TimestampConverter) needs a record {self.PART} with a schema"
+                )
+            converted, new_schema = self._converted(column, schema, f"{where}, the {self.PART}")
+            return self.with_operand(records, converted, new_schema)
+        column, schema = self.struct_operand(records, context)
+        self.field_of(schema, self._field, context, "field")
+        fields: list[tuple[str, Schema]] = []
+        columns: list[tuple[str, Column]] = []
+        for f in schema.fields:
+            current, field_schema = column.getField(f.name), f.schema
+            if f.name == self._field:
+                current, field_schema = self._converted(current, f.schema, f"{where}, field '{f.name}'")
+            fields.append((f.name, field_schema))
+            columns.append((f.name, current))
+        new_schema = struct_of(fields, like=schema)
+        return self.with_operand(records, rebuilt_struct(column, columns, new_schema), new_schema)
+
+
+class TimestampConverterKey(TimestampConverter):
+    PART: ClassVar[str] = KEY
+    ALIASES: ClassVar[tuple[str, ...]] = kafka_names("TimestampConverter", KEY)
+
+
+class TimestampConverterValue(TimestampConverter):
+    PART: ClassVar[str] = VALUE
+    ALIASES: ClassVar[tuple[str, ...]] = kafka_names("TimestampConverter", VALUE)
