@@ -44,6 +44,30 @@ def test_list_plugins_has_every_built_in(stubs: Stubs) -> None:
         assert f"{alias}Connector" in plugin.aliases
 
 
+def test_all_types_lists_transforms_and_predicates_with_their_keys(stubs: Stubs) -> None:
+    connectors = stubs.plugins.ListPlugins(plugins_pb2.ListPluginsRequest(), timeout=10).plugins
+    everything = stubs.plugins.ListPlugins(
+        plugins_pb2.ListPluginsRequest(include_all_types=True), timeout=10
+    ).plugins
+    by_alias = {alias: p for p in everything for alias in p.aliases}
+    insert = by_alias["org.apache.kafka.connect.transforms.InsertField$Value"]
+    assert insert.type == plugins_pb2.PLUGIN_TYPE_TRANSFORMATION and insert.version
+    assert by_alias["Sql"].type == plugins_pb2.PLUGIN_TYPE_TRANSFORMATION
+    tombstone = by_alias["org.apache.kafka.connect.transforms.predicates.RecordIsTombstone"]
+    assert tombstone.type == plugins_pb2.PLUGIN_TYPE_PREDICATE
+    assert {p.class_name for p in connectors} < {p.class_name for p in everything}
+    assert [p.class_name for p in everything] == sorted(p.class_name for p in everything)
+    definition = stubs.plugins.GetPluginConfigDefinition(
+        plugins_pb2.GetPluginConfigDefinitionRequest(name="plugins/InsertField$Value"), timeout=10
+    )
+    assert definition.plugin.type == plugins_pb2.PLUGIN_TYPE_TRANSFORMATION
+    assert {"topic.field", "static.field", "static.value"} <= {k.name for k in definition.keys}
+    matches = stubs.plugins.GetPluginConfigDefinition(
+        plugins_pb2.GetPluginConfigDefinitionRequest(name="plugins/TopicNameMatches"), timeout=10
+    )
+    assert [k.name for k in matches.keys] == ["pattern"] and matches.keys[0].required
+
+
 def test_plugin_config_definition(stubs: Stubs) -> None:
     definition = stubs.plugins.GetPluginConfigDefinition(
         plugins_pb2.GetPluginConfigDefinitionRequest(name="plugins/DataGenSource"), timeout=10

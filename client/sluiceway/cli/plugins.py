@@ -22,14 +22,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     group = add_group(subparsers, "plugins", "installed connector plugins")
 
     p = add_command(group, "list", "list installed connector plugins", _list)
-    p.add_argument("--all", action="store_true", help="include converters, transforms and predicates")
+    p.add_argument("--all", action="store_true", help="include transforms and predicates")
 
     p = add_command(
         group,
         "config",
         "show a plugin's config definition",
         _config,
-        description="Show the keys a connector plugin takes: its own first, then the keys every\n"
+        description="Show the keys a plugin takes. A connector's own come first, then the keys every\n"
         "connector of its type has. On a terminal descriptions are cut to its width; --wide\n"
         "(the default when the output goes to a file or a pipe) shows them whole, wrapped.",
     )

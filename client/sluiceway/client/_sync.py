@@ -336,8 +336,8 @@ class SluicewayClient:
     def list_plugins(
         self, *, include_all_types: bool = False, timeout: TimeoutArg = UNSET
     ) -> list[plugins_pb2.Plugin]:
-        """Installed connector plugins, sorted by class name (all pages). The server lists only
-        connector plugins so far, whatever `include_all_types` says."""
+        """Installed connector plugins, sorted by class name (all pages); with
+        `include_all_types`, the transforms and predicates too."""
         request = _requests.list_plugins(include_all_types)
         return [
             plugin

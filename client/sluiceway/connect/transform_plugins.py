@@ -50,7 +50,7 @@ class _Kind:
         if "." in key and "$" not in key:
             try:
                 loaded = import_class(key, plugin_path=plugin_path, packages=packages)
-            except (ImportError, AttributeError, ValueError) as e:
+            except Exception as e:  # a module that fails to import names no plugin
                 raise PluginNotFoundError(name, f"{self.label} class {key} could not be loaded: {e}") from e
             if not isinstance(loaded, type) or not issubclass(loaded, self.base):
                 bases = " or ".join(class_name_of(b) for b in self.base)

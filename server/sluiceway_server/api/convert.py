@@ -6,10 +6,11 @@ from typing import Any
 
 from google.protobuf import timestamp_pb2
 
+import sluiceway
 from sluiceway.api.v1 import common_pb2, connectors_pb2, plugins_pb2
 from sluiceway.common.secrets import HIDDEN, redact_url_credentials
 from sluiceway.connect.config import ConfigKey, ConfigValue, Password
-from sluiceway.connect.plugins import PluginDesc, PluginType
+from sluiceway.connect.plugins import PluginDesc, PluginType, class_name_of
 from sluiceway.connect.validation import ConfigInfos
 from sluiceway_server.api.names import format_connector, format_task
 from sluiceway_server.herder.deleted_callbacks import DeletedCallbackResult
@@ -129,6 +130,18 @@ def plugin(desc: PluginDesc) -> plugins_pb2.Plugin:
         else plugins_pb2.PLUGIN_TYPE_SINK_CONNECTOR,
         version=desc.version,
         aliases=list(desc.aliases),
+    )
+
+
+def transform_plugin(cls: type, predicate: bool) -> plugins_pb2.Plugin:
+    """A transform or predicate class as a Plugin: named by its class path, with its aliases."""
+    class_name = class_name_of(cls)
+    return plugins_pb2.Plugin(
+        name=f"plugins/{class_name}",
+        class_name=class_name,
+        type=plugins_pb2.PLUGIN_TYPE_PREDICATE if predicate else plugins_pb2.PLUGIN_TYPE_TRANSFORMATION,
+        version=str(getattr(cls, "VERSION", "") or sluiceway.__version__),
+        aliases=[cls.__name__, *getattr(cls, "ALIASES", ())],
     )
 
 

@@ -137,9 +137,8 @@ class ListPluginsRequest(_message.Message):
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     include_all_types: _builtins.bool
-    """List converters, transforms and predicates too (Kafka Connect's connectorsOnly=false).
-    Ignored for now: only connector plugins are listed (converters are built in, and transforms
-    and predicates are not implemented).
+    """List transforms and predicates too (Kafka Connect's connectorsOnly=false). Converters are
+    built in and chosen by name; they are not listed.
     """
     page_size: _builtins.int
     """At most this many plugins; 0 means 100; capped at 1000."""
