@@ -25,7 +25,8 @@ from sluiceway_executor.datasources.registry import register
 TYPED = {
     "value.converter": "JsonConverter",
     "value.converter.schemas.enable": "false",
-    "value.schema": "task INT, seq BIGINT, ts BIGINT, payload STRING",
+    # The lake writes each batch under task=N, so the value's own "task" field is left out.
+    "value.schema": "seq BIGINT, ts BIGINT, payload STRING",
 }
 CHAIN = {
     "transforms": "origin,seqText,keepAll",
