@@ -14,9 +14,8 @@ A :class:`Predicate` gives a boolean column; a transform configured with it (``t
 .predicate``) applies only to the records where it holds (or, with ``negate``, where it does not).
 
 Plugins subclass these classes and are named in a connector's config by their dotted class path
-(from an installed distribution or a ``plugin.path`` directory) or by an alias they declare in
-``ALIASES``. Spark is imported only when a transform is applied, so the control plane can load and
-validate them without it.
+(in a ``plugin.path`` directory) or by an alias they declare in ``ALIASES``. Spark is imported only
+when a transform is applied, so the control plane can load and validate them without it.
 """
 
 from __future__ import annotations

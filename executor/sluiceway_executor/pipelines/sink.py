@@ -351,3 +351,4 @@ class SinkPipeline:
         task, self._task = self._task, None
         if task is not None:
             task.stop()
+        self._chain.close()

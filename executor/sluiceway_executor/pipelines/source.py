@@ -378,3 +378,4 @@ class SourcePipeline:
         task, self._task = self._task, None
         if task is not None:
             task.stop()
+        self._chain.close()

@@ -1,8 +1,8 @@
 """A connector's transform chain (``sluiceway.connect.transform_config`` reads it from the config)
 applied to a batch's DataFrame.
 
-Each transform becomes one projection of the batch (and a filter when it drops records); Spark
-folds the projections into one, so the chain costs what its expressions cost. A transform with a
+Each transform becomes one projection of the batch (and a filter when it drops records), planned
+into the batch's one job; a DataFrameTransformation (Sql) gets the batch itself. A transform with a
 predicate applies to the records the predicate picks (all others pass unchanged), which a Spark
 column can hold only when the transform leaves the key's and value's schemas as they were: one
 that changes them under a predicate is refused with the batch, before any job runs.
