@@ -8,7 +8,7 @@ configs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ClassVar, Final
 
 from sluiceway.connect import ConnectException
@@ -91,6 +91,26 @@ class PartTransformation(Transformation):
                 f"(JsonConverter with schemas.enable=true) or declare {self.PART}.schema"
             )
         return column, schema
+
+    def with_fields_changed(
+        self,
+        records: RecordColumns,
+        column: Column,
+        schema: Schema,
+        change: Callable[[Field, Column], tuple[Column, Schema] | None],
+    ) -> RecordColumns:
+        """The records with the struct operand rebuilt field by field: ``change`` gives a field's
+        new column and schema, or None to keep it as it is."""
+        fields: list[tuple[str, Schema]] = []
+        columns: list[tuple[str, Column]] = []
+        for item in schema.fields:
+            current = column.getField(item.name)
+            changed = change(item, current)
+            new_column, new_schema = changed if changed is not None else (current, item.schema)
+            fields.append((item.name, new_schema))
+            columns.append((item.name, new_column))
+        struct = struct_of(fields, like=schema)
+        return self.with_operand(records, rebuilt_struct(column, columns, struct), struct)
 
     def field_of(self, schema: Schema, name: str, context: TransformContext, setting: str) -> Field:
         found = schema.field(name)

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from sluiceway.connect import NO_DEFAULT, ConfigDef, ConfigException, ConfigType, ConnectException, Importance
-from sluiceway.connect.data.schema import DECIMAL_NAME, Schema, Type
+from sluiceway.connect.data.schema import DECIMAL_NAME, Field, Schema, Type
 from sluiceway.connect.transforms import RecordColumns, Transformation, TransformContext
 from sluiceway_executor.transforms.operands import (
     KEY,
@@ -138,18 +138,14 @@ class Cast(PartTransformation):
         column, schema = self.struct_operand(records, context)
         for name in self._specs:
             self.field_of(schema, name, context, "spec")
-        fields: list[tuple[str, Schema]] = []
-        columns: list[tuple[str, Column]] = []
-        for f in schema.fields:
-            current, field_schema = column.getField(f.name), f.schema
-            if f.name in self._specs:
-                current, field_schema = _cast_column(
-                    current, f.schema, self._specs[f.name], f"{where}, field '{f.name}'"
-                )
-            fields.append((f.name, field_schema))
-            columns.append((f.name, current))
-        new_schema = struct_of(fields, like=schema)
-        return self.with_operand(records, rebuilt_struct(column, columns, new_schema), new_schema)
+
+        def cast_field(item: Field, current: Column) -> tuple[Column, Schema] | None:
+            target = self._specs.get(item.name)
+            if target is None:
+                return None
+            return _cast_column(current, item.schema, target, f"{where}, field '{item.name}'")
+
+        return self.with_fields_changed(records, column, schema, cast_field)
 
 
 class CastKey(Cast):

@@ -13,6 +13,7 @@ from sluiceway.connect.data.schema import (
     DATE_NAME,
     TIME_NAME,
     TIMESTAMP_NAME,
+    Field,
     Schema,
     Type,
     date_schema,
@@ -25,8 +26,6 @@ from sluiceway_executor.transforms.operands import (
     VALUE,
     PartTransformation,
     kafka_names,
-    rebuilt_struct,
-    struct_of,
 )
 
 if TYPE_CHECKING:
@@ -191,16 +190,13 @@ class TimestampConverter(PartTransformation):
             return self.with_operand(records, converted, new_schema)
         column, schema = self.struct_operand(records, context)
         self.field_of(schema, self._field, context, "field")
-        fields: list[tuple[str, Schema]] = []
-        columns: list[tuple[str, Column]] = []
-        for f in schema.fields:
-            current, field_schema = column.getField(f.name), f.schema
-            if f.name == self._field:
-                current, field_schema = self._converted(current, f.schema, f"{where}, field '{f.name}'")
-            fields.append((f.name, field_schema))
-            columns.append((f.name, current))
-        new_schema = struct_of(fields, like=schema)
-        return self.with_operand(records, rebuilt_struct(column, columns, new_schema), new_schema)
+
+        def convert(item: Field, current: Column) -> tuple[Column, Schema] | None:
+            if item.name != self._field:
+                return None
+            return self._converted(current, item.schema, f"{where}, field '{item.name}'")
+
+        return self.with_fields_changed(records, column, schema, convert)
 
 
 class TimestampConverterKey(TimestampConverter):
