@@ -10,7 +10,8 @@ plane gave it to this one. Every commit is one transaction:
 
 - source tasks: one record per source partition in the connector's offsets topic, keyed and valued
   as the control plane reads them (``sluiceway.common.offsets.source_offset_key``/``source_offset_value``);
-- sink tasks: the ends of the ranges read, sent to the connector's consumer group with
+- sink tasks: the batch's dead-letter records (``ProducedRecord``, errors.tolerance=all) and the
+  ends of the ranges read, sent to the connector's consumer group with
   ``send_offsets_to_transaction`` (the group metadata comes from a consumer that never subscribes),
   plus, when the group lives on the worker's cluster, one tombstone in the worker's offsets topic
   under a key no source partition has (``["{connector}", {"kafka_topic", "kafka_partition"}]``): a
@@ -27,7 +28,7 @@ from __future__ import annotations
 import enum
 import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -46,6 +47,7 @@ from sluiceway.connect.kafka_clients import (
 )
 from sluiceway.connect.worker_settings import worker_default
 from sluiceway_executor.pipelines.loading import worker_policy
+from sluiceway_executor.pipelines.pipeline import ProducedRecord
 from sluiceway_executor.pipelines.spec import TaskSpec
 
 __all__ = [
@@ -102,7 +104,9 @@ class OffsetCommitter(Protocol):
 
     def open(self, timeout: float) -> None: ...
 
-    def commit(self, offsets: list[OffsetPair], timeout: float) -> CommitOutcome: ...
+    def commit(
+        self, offsets: list[OffsetPair], timeout: float, records: Sequence[ProducedRecord] = ()
+    ) -> CommitOutcome: ...
 
     def close(self) -> None: ...
 
@@ -252,7 +256,10 @@ class KafkaOffsetCommitter:
 
     # ------------------------------------------------------------------ commits
 
-    def commit(self, offsets: list[OffsetPair], timeout: float) -> CommitOutcome:
+    def commit(
+        self, offsets: list[OffsetPair], timeout: float, records: Sequence[ProducedRecord] = ()
+    ) -> CommitOutcome:
+        """Commits ``offsets`` and writes ``records`` in one transaction."""
         if self._fenced is not None:
             return CommitOutcome(CommitStatus.FENCED, self._fenced)
         producer = self._producer
@@ -266,7 +273,7 @@ class KafkaOffsetCommitter:
         again = _RETRY.start(deadline)
         while True:
             try:
-                self._transaction(producer, offsets, positions, deadline)
+                self._transaction(producer, offsets, positions, records, deadline)
                 return CommitOutcome(CommitStatus.OK)
             except _FencedError as exc:
                 return self._fence(exc)
@@ -308,10 +315,13 @@ class KafkaOffsetCommitter:
         producer: Producer,
         offsets: list[OffsetPair],
         positions: list[TopicPartition] | None,
+        records: Sequence[ProducedRecord],
         deadline: Deadline,
     ) -> None:
         _checked(producer.begin_transaction)
         self._in_transaction = True
+        for record in records:
+            self._produce(producer, record, deadline)
         if positions is None:
             topic = self.topic or ""
             for partition, offset in offsets:
@@ -329,6 +339,27 @@ class KafkaOffsetCommitter:
             self._retrying(send, deadline)
         self._retrying(producer.commit_transaction, deadline)
         self._in_transaction = False
+
+    @staticmethod
+    def _produce(producer: Producer, record: ProducedRecord, deadline: Deadline) -> None:
+        """Queues ``record`` in the open transaction, waiting for room while the queue is full."""
+        while True:
+            try:
+                _checked(
+                    functools.partial(
+                        producer.produce,
+                        record.topic,
+                        key=record.key,
+                        value=record.value,
+                        headers=list(record.headers) or None,
+                        timestamp=record.timestamp_ms or 0,
+                    )
+                )
+                return
+            except BufferError:
+                if deadline.remaining() <= 0:
+                    raise _OutOfTimeError("the producer's queue stayed full") from None
+                producer.poll(0.1)
 
     def _fence(self, exc: _FencedError) -> CommitOutcome:
         message = str(exc)

@@ -33,6 +33,9 @@ A running task that has nothing to do (its source said it reached the end of its
 batches have been empty for a while: ``pipelines/idle.py``) reports RUNNING again with a detail
 and the time since when it is idle, and plain RUNNING once a batch brings records: a report on
 each change, not on each batch.
+
+A run counts the records its committed batches left out (``errors.tolerance=all``) and dead-lettered,
+from 0; new counts go out with RUNNING at most every ``COUNTS_REPORT_INTERVAL_S`` (``_counts_due``).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
 from sluiceway.api.v1 import common_pb2
@@ -71,6 +74,7 @@ from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_executor.restarts import Failure, Next, RestartSchedule, Step
 
 __all__ = [
+    "COUNTS_REPORT_INTERVAL_S",
     "DEFAULT_COMMIT_TIMEOUT_S",
     "CommitOutcome",
     "CommitRejected",
@@ -85,6 +89,8 @@ log = logging.getLogger(__name__)
 DEFAULT_COMMIT_TIMEOUT_S: Final = 60.0
 DEFAULT_POLL_INTERVAL_S: Final = 0.2
 DEFAULT_MAX_POLL_INTERVAL_S: Final = 1.0
+# The shortest time between two reports of a task's new skipped and dead-lettered counts.
+COUNTS_REPORT_INTERVAL_S: Final = 5.0
 
 
 class TaskHost(Protocol):
@@ -101,6 +107,8 @@ class TaskHost(Protocol):
         next_restart_ms: int = 0,
         detail: str = "",
         idle_since_ms: int = 0,
+        records_skipped: int = 0,
+        records_dead_lettered: int = 0,
     ) -> None: ...
 
     def send_active_topics(self, spec: TaskSpec, topics: list[str]) -> None: ...
@@ -174,7 +182,7 @@ class TaskRunner:
 
     ``committer_factory`` builds the task's :class:`~sluiceway_executor.offset_commits.OffsetCommitter`.
     ``sessions`` lets a run that lost its Spark Connect session go on with a new one; without it such
-    a run is tried again after a pause.
+    a run is tried again after a pause. ``counts_interval`` and ``clock`` pace count reports.
     """
 
     def __init__(
@@ -191,6 +199,8 @@ class TaskRunner:
         commit_timeout: float = DEFAULT_COMMIT_TIMEOUT_S,
         sessions: SessionKeeper | None = None,
         idle_after: float = IDLE_AFTER_S,
+        counts_interval: float = COUNTS_REPORT_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.spec = spec
         self._idle_after = idle_after
@@ -217,6 +227,12 @@ class TaskRunner:
         # When the current run reported RUNNING (None: it has not), and whether it completed a batch.
         self._running_since: float | None = None
         self._worked = False
+        # The run's skipped and dead-lettered records; the counts last reported, and when (None: not
+        # yet this run). The runner's thread alone uses them.
+        self._counts_interval, self._clock = counts_interval, clock
+        self._skipped = self._dead_lettered = 0
+        self._sent_counts: tuple[int, int] = (0, 0)
+        self._counts_sent_at: float | None = None
         self.failed = False
         # A commit came back FENCED: another executor runs the task now.
         self.fenced = False
@@ -337,6 +353,8 @@ class TaskRunner:
         when it ended without failing (stopped, or taken over by another executor)."""
         self._running_since = None
         self._worked = False
+        self._skipped = self._dead_lettered = 0
+        self._sent_counts, self._counts_sent_at = (0, 0), None
         try:
             # The pipeline and the committer get the configs with their references resolved here, against
             # this executor's environment and files; self.spec keeps the raw assignment.
@@ -456,6 +474,8 @@ class TaskRunner:
                 return
             if idleness.observe(empty=outcome.empty, end_of_data=outcome.end_of_data):
                 self._report_idleness(idleness.state)
+            elif self._counts_due():
+                self._report_running(idleness.state)
             ended = time.monotonic()
             if log.isEnabledFor(logging.DEBUG):
                 steps = {**outcome.steps, "commit": ended - ran}
@@ -476,13 +496,30 @@ class TaskRunner:
 
     def _report_idleness(self, state: Idleness | None) -> None:
         """RUNNING again, with why and since when the task is idle, or without (busy again)."""
-        if state is None:
-            log.info("task %s has records to handle again", self.name)
-            self._host.send_status(self.spec, common_pb2.STATE_RUNNING)
-            return
-        log.info("task %s is %s", self.name, state.detail)
+        what = "has records to handle again" if state is None else f"is {state.detail}"
+        log.info("task %s %s", self.name, what)
+        self._report_running(state)
+
+    def _counts_due(self) -> bool:
+        """Whether the counts changed since last reported and may go out now: the first change at once,
+        a later one ``counts_interval`` after the last report of new counts (or with an idleness one)."""
+        sent_at = self._counts_sent_at
+        if (self._skipped, self._dead_lettered) == self._sent_counts:
+            return False
+        return sent_at is None or self._clock() - sent_at >= self._counts_interval
+
+    def _report_running(self, idle: Idleness | None) -> None:
+        """RUNNING with the idle detail (``idle``; None while busy) and the record counts."""
+        counts = (self._skipped, self._dead_lettered)
+        if counts != self._sent_counts:
+            self._sent_counts, self._counts_sent_at = counts, self._clock()
         self._host.send_status(
-            self.spec, common_pb2.STATE_RUNNING, detail=state.detail, idle_since_ms=state.since_ms
+            self.spec,
+            common_pb2.STATE_RUNNING,
+            detail="" if idle is None else idle.detail,
+            idle_since_ms=0 if idle is None else idle.since_ms,
+            records_skipped=counts[0],
+            records_dead_lettered=counts[1],
         )
 
     @staticmethod
@@ -512,7 +549,9 @@ class TaskRunner:
                 )
                 planning.start()
             try:
-                result: CommitOutcome = committer.commit(list(outcome.offsets), self._commit_timeout)
+                result: CommitOutcome = committer.commit(
+                    list(outcome.offsets), self._commit_timeout, outcome.dead_letters
+                )
             finally:
                 if planning is not None:
                     planning.join()
@@ -533,6 +572,9 @@ class TaskRunner:
                 raise CommitRejected(result.error, transient=result.transient)
             with self._lock:
                 self._committed.update({canonical(p): (p, o) for p, o in outcome.offsets})
+            # Counted once committed: a batch whose commit failed is read again, failed records too.
+            self._skipped += outcome.skipped
+            self._dead_lettered += len(outcome.dead_letters)
             pipeline.committed(outcome)
         self._worked = True
         if self._track_topics:

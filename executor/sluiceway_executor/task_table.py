@@ -6,8 +6,9 @@ Runners commit their offsets to Kafka themselves, so they do not depend on the s
 control plane: when it breaks they keep running, and the agent attaches again. The table is the
 runners' ``TaskHost``: a status report goes out through the stream open at the time, and is also
 remembered (with the generation and fingerprint of the assignment) so that the next ``Hello``
-lists every task with its last state. While no stream is open, reports are only remembered and
-active-topic reports are dropped; after each Welcome every runner reports its topics again.
+lists every task with its last state (and, when RUNNING, its idle detail and record counts). While
+no stream is open, reports are only remembered and active-topic reports are dropped; after each
+Welcome every runner reports its topics again.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ class _Reported:
     trace: str
     detail: str = ""
     idle_since_ms: int = 0
+    records_skipped: int = 0
+    records_dead_lettered: int = 0
 
 
 class TaskTable:
@@ -118,6 +121,8 @@ class TaskTable:
                 state=reported.state,
                 trace=reported.trace,
                 detail=reported.detail,
+                records_skipped=reported.records_skipped,
+                records_dead_lettered=reported.records_dead_lettered,
             )
             if reported.idle_since_ms > 0:
                 task.idle_since.FromMilliseconds(reported.idle_since_ms)
@@ -136,6 +141,8 @@ class TaskTable:
         next_restart_ms: int = 0,
         detail: str = "",
         idle_since_ms: int = 0,
+        records_skipped: int = 0,
+        records_dead_lettered: int = 0,
     ) -> None:
         report = executor_pb2.TaskStatusReport(
             task=spec.name,
@@ -144,6 +151,8 @@ class TaskTable:
             trace=trace,
             restart_attempt=restart_attempt,
             detail=detail,
+            records_skipped=records_skipped,
+            records_dead_lettered=records_dead_lettered,
         )
         if next_restart_ms > 0:
             report.next_restart_time.FromMilliseconds(next_restart_ms)
@@ -153,7 +162,15 @@ class TaskTable:
         with self._lock:
             current = self._runners.get(spec.name)
             if current is not None and current.spec.generation == spec.generation:
-                self._reported[spec.name] = _Reported(spec.generation, state, trace, detail, idle_since_ms)
+                self._reported[spec.name] = _Reported(
+                    spec.generation,
+                    state,
+                    trace,
+                    detail,
+                    idle_since_ms,
+                    records_skipped,
+                    records_dead_lettered,
+                )
             outlet = self._outlet
         if outlet is not None:
             outlet.send(message)

@@ -90,10 +90,14 @@ class StatusWriter:
         next_restart_ms: int = 0,
         detail: str = "",
         idle_since_ms: int = 0,
+        records_skipped: int = 0,
+        records_dead_lettered: int = 0,
     ) -> None:
         """`worker_principal` is who the executor `worker_id` attached as, for a status it reported;
         `restart_attempt` and `next_restart_ms` describe the automatic restart a RESTARTING task
-        waits for; `detail` and `idle_since_ms` why and since when a RUNNING task is idle."""
+        waits for; `detail` and `idle_since_ms` why and since when a RUNNING task is idle;
+        `records_skipped` and `records_dead_lettered` the records a RUNNING task left out, and
+        wrote to its dead-letter topic, since it started."""
         trace = _redacted(trace)
         current = self.store.get_task(connector, task)
         history = current.recent_errors if current is not None else ()
@@ -110,6 +114,8 @@ class StatusWriter:
             next_restart_ms=next_restart_ms,
             detail=detail,
             idle_since_ms=idle_since_ms,
+            records_skipped=records_skipped,
+            records_dead_lettered=records_dead_lettered,
         )
         if _is_new_failure(current, record):
             history = add_recent_error(history, trace, worker_id, message="task failed")

@@ -79,7 +79,15 @@ LAYERS: Mapping[str, tuple[frozenset[str], ...]] = {
         frozenset({"spark_sessions"}),
         frozenset({"datasources", "heartbeats", "connectors", "transforms"}),
         frozenset(
-            {"converters", "kafka_ranges", "topic_creation", "datagen_records", "failures", "own_config"}
+            {
+                "converters",
+                "kafka_ranges",
+                "topic_creation",
+                "datagen_records",
+                "failures",
+                "own_config",
+                "record_errors",
+            }
         ),
     ),
 }

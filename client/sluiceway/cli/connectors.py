@@ -208,15 +208,30 @@ def _print_config(ctx: Context, config: Mapping[str, str]) -> None:
 
 def _state_text(instance: connectors_pb2.InstanceStatus) -> str:
     """The state with what qualifies it: the automatic restart a task waits for, or why a running
-    task has nothing to do and since when."""
+    task has nothing to do and since when, and the records it left out and dead-lettered."""
     state = output.state_label(instance.state)
     if instance.restart_attempt:
         due = output.timestamp_label(instance.next_restart_time)
         return f"{state} (restart {instance.restart_attempt} at {due})"
+    notes: list[str] = []
     if instance.detail:
         since = output.timestamp_label(instance.idle_since)
-        return f"{state} ({instance.detail}" + (f", since {since})" if since != "-" else ")")
-    return state
+        notes.append(instance.detail + (f", since {since}" if since != "-" else ""))
+    counts = _record_counts(instance)
+    if counts:
+        notes.append(counts)
+    return f"{state} ({'; '.join(notes)})" if notes else state
+
+
+def _record_counts(instance: connectors_pb2.InstanceStatus) -> str:
+    """`skipped 3, dead-lettered 2`: the records a task left out, and wrote to its dead-letter topic,
+    each named only when not 0; "" when both are 0."""
+    parts = []
+    if instance.records_skipped:
+        parts.append(f"skipped {instance.records_skipped}")
+    if instance.records_dead_lettered:
+        parts.append(f"dead-lettered {instance.records_dead_lettered}")
+    return ", ".join(parts)
 
 
 def _print_notices(ctx: Context, connector: connectors_pb2.Connector) -> None:

@@ -147,6 +147,10 @@ class InstanceStatus:
     # For a RUNNING task with nothing to do: why ("idle: end of data") and since when.
     detail: str
     idle_since: datetime.datetime | None
+    # For a RUNNING task: the records it left out because a converter or transform failed on them
+    # (errors.tolerance=all), and those it wrote to its dead-letter topic, since it last started.
+    records_skipped: int
+    records_dead_lettered: int
     raw: connectors_pb2.InstanceStatus = dataclasses.field(repr=False, compare=False)
 
     @classmethod
@@ -162,6 +166,8 @@ class InstanceStatus:
             next_restart_time=_time(status.next_restart_time),
             detail=status.detail,
             idle_since=_time(status.idle_since),
+            records_skipped=status.records_skipped,
+            records_dead_lettered=status.records_dead_lettered,
             raw=status,
         )
 

@@ -16,6 +16,7 @@ __all__ = [
     "ConnectException",
     "Connector",
     "ConnectorContext",
+    "DataException",
     "ExactlyOnceSupport",
     "RetriableException",
     "SinkConnector",
@@ -26,6 +27,12 @@ __all__ = [
 
 class ConnectException(Exception):  # noqa: N818 - Kafka's name
     """Raised by a connector or task that cannot go on (Kafka's ConnectException); users see its message."""
+
+
+class DataException(ConnectException):
+    """A record's data cannot be handled: a converter or transform cannot read or change it (Kafka's
+    DataException). With errors.tolerance=all the record is skipped; the dead-letter headers name
+    this class."""
 
 
 class RetriableException(ConnectException):

@@ -154,32 +154,28 @@ _CONFIG_RELOAD_ACTION_DOC = (
     "and 'none' is refused."
 )
 _ERRORS_RETRY_TIMEOUT_DOC = (
-    "How long, in milliseconds, an operation that failed on a record (converting it, for example) "
-    "may be retried before the failure counts; 0 means never retry, -1 means no limit. Not supported "
-    "yet: Sluiceway does not retry such failures, so a value other than the default is refused "
-    "until it does."
+    "How long, in milliseconds, an operation that failed on a record may be retried before the "
+    "failure counts; 0 means never retry, -1 means no limit. Not supported yet: converters and "
+    "transforms run as Spark expressions, which fail the same way on every try, and the executor "
+    "retries Kafka outages without limit, so a value other than the default is refused."
 )
 _ERRORS_RETRY_MAX_DELAY_DOC = (
-    "Longest wait, in milliseconds, between two of those retries: waits grow up to this value and "
-    "are randomised once they reach it. Not supported yet: Sluiceway does not retry such failures, so "
-    "a value other than the default is refused until it does."
+    "Longest wait, in milliseconds, between two of those retries. Not supported yet, as "
+    "errors.retry.timeout: a value other than the default is refused."
 )
 _ERRORS_TOLERANCE_DOC = (
-    "What a record that cannot be processed does to the task: 'none' fails it, 'all' skips the "
-    "record and carries on. Not supported yet: such a record always fails its batch, as with 'none', "
-    "so 'all' is refused until Sluiceway can skip records."
+    "What a record a converter or transform cannot handle does to a sink task: 'none' (the default) "
+    "fails the task, naming the record's topic, partition and offset and the stage; 'all' skips the "
+    "record (writing it to errors.deadletterqueue.topic.name when set) and carries on. Source "
+    "connectors, and sinks whose tasks take records one by one, take only 'none' so far."
 )
 _ERRORS_LOG_ENABLE_DOC = (
-    "When true, every failed operation on a record would be logged with its details, including "
-    "failures that errors.tolerance=all skips; when false only failures that stop the task are "
-    "reported. Not supported yet: Sluiceway writes no such log, so true is refused until it does."
+    "When true, every record errors.tolerance=all skips is logged at ERROR with the stage, the class "
+    "and the reason."
 )
 _ERRORS_LOG_INCLUDE_MESSAGES_DOC = (
-    "With errors.log.enable, also put the failing record itself in that log: for a sink record "
-    "where it was read from (topic, partition, offset, timestamp), for a source record its key, "
-    "value, headers and schemas and where it came from and was going. False by default, which keeps "
-    "record contents out of the logs. Not supported yet: Sluiceway writes no such log, so true is "
-    "refused until it does."
+    "With errors.log.enable, also log where each skipped record was read: its topic, partition, "
+    "offset and timestamp. Its key, value and headers are never logged."
 )
 
 

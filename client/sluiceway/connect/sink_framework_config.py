@@ -40,19 +40,19 @@ _TOPICS_REGEX_DOC = (
     "matches. Set this or topics, not both."
 )
 _DLQ_TOPIC_NAME_DOC = (
-    "Dead letter queue: the topic that would receive the records this sink connector fails to "
-    "convert, transform or write. Empty (the default) means none. Not supported yet: Sluiceway has no "
-    "dead letter queue, so a topic name is refused until it has one."
+    "Dead-letter queue: with errors.tolerance=all, the topic each record the sink's converters or "
+    "transforms failed on is written to, unchanged (key, value, headers, timestamp), in the same "
+    "transaction as the batch's offsets. Created at the task's start when missing. Empty (the "
+    "default): failed records are only skipped. It may not be a topic the connector reads."
 )
 _DLQ_REPLICATION_FACTOR_DOC = (
-    "Replication factor for the dead letter queue topic if it had to be created (-1: the broker's "
-    "default). Not supported yet: Sluiceway has no dead letter queue, so a value other than the "
-    "default is refused until it has one."
+    "Replication factor of the dead-letter topic when the task creates it (one partition; -1: the "
+    "broker's default)."
 )
 _DLQ_CONTEXT_HEADERS_DOC = (
-    "When true, records sent to the dead letter queue would carry headers describing the failure, "
-    "all named __connect.errors.*. Not supported yet: Sluiceway has no dead letter queue, so true is "
-    "refused until it has one."
+    "When true, each dead-letter record also carries headers saying where it came from and why it "
+    "failed: __connect.errors.topic, .partition, .offset, .connector.name, .task.id, .stage, "
+    ".class.name, .exception.class.name and .exception.message."
 )
 
 _SCHEMA_DOC = (

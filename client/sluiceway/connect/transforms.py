@@ -44,7 +44,10 @@ class RecordColumns:
     of ``key`` string and ``value`` binary), ``partition`` (int), ``offset`` (long) and
     ``timestamp`` (timestamp) of the record. A source record has no offset, and a source task may
     leave out the partition and the timestamp: those are None. ``keep`` is false for records a
-    transform dropped (None: every record stays).
+    transform dropped (None: every record stays). ``error`` is set by a transform that cannot
+    handle some records (a text that is no number, say): a string column saying why, null for the
+    records it handled; the pipeline then skips those records or fails the batch, as the
+    connector's ``errors.tolerance`` says (None: every record was handled).
     """
 
     key: Column
@@ -57,9 +60,21 @@ class RecordColumns:
     key_schema: Schema | None = None
     value_schema: Schema | None = None
     keep: Column | None = None
+    error: Column | None = None
 
     def replace(self, **changes: Any) -> RecordColumns:
         return dataclasses.replace(self, **changes)
+
+    def with_error(self, problem: Column | None) -> RecordColumns:
+        """These records, with ``problem`` (why a record fails; None: none does) added to what
+        earlier code of the same transform found."""
+        if problem is None:
+            return self
+        if self.error is None:
+            return dataclasses.replace(self, error=problem)
+        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+        return dataclasses.replace(self, error=F.coalesce(self.error, problem))
 
 
 @dataclass(frozen=True)

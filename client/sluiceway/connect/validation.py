@@ -19,15 +19,11 @@ from typing import Any, Final
 
 from sluiceway.common.secrets import looks_secret
 from sluiceway.connect.config import ConfigDef, ConfigKey, ConfigType, ConfigValue, java_trim
-from sluiceway.connect.connector import Connector
+from sluiceway.connect.connector import Connector, SinkConnector
 from sluiceway.connect.framework_config import (
     CONFIG_RELOAD_ACTION_CONFIG,
     CONNECTOR_CLASS_CONFIG,
-    DLQ_CONTEXT_HEADERS_ENABLE_CONFIG,
     DLQ_TOPIC_NAME_CONFIG,
-    DLQ_TOPIC_REPLICATION_FACTOR_CONFIG,
-    ERRORS_LOG_ENABLE_CONFIG,
-    ERRORS_LOG_INCLUDE_MESSAGES_CONFIG,
     ERRORS_RETRY_MAX_DELAY_CONFIG,
     ERRORS_RETRY_TIMEOUT_CONFIG,
     ERRORS_TOLERANCE_CONFIG,
@@ -74,9 +70,10 @@ __all__ = [
     "validate_connector_config",
 ]
 
-_NO_RETRIES: Final = "Sluiceway does not retry a failed operation on a record"
-_NO_ERROR_LOG: Final = "Sluiceway keeps no log of failed operations on records"
-_NO_DLQ: Final = "Sluiceway has no dead letter queue"
+_NO_RETRIES: Final = (
+    "converters and transforms run as Spark expressions, which fail the same way on every try, and "
+    "Kafka outages are retried without limit anyway, so Sluiceway retries no failed operation on a record"
+)
 _NO_TRANSACTIONS: Final = "Sluiceway writes source records without transactions"
 _NO_RELOAD: Final = "Sluiceway's config providers never report a change, so nothing calls for a reload"
 
@@ -89,12 +86,6 @@ NOT_SUPPORTED_YET: Final[Mapping[str, str]] = MappingProxyType(
         CONFIG_RELOAD_ACTION_CONFIG: _NO_RELOAD,
         ERRORS_RETRY_TIMEOUT_CONFIG: _NO_RETRIES,
         ERRORS_RETRY_MAX_DELAY_CONFIG: _NO_RETRIES,
-        ERRORS_TOLERANCE_CONFIG: "Sluiceway does not skip bad records",
-        ERRORS_LOG_ENABLE_CONFIG: _NO_ERROR_LOG,
-        ERRORS_LOG_INCLUDE_MESSAGES_CONFIG: _NO_ERROR_LOG,
-        DLQ_TOPIC_NAME_CONFIG: _NO_DLQ,
-        DLQ_TOPIC_REPLICATION_FACTOR_CONFIG: _NO_DLQ,
-        DLQ_CONTEXT_HEADERS_ENABLE_CONFIG: _NO_DLQ,
         TRANSACTION_BOUNDARY_CONFIG: _NO_TRANSACTIONS,
         TRANSACTION_BOUNDARY_INTERVAL_CONFIG: _NO_TRANSACTIONS,
     }
@@ -198,8 +189,8 @@ def _refuse_not_supported(definition: ConfigDef, values: dict[str, ConfigValue])
 def _validate_sink(props: Mapping[str, str], values: dict[str, ConfigValue]) -> None:
     """Sink rules (Kafka's SinkConnectorConfig.validate): topics or topics.regex, exactly one of them.
     Kafka attaches the error to both keys; here it is one error, on topics, so that a validation
-    table shows it once and the count of errors is that of the problems.
-    (Kafka also keeps a sink from reading its own dead letter queue; Sluiceway has none yet.)"""
+    table shows it once and the count of errors is that of the problems. A sink may not read its own
+    dead-letter topic either: the record it failed on would come back to it for ever."""
     topics_raw = props.get(TOPICS_CONFIG)
     regex_raw = props.get(TOPICS_REGEX_CONFIG)
     has_topics = not _is_blank(topics_raw)
@@ -209,6 +200,25 @@ def _validate_sink(props: Mapping[str, str], values: dict[str, ConfigValue]) -> 
         _add_error(values, TOPICS_CONFIG, topics_raw, SINK_TOPICS_BOTH_MESSAGE)
     if not has_topics and not has_regex:
         _add_error(values, TOPICS_CONFIG, topics_raw, SINK_TOPICS_MISSING_MESSAGE)
+    dlq = java_trim(props.get(DLQ_TOPIC_NAME_CONFIG) or "")
+    if not dlq:
+        return
+    listed = [java_trim(t) for t in (topics_raw or "").split(",")]
+    matched = False
+    if has_regex and not has_topics:
+        try:
+            matched = re.fullmatch(java_trim(regex_raw or ""), dlq) is not None
+        except re.error:
+            matched = False  # the regex's own error is reported on topics.regex
+    if dlq in listed or matched:
+        where = TOPICS_CONFIG if dlq in listed else TOPICS_REGEX_CONFIG
+        _add_error(
+            values,
+            DLQ_TOPIC_NAME_CONFIG,
+            props.get(DLQ_TOPIC_NAME_CONFIG),
+            f"the dead-letter topic {dlq} is one this connector reads ({where}); a sink may not read the "
+            "records it failed on again. Name another topic",
+        )
 
 
 def _name_installed(registry: PluginRegistry, values: dict[str, ConfigValue]) -> None:
@@ -392,6 +402,7 @@ def validate_connector_config(
     for key, problem in path_errors(definition, (props,), policy).items():
         _add_error(values, key, props.get(key), problem)
     _check_chain(registry, props, values, connector)
+    _check_tolerance(props, values, connector)
     return _result(plugin_class_name, definition, values, null_keys)
 
 
@@ -418,6 +429,37 @@ def _check_chain(
             TRANSFORMS_CONFIG,
             props.get(TRANSFORMS_CONFIG),
             f"not supported yet: transforms run on tasks that handle a batch as a DataFrame, and "
+            f"{class_name_of(task_class)} handles records one by one",
+        )
+
+
+def _check_tolerance(
+    props: Mapping[str, str], values: dict[str, ConfigValue], connector: Connector | None
+) -> None:
+    """errors.tolerance=all where records cannot be skipped yet: a source connector, or a sink whose
+    tasks take records one by one."""
+    raw = props.get(ERRORS_TOLERANCE_CONFIG)
+    if connector is None or java_trim(raw or "").lower() != "all":
+        return
+    if not isinstance(connector, SinkConnector):
+        _add_error(
+            values,
+            ERRORS_TOLERANCE_CONFIG,
+            raw,
+            "not supported yet: a source connector's records are not skipped when they fail; only sink "
+            "connectors take errors.tolerance=all",
+        )
+        return
+    try:
+        task_class = connector.task_class()
+    except Exception:
+        return  # the connector's own validation reports what is wrong with it
+    if not issubclass(task_class, DataFrameSinkTask):
+        _add_error(
+            values,
+            ERRORS_TOLERANCE_CONFIG,
+            raw,
+            f"not supported yet: records are skipped in tasks that handle a batch as a DataFrame, and "
             f"{class_name_of(task_class)} handles records one by one",
         )
 

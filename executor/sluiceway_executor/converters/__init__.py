@@ -3,7 +3,8 @@ for record keys and values, in two forms:
 
 - Spark column expressions for DataFrame pipelines: `to_connect(col)` turns the Kafka bytes of a read
   into the value a sink sees, `from_connect(col)` turns what a source produced into Kafka bytes.
-  Invalid data fails the Spark job with a message naming the converter (errors.tolerance is not applied).
+  Invalid data fails the Spark job with a message naming the converter; a sink's `checked_frame`
+  marks such a record in the batch's error column instead (errors.tolerance=all, record_errors.py).
 - Record-level functions for record-level tasks, `to_connect_value` / `from_connect_value`, which follow
   Kafka's JsonConverter byte for byte where Python values allow (compact JSON, UTF-8, byte arrays as
   base64, maps with non-string keys as arrays of [key, value] pairs, the schema/payload envelope).

@@ -11,6 +11,7 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 from pyspark.sql.types import DataType, StructField
 
 from sluiceway.connect.data.schema import Schema
+from sluiceway_executor.record_errors import Stage
 
 Role = Literal["key", "value"]
 
@@ -69,6 +70,17 @@ class Converter(abc.ABC):
         typed column (None: text or bytes). A converter may run a Spark job on the batch here to
         learn its schemas, and may take more than one projection to make the column."""
         return batch.withColumn(name, self.to_connect(F.col(name))), None
+
+    def checked_frame(self, batch: DataFrame, name: str) -> tuple[DataFrame, Schema | None]:
+        """``connect_frame`` for a batch with an error column (``record_errors``): a record this
+        converter cannot convert is marked there instead of failing the job. The default suits a
+        converter that takes every record."""
+        return self.connect_frame(batch, name)
+
+    @property
+    def stage(self) -> Stage:
+        """The stage a record this converter fails at is reported at."""
+        return Stage.KEY_CONVERTER if self.role == "key" else Stage.VALUE_CONVERTER
 
     def scans_batch(self) -> bool:
         """Whether ``connect_frame`` runs a Spark job over the batch (the caller may then pin the

@@ -51,6 +51,7 @@ from sluiceway.connect.data.json_format import schema_to_json, value_to_json
 from sluiceway.connect.data.schema import DATE_NAME, DECIMAL_NAME, TIME_NAME, TIMESTAMP_NAME, Schema, Type
 from sluiceway.connect.data.spark import METADATA_KEY, to_spark, to_spark_field
 from sluiceway_executor.converters.base import ConverterError
+from sluiceway_executor.record_errors import Stage, marked
 
 __all__ = [
     "SCHEMA_CHANGED",
@@ -70,6 +71,8 @@ _LONG_DIGITS: Final = 18
 # The digits Spark's decimal arithmetic keeps exact.
 _EXACT_DIGITS: Final = 34
 _PAYLOAD: Final = "payload"
+# The field a checked parse puts the text of a record that does not fit its schema in.
+_CORRUPT: Final = "_sluiceway_corrupt"
 # How the error of a record whose schema is not the expected one begins.
 SCHEMA_CHANGED: Final = "a record's schema is not the one its batch was read with: "
 
@@ -380,25 +383,89 @@ def _from_wire(col: Column, schema: Schema, path: str) -> Column:
     return col
 
 
+def _null_problem(col: Column, schema: Schema, path: str) -> Column | None:
+    """Why ``col`` (a parsed wire value of ``schema``) cannot be settled: the path of a required
+    field that is null with no default, as a message; null when it can. None when nothing in the
+    schema can be such a field."""
+    own = None
+    if not schema.optional and schema.default is None:
+        message = f"a required {schema.type.value} field{_where(path)} is null and has no default"
+        own = F.when(col.isNull(), F.lit(message))
+    inner: Column | None = None
+    if schema.type is Type.STRUCT:
+        parts = []
+        for item in schema.fields:
+            where = f"{path}.{item.name}" if path else item.name
+            found = _null_problem(col.getField(item.name), item.schema, where)
+            if found is not None:
+                parts.append(found)
+        inner = None if not parts else parts[0] if len(parts) == 1 else F.coalesce(*parts)
+    elif schema.type in (Type.ARRAY, Type.MAP) and schema.value_schema is not None:
+        items, where = schema.value_schema, f"{path}[]" if schema.type is Type.ARRAY else f"{path}<values>"
+        if _null_problem(F.lit(None), items, where) is not None:
+            values = col if schema.type is Type.ARRAY else F.map_values(col)
+
+            def item_problem(item: Column) -> Column:
+                found = _null_problem(item, items, where)
+                return F.lit(None).cast("string") if found is None else found
+
+            found_all = F.transform(values, item_problem)
+            inner = F.try_element_at(F.filter(found_all, lambda m: m.isNotNull()), F.lit(1))
+    if inner is not None:
+        inner = F.when(col.isNotNull(), inner)
+    if own is None or inner is None:
+        return own if inner is None else inner
+    return F.coalesce(own, inner)
+
+
 def typed_from_json(
-    frame: DataFrame, name: str, schema: Schema, envelope: bool, prefix: str | None = None
+    frame: DataFrame,
+    name: str,
+    schema: Schema,
+    envelope: bool,
+    prefix: str | None = None,
+    checked: tuple[Stage, str] | None = None,
 ) -> DataFrame:
     """``frame`` with its ``name`` column of JSON text (string or UTF-8 bytes) holding values of
     ``schema`` replaced, in place, by the typed column: whole envelopes (their ``payload`` is
     read) or bare payloads. A null text (a tombstone) stays null; a null payload follows the
     schema's rules (see the module doc). With ``prefix``, a text that does not begin with it
-    fails the job that reads the column (``SCHEMA_CHANGED``)."""
+    fails the job that reads the column (``SCHEMA_CHANGED``).
+
+    ``checked`` (the stage and the converter's class name): a payload that does not fit the schema,
+    or a required field that is null, marks its record in ``frame``'s error column
+    (``record_errors``) instead of failing the job, and the record's column is null."""
     _check_supported(schema, "")
-    holder = StructType([StructField(_PAYLOAD, wire_type(schema))])
+    wire = wire_type(schema)
+    holder = StructType([StructField(_PAYLOAD, wire)])
     text = F.col(name).cast("string")
     source = text if envelope else F.concat(F.lit('{"payload":'), text, F.lit("}"))
     # Null only for a null text: a null payload parses to a holder with a null field.
-    parse = F.from_json(source, holder, {"mode": "FAILFAST"})
+    if checked is None:
+        parse = F.from_json(source, holder, {"mode": "FAILFAST"})
+    else:
+        # PERMISSIVE keeps the text of a record that does not fit in the corrupt-record field.
+        holder = StructType([*holder.fields, StructField(_CORRUPT, StringType())])
+        parse = F.from_json(source, holder, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
     if prefix is not None:
         # Checked before the parse, so a record of another schema fails here, by name.
         other = F.raise_error(F.concat(F.lit(SCHEMA_CHANGED), F.substring(text, 1, 200)))
         parse = F.when(text.isNotNull() & ~text.startswith(prefix), other.cast(holder)).otherwise(parse)
     parsed = frame.withColumn(name, parse)
+    if checked is not None:
+        stage, class_name = checked
+        payload = F.col(name).getField(_PAYLOAD)
+        problems = [
+            F.when(
+                F.col(name).getField(_CORRUPT).isNotNull(),
+                F.lit(f"the payload does not fit its schema ({schema_text(schema)[:200]})"),
+            )
+        ]
+        nested = _null_problem(payload, schema, "")
+        if nested is not None:
+            problems.append(nested)
+        problem = F.when(F.col(name).isNotNull(), F.coalesce(*problems) if len(problems) > 1 else problems[0])
+        parsed = marked(parsed, problem, stage, class_name, nulled=(name,))
     # Every field reads the parsed column: Spark keeps the two projections apart (the parse is
     # not cheap to repeat), so it is parsed once per record.
     value = _from_wire(F.col(name).getField(_PAYLOAD), schema, "")

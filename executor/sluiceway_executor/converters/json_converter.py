@@ -54,6 +54,7 @@ from sluiceway_executor.converters.connect_spark_json import (
     schema_text,
     typed_from_json,
 )
+from sluiceway_executor.record_errors import marked
 
 # Error messages are cut to this many characters of the offending data.
 _SNIPPET = 200
@@ -66,6 +67,20 @@ _ENVELOPE_ERROR = (
     'not an envelope: with schemas.enable=true every record must be a JSON object with exactly "schema" '
     'and "payload" fields; for plain JSON records set this converter\'s schemas.enable=false.'
 )
+
+
+def _envelope_map(parsed: Column) -> Column:
+    """A parsed JSON record's top level as a map, null when it is not an object."""
+    return F.try_variant_get(parsed, "$", "map<string,variant>")
+
+
+def _is_envelope(top: Column) -> Column:
+    return (
+        top.isNotNull()
+        & (F.size(top) == 2)
+        & F.map_contains_key(top, "schema")
+        & F.map_contains_key(top, "payload")
+    )
 
 
 class JsonConverter(Converter):
@@ -118,13 +133,8 @@ class JsonConverter(Converter):
                 .when(F.is_variant_null(parsed), null)
                 .otherwise(text)
             )
-        top = F.try_variant_get(parsed, "$", "map<string,variant>")
-        is_envelope = (
-            top.isNotNull()
-            & (F.size(top) == 2)
-            & F.map_contains_key(top, "schema")
-            & F.map_contains_key(top, "payload")
-        )
+        top = _envelope_map(parsed)
+        is_envelope = _is_envelope(top)
         payload = top.getItem("payload")
         return (
             F.when(col.isNull(), null)
@@ -137,6 +147,20 @@ class JsonConverter(Converter):
             .when(F.schema_of_variant(payload) == "STRING", F.to_json(payload))
             .otherwise(F.get_json_object(text, "$.payload"))
         )
+
+    def problem(self, col: Column) -> Column:
+        """Why a record's bytes are not what this converter reads (null when they are), without the
+        schema: not JSON, not UTF-8, or (with schemas.enable) not an envelope."""
+        text = col.cast("string")
+        parsed = F.try_parse_json(text)
+        found = (
+            F.when(col.isNull(), F.lit(None).cast("string"))
+            .when(parsed.isNull(), F.lit("invalid JSON"))
+            .when(~F.is_valid_utf8(text), F.lit("invalid UTF-8 in JSON"))
+        )
+        if self.schemas_enable:
+            found = found.when(~_is_envelope(_envelope_map(parsed)), F.lit(_ENVELOPE_ERROR))
+        return found
 
     def from_connect(self, col: Column, data_type: DataType | None = None) -> Column:
         if data_type is not None and not isinstance(data_type, (StringType, BinaryType, NullType)):
@@ -207,6 +231,23 @@ class JsonConverter(Converter):
         if schema is None:
             return batch.withColumn(name, self.to_connect(F.col(name))), None
         return typed_from_json(batch, name, schema, envelope=True), schema
+
+    def checked_frame(self, batch: DataFrame, name: str) -> tuple[DataFrame, Schema | None]:
+        checked = (self.stage, self.class_name)
+        batch = marked(batch, self.problem(F.col(name)), self.stage, self.class_name, nulled=(name,))
+        declared = self.declared_schema(batch)
+        if declared is not None:
+            return typed_from_json(batch, name, declared, envelope=False, checked=checked), declared
+        if not self.schemas_enable:
+            return batch.withColumn(name, self.to_connect(F.col(name))), None
+        if self._expected is not None:
+            prefix, expected = self._expected
+            frame = typed_from_json(batch, name, expected, envelope=True, prefix=prefix, checked=checked)
+            return frame, expected
+        schema = self._batch_schema(batch, name)
+        if schema is None:
+            return batch.withColumn(name, self.to_connect(F.col(name))), None
+        return typed_from_json(batch, name, schema, envelope=True, checked=checked), schema
 
     def _schema(self, text: str) -> Schema:
         schema = self._parsed.get(text)

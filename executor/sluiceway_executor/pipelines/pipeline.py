@@ -18,10 +18,23 @@ __all__ = [
     "Pipeline",
     "PipelineFactory",
     "PlansAhead",
+    "ProducedRecord",
     "SchedulesHeartbeats",
     "canonical",
     "merge_offsets",
 ]
+
+
+@dataclass(frozen=True)
+class ProducedRecord:
+    """A record the runner writes to Kafka in the transaction that commits its batch's offsets (a
+    record for a sink's dead-letter queue): visible to readers exactly when the commit is."""
+
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    timestamp_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -30,13 +43,18 @@ class BatchOutcome:
     then taken as "some"), the ``offsets`` to commit now that the data is durable, and the
     ``topics`` it wrote (sources) or read (sinks). ``steps`` holds the seconds its named steps took
     (a sink's ``plan`` and ``write``), which the runner logs with the commit's. ``end_of_data``: the
-    task said it has nothing more to read after this batch (``SourceBatch.end_of_data``)."""
+    task said it has nothing more to read after this batch (``SourceBatch.end_of_data``).
+    ``skipped``: records left out because they failed a converter or a transform
+    (``errors.tolerance=all``); ``dead_letters``: those of them the commit writes to the
+    dead-letter queue."""
 
     records: int | None
     offsets: list[OffsetPair] = field(default_factory=list)
     topics: frozenset[str] = frozenset()
     steps: Mapping[str, float] = field(default_factory=dict, compare=False)
     end_of_data: bool = False
+    skipped: int = 0
+    dead_letters: tuple[ProducedRecord, ...] = ()
 
     @property
     def empty(self) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
@@ -35,6 +36,7 @@ from sluiceway.connect import (
     Task,
 )
 from sluiceway.connect.kafka_clients import kafka_client_config, sink_consumer_group
+from sluiceway_executor.failures import is_kafka_unreachable, is_spark_session_lost
 from sluiceway_executor.kafka_ranges import (
     PartitionRange,
     RecordSample,
@@ -47,9 +49,24 @@ from sluiceway_executor.kafka_ranges import (
     task_partitions,
 )
 from sluiceway_executor.pipelines.batch_sizing import BatchSizer, share_records
+from sluiceway_executor.pipelines.error_handling import (
+    ErrorHandling,
+    FailedRecord,
+    first_failure_message,
+    log_failures,
+)
 from sluiceway_executor.pipelines.loading import worker_policy
 from sluiceway_executor.pipelines.pipeline import BatchOutcome
+from sluiceway_executor.pipelines.sink_errors import (
+    RAW_COLUMN,
+    RAW_FIELDS,
+    dead_letter_topic_creator,
+    failed_records,
+    first_failed_record,
+    without_failed,
+)
 from sluiceway_executor.pipelines.spec import TaskSpec, batch_limits
+from sluiceway_executor.record_errors import with_error_column
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -158,6 +175,13 @@ class SinkPipeline:
         from sluiceway_executor.transforms.chain import TransformChain
 
         self._chain = TransformChain(())  # the connector's, from start()
+        self._errors = ErrorHandling.of(spec.connector_config)
+        dlq = self._errors.dlq_topic
+        if dlq and (dlq in (self._topics or ()) or (self._regex and re.fullmatch(self._regex, dlq))):
+            raise ConnectException(f"the dead-letter topic {dlq} is one this sink reads; it may not be")
+        # Ranges a batch published but never committed, skipped on resumption: their failed
+        # records go to the dead-letter queue with the next commit (see ``_replayed``).
+        self._replay: list[PartitionRange] = []
 
     def start(self) -> None:
         from sluiceway_executor.converters.registry import converter_for
@@ -171,7 +195,16 @@ class SinkPipeline:
                 f"transforms run on tasks that take a batch as a DataFrame; {self._task_class.__qualname__} "
                 "takes records one by one"
             )
+        if self._errors.tolerant and not issubclass(self._task_class, DataFrameSinkTask):
+            raise ConnectException(
+                f"errors.tolerance=all works on tasks that take a batch as a DataFrame; "
+                f"{self._task_class.__qualname__} takes records one by one"
+            )
         self._admin = AdminClient(dict(self._admin_config))
+        if self._errors.tolerant and self._errors.dlq_topic:
+            dead_letter_topic_creator(self._worker_config, self.spec, self._errors).ensure(
+                [self._errors.dlq_topic]
+            )
         if issubclass(self._task_class, DataFrameSinkTask):
             task = self._task_class()
             task.start(self.spec.task_config)
@@ -205,7 +238,10 @@ class SinkPipeline:
             found = committed_offsets(admin, self.group, unknown, KAFKA_CALL_TIMEOUT_S)
             for key, offset in found.items():
                 resumed = resume_offset(offset, self._written.get(key), earliest.get(key))
-                if resumed != offset:
+                if resumed != offset and resumed is not None:
+                    if self._errors.tolerant and self._errors.dlq_topic:
+                        begin = offset if offset is not None else earliest.get(key, 0)
+                        self._replay.append(PartitionRange(key[0], key[1], begin, resumed))
                     log.info(
                         "task %s: %s-%d resumes at %s, after a batch written but not committed (at %s)",
                         self.spec.name,
@@ -249,34 +285,47 @@ class SinkPipeline:
             .load()
         )
 
-    def converted(self, raw: DataFrame) -> DataFrame:
+    def converted(self, raw: DataFrame, checked: bool = False) -> DataFrame:
         """Key and value as the connector's converters produce them (DataFrame-level tasks): typed
-        columns carry their Connect schemas in their metadata."""
+        columns carry their Connect schemas in their metadata. ``checked`` (``raw`` pinned by the
+        caller): a record a converter or transform fails on is marked in the error column, beside
+        the record as read (``RAW_COLUMN``), instead of failing the job."""
+        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
         from sluiceway_executor.converters.connect_spark_json import with_connect_schemas
 
-        if self._key_converter.scans_batch() or self._value_converter.scans_batch():
+        scans = self._key_converter.scans_batch() or self._value_converter.scans_batch()
+        if scans and not checked:
             # A converter reads the records once to learn their schemas and the task reads them
             # again: held by Spark after one read from Kafka, they are not fetched twice.
             raw = raw.localCheckpoint()
-        frame = raw.select("topic", "partition", "offset", "timestamp", "key", "value", "headers")
-        frame, key_schema = self._key_converter.connect_frame(frame, "key")
-        frame, value_schema = self._value_converter.connect_frame(frame, "value")
+        frame = raw.select(*RAW_FIELDS)
+        if checked:
+            frame = with_error_column(frame).withColumn(RAW_COLUMN, F.struct(*RAW_FIELDS))
+            frame, key_schema = self._key_converter.checked_frame(frame, "key")
+            frame, value_schema = self._value_converter.checked_frame(frame, "value")
+        else:
+            frame, key_schema = self._key_converter.connect_frame(frame, "key")
+            frame, value_schema = self._value_converter.connect_frame(frame, "value")
         schemas = {name: s for name, s in (("key", key_schema), ("value", value_schema)) if s is not None}
         frame = with_connect_schemas(frame, schemas) if schemas else frame
         return self._chain.apply(frame, is_sink=True) if self._chain else frame
 
-    def _write(self, task: DataFrameSinkTask, raw: DataFrame, context: BatchContext) -> None:
+    def _write(self, task: DataFrameSinkTask, raw: DataFrame, context: BatchContext) -> list[FailedRecord]:
         """Hands the batch to the task, converted on the schemas the converters expect when they
         do (no job to learn them); if that fails, perhaps on a record of another schema, once more
-        converted on the batch's own."""
+        converted on the batch's own. Returns the records left out (errors.tolerance=all)."""
         converters = (self._key_converter, self._value_converter)
         for converter, sample in zip(
             converters, (self._sample.last_key, self._sample.last_value), strict=True
         ):
             converter.expect(sample)
         expected = any(converter.expecting() for converter in converters)
+        if self._errors.tolerant:
+            # Read from Kafka once for the failed records' job and the task's.
+            raw = raw.localCheckpoint()
         try:
-            task.write_batch(self.converted(raw), context)
+            return self._write_once(task, raw, context)
         except Exception as e:
             if not expected:
                 raise
@@ -288,7 +337,39 @@ class SinkPipeline:
             )
             for converter in converters:
                 converter.forget_expected()
+            return self._write_once(task, raw, context)
+
+    def _write_once(
+        self, task: DataFrameSinkTask, raw: DataFrame, context: BatchContext
+    ) -> list[FailedRecord]:
+        if not self._errors.tolerant:
             task.write_batch(self.converted(raw), context)
+            return []
+        staged = self._checked(raw)
+        failed = failed_records(staged)
+        task.write_batch(without_failed(staged), context)
+        return failed
+
+    def _first_failure(self, ranges: list[PartitionRange]) -> FailedRecord | None:
+        """The first record of ``ranges`` (by topic, partition, offset) a converter or transform
+        fails on, read again: what a task that tolerates no errors names when its batch failed."""
+        for converter in (self._key_converter, self._value_converter):
+            converter.forget_expected()
+        return first_failed_record(self._checked(self.read(ranges).localCheckpoint()))
+
+    def _replayed(self, ranges: list[PartitionRange]) -> list[FailedRecord]:
+        """The failed records of ranges a batch published before its commit was lost: they go to
+        the dead-letter queue with this batch's commit."""
+        for converter in (self._key_converter, self._value_converter):
+            converter.forget_expected()
+        return failed_records(self._checked(self.read(ranges).localCheckpoint()))
+
+    def _checked(self, raw: DataFrame) -> DataFrame:
+        """The batch converted and transformed with its failed records marked (``raw`` pinned),
+        pinned in turn. Pinned, it is computed once for the failed records' job and the task's; and
+        a filter on the error column cannot be pushed down into the stages, where Spark would
+        substitute each stage's expressions into the next and the plan would grow exponentially."""
+        return self.converted(raw, checked=True).localCheckpoint()
 
     # ------------------------------------------------------------------ batches
 
@@ -317,7 +398,7 @@ class SinkPipeline:
             ranges = self.plan()
             plan_step = {"plan": time.monotonic() - began}
         planned = time.monotonic()
-        if not ranges:
+        if not ranges and not self._replay:
             return BatchOutcome(records=0, steps=plan_step)
         raw = self.read(ranges)
         context = BatchContext(
@@ -328,8 +409,12 @@ class SinkPipeline:
             offsets_change=self._offsets_change,
             topics_renamed=bool(self._chain),
         )
-        if self._task is not None:
-            self._write(self._task, raw, context)
+        failed: list[FailedRecord] = []
+        replay, self._replay = self._replay, []
+        if not ranges:
+            pass  # only the dead letters of a batch published before a crash to commit
+        elif self._task is not None:
+            failed = self._write_diagnosed(self._task, raw, context, ranges)
         else:
             from sluiceway_executor.pipelines.record_tasks import run_sink_task
 
@@ -337,12 +422,37 @@ class SinkPipeline:
         records = sum(r.count for r in ranges)
         written = time.monotonic()
         self._sizer.observe(self._limit, records, written - began)
+        log_failures(self._errors, self.spec.name, failed)
+        dead = [*(self._replayed(replay) if replay else []), *failed] if self._errors.dlq_topic else []
+        read = {r.key for r in ranges}
+        handling, connector, index = self._errors, self.spec.connector, self.spec.task_index
         return BatchOutcome(
             records=records,
-            offsets=sink_offsets(ranges),
+            offsets=sink_offsets(ranges) + sink_offsets([r for r in replay if r.key not in read]),
             topics=frozenset(r.topic for r in ranges),
             steps={**plan_step, "write": written - planned},
+            skipped=len(failed),
+            dead_letters=tuple(f.dead_letter(handling, connector, index) for f in dead),
         )
+
+    def _write_diagnosed(
+        self, task: DataFrameSinkTask, raw: DataFrame, context: BatchContext, ranges: list[PartitionRange]
+    ) -> list[FailedRecord]:
+        """``_write``; when the batch fails and the task tolerates no errors, the failure names the
+        first record a converter or transform cannot handle, if that is why."""
+        try:
+            return self._write(task, raw, context)
+        except Exception as e:
+            if self._errors.tolerant or is_spark_session_lost(e) or is_kafka_unreachable(e):
+                raise
+            try:
+                first = self._first_failure(ranges)
+            except Exception:
+                log.debug("task %s: looking for the failed record failed", self.spec.name, exc_info=True)
+                raise e from None
+            if first is None:
+                raise
+            raise ConnectException(first_failure_message(first)) from e
 
     def committed(self, outcome: BatchOutcome) -> None:
         self._committed.update(_ends(outcome))

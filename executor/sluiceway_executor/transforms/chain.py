@@ -18,6 +18,7 @@ from sluiceway.connect.data.schema import Schema
 from sluiceway.connect.transform_config import ChainStep, configured_chain
 from sluiceway.connect.transform_plugins import TransformPlugins
 from sluiceway.connect.transforms import DataFrameTransformation, RecordColumns, TransformContext
+from sluiceway_executor.record_errors import ERROR_COLUMN, Stage, failing, has_error_column, marked
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -57,6 +58,7 @@ class TransformChain:
                 holds = step.predicate.test(records, TransformContext(step.predicate_alias, is_sink))
                 holds = F.coalesce(~holds if step.negate else holds, F.lit(False))
                 after = _gated(records, after, holds, step)
+            frame, after = _errors_handled(frame, after, step)
             frame, records = _projected(frame, after)
         return _with_schemas(frame, records)
 
@@ -123,6 +125,22 @@ def record_columns(frame: DataFrame) -> RecordColumns:
     )
 
 
+def _errors_handled(
+    frame: DataFrame, after: RecordColumns, step: ChainStep
+) -> tuple[DataFrame, RecordColumns]:
+    """The frame and records once the records the step could not handle (``after.error``) are
+    dealt with: marked in the frame's error column, their key and value nulled, when the frame has
+    one (errors.tolerance=all); else failing the job on the first of them."""
+    if after.error is None:
+        return frame, after
+    if has_error_column(frame):
+        kind = type(step.transform)
+        frame = marked(frame, after.error, Stage.TRANSFORMATION, f"{kind.__module__}.{kind.__qualname__}")
+        return frame, after.replace(error=None)
+    value = failing(after.value, after.error)
+    return frame, after.replace(value=value, error=None)
+
+
 def _gated(before: RecordColumns, after: RecordColumns, holds: Column, step: ChainStep) -> RecordColumns:
     from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
@@ -147,6 +165,7 @@ def _gated(before: RecordColumns, after: RecordColumns, holds: Column, step: Cha
         return new if new is old else F.when(holds, new).otherwise(old)
 
     keep = after.keep
+    error = None if after.error is None else F.when(holds, after.error)
     if keep is not None:
         keep = F.when(holds, keep).otherwise(before.keep if before.keep is not None else F.lit(True))
     return RecordColumns(
@@ -160,6 +179,7 @@ def _gated(before: RecordColumns, after: RecordColumns, holds: Column, step: Cha
         key_schema=after.key_schema,
         value_schema=after.value_schema,
         keep=keep,
+        error=error,
     )
 
 
@@ -183,7 +203,9 @@ def _projected(frame: DataFrame, records: RecordColumns) -> tuple[DataFrame, Rec
     chosen = {name: column for name, column in by_name.items() if column is not None}
     out = frame.select(*others, *[column.alias(name) for name, column in chosen.items()])
     if records.keep is not None:
-        out = out.filter(F.coalesce(records.keep, F.lit(True)))
+        kept = F.coalesce(records.keep, F.lit(True))
+        # A record an earlier stage failed stays to be skipped or dead-lettered after the chain.
+        out = out.filter(kept | F.col(ERROR_COLUMN).isNotNull() if has_error_column(frame) else kept)
     return out, RecordColumns(
         key=F.col("key"),
         value=F.col("value"),

@@ -85,7 +85,10 @@ def _cast_default(value: Any, target: Type) -> Any:
     return int(float(value)) if isinstance(value, str) else int(value)
 
 
-def _cast_column(column: Column, schema: Schema, target: Type, where: str) -> tuple[Column, Schema]:
+def _cast_column(
+    column: Column, schema: Schema, target: Type, where: str
+) -> tuple[Column, Schema, Column | None]:
+    """The cast column, its schema, and why a record's value cannot be cast (None: any can)."""
     from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
     from sluiceway.connect.data.spark import to_spark
@@ -98,14 +101,29 @@ def _cast_column(column: Column, schema: Schema, target: Type, where: str) -> tu
     if schema.type is Type.BYTES and logical is None:
         raise ConnectException(f"{where}: bytes cannot be cast")
     new_schema = Schema(target, optional=schema.optional, default=_cast_default(schema.default, target))
+    problem = None
     if schema.type is Type.STRING and target is Type.BOOLEAN:
         # Java's Boolean.parseBoolean: "true" in any case, everything else false.
         cast = F.lower(F.trim(column)) == F.lit("true")
     elif schema.type is Type.BOOLEAN and target is Type.STRING:
         cast = F.when(column, F.lit("true")).otherwise(F.lit("false"))
-    else:
+    elif target is Type.STRING:
         cast = column.cast(to_spark(new_schema))
-    return F.when(column.isNull(), F.lit(None)).otherwise(cast), new_schema
+    else:
+        # A text that is no number, or a number out of the target's range, is the record's fault:
+        # null here, and the problem says why (the pipeline skips the record or fails the batch).
+        cast = column.try_cast(to_spark(new_schema))
+        # The message leaves the value out: it reaches logs, which never hold record contents.
+        problem = F.when(
+            column.isNotNull() & cast.isNull(), F.lit(f"{where}: the value is no {target.value}")
+        )
+    return F.when(column.isNull(), F.lit(None)).otherwise(cast), new_schema, problem
+
+
+def _first(problems: list[Column]) -> Column | None:
+    from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+    return None if not problems else problems[0] if len(problems) == 1 else F.coalesce(*problems)
 
 
 class Cast(PartTransformation):
@@ -133,19 +151,28 @@ class Cast(PartTransformation):
             column, schema = self.operand(records)
             if schema is None:
                 raise ConnectException(f"{where} (Cast) needs a record {self.PART} with a schema")
-            cast, new_schema = _cast_column(column, schema, self._specs[_WHOLE], f"{where}, the {self.PART}")
-            return self.with_operand(records, cast, new_schema)
+            cast, new_schema, problem = _cast_column(
+                column, schema, self._specs[_WHOLE], f"{where}, the {self.PART}"
+            )
+            return self.with_operand(records, cast, new_schema).with_error(problem)
         column, schema = self.struct_operand(records, context)
         for name in self._specs:
             self.field_of(schema, name, context, "spec")
+        problems: list[Column] = []
 
         def cast_field(item: Field, current: Column) -> tuple[Column, Schema] | None:
             target = self._specs.get(item.name)
             if target is None:
                 return None
-            return _cast_column(current, item.schema, target, f"{where}, field '{item.name}'")
+            cast, new_schema, problem = _cast_column(
+                current, item.schema, target, f"{where}, field '{item.name}'"
+            )
+            if problem is not None:
+                problems.append(problem)
+            return cast, new_schema
 
-        return self.with_fields_changed(records, column, schema, cast_field)
+        changed = self.with_fields_changed(records, column, schema, cast_field)
+        return changed.with_error(_first(problems))
 
 
 class CastKey(Cast):

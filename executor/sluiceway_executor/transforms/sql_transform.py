@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, ClassVar, Final
 
 from sluiceway.connect import ConfigDef, ConfigException, ConfigType, ConnectException, Importance
 from sluiceway.connect.transforms import DataFrameTransformation, TransformContext
+from sluiceway_executor.record_errors import ERROR_COLUMN, has_error_column
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -137,7 +138,12 @@ class Sql(DataFrameTransformation):
     def apply_frame(self, frame: DataFrame, context: TransformContext) -> DataFrame:
         kept = [f"`{name.replace('`', '``')}`" for name in frame.columns if name.lower() not in self._parts]
         items = ", ".join([*kept, self._select] if self._select else kept)
-        query = f"SELECT {items} FROM {{batch}}" + (f" WHERE {self._where}" if self._where else "")
+        where = self._where
+        if where and has_error_column(frame):
+            # Records an earlier stage failed stay, whatever the condition says of their nulled
+            # key and value: they are skipped or dead-lettered after the chain.
+            where = f"({where}) OR `{ERROR_COLUMN}` IS NOT NULL"
+        query = f"SELECT {items} FROM {{batch}}" + (f" WHERE {where}" if where else "")
         try:
             out = frame.sparkSession.sql(query, batch=frame)
             out.columns  # noqa: B018 - analysed here, so a wrong field fails by this transform's name

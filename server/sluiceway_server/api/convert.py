@@ -81,6 +81,8 @@ def instance_status(view: InstanceStatusView) -> connectors_pb2.InstanceStatus:
     message.detail = view.detail
     if view.idle_since_ms > 0:
         message.idle_since.CopyFrom(timestamp(view.idle_since_ms))
+    message.records_skipped = view.records_skipped
+    message.records_dead_lettered = view.records_dead_lettered
     return message
 
 

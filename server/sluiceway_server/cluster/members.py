@@ -184,6 +184,7 @@ async def record_status_report(
     due = report.next_restart_time.ToMilliseconds() if report.HasField("next_restart_time") else 0
     state = STATES.get(report.state, State.UNASSIGNED)
     detail, idle_since = _idleness(state, report.detail, report.idle_since)
+    skipped, dead_lettered = _record_counts(state, report.records_skipped, report.records_dead_lettered)
     await status.put_task(
         task.connector,
         task.task,
@@ -196,6 +197,8 @@ async def record_status_report(
         next_restart_ms=due,
         detail=detail,
         idle_since_ms=idle_since,
+        records_skipped=skipped,
+        records_dead_lettered=dead_lettered,
     )
 
 
@@ -205,6 +208,14 @@ def _idleness(state: State, detail: str, since: timestamp_pb2.Timestamp) -> tupl
     if state is not State.RUNNING or not detail:
         return "", 0
     return detail[:DETAIL_MAX_CHARS], max(since.ToMilliseconds(), 0)
+
+
+def _record_counts(state: State, skipped: int, dead_lettered: int) -> tuple[int, int]:
+    """The records a task left out and dead-lettered, as its executor counted them: kept only with
+    RUNNING (a task that stopped running starts counting afresh), never below 0."""
+    if state is not State.RUNNING:
+        return 0, 0
+    return max(skipped, 0), max(dead_lettered, 0)
 
 
 def current_task(member: Member, task_name: str, generation: int) -> TaskId | None:
@@ -238,6 +249,8 @@ class Adopted:
     trace: str | None
     detail: str = ""
     idle_since_ms: int = 0
+    records_skipped: int = 0
+    records_dead_lettered: int = 0
 
 
 def choose_adopted(
@@ -281,7 +294,10 @@ def choose_adopted(
         # A task waiting for its automatic restart keeps the trace of the failure it waits after.
         trace = (item.trace or None) if state in (State.FAILED, State.RESTARTING) else None
         detail, idle_since = _idleness(state, item.detail, item.idle_since)
-        kept[task] = Adopted(task, item.generation, item.fingerprint, state, trace, detail, idle_since)
+        skipped, dead_lettered = _record_counts(state, item.records_skipped, item.records_dead_lettered)
+        kept[task] = Adopted(
+            task, item.generation, item.fingerprint, state, trace, detail, idle_since, skipped, dead_lettered
+        )
     return list(kept.values())
 
 
@@ -305,6 +321,8 @@ async def write_adopted(
                 member.principal,
                 detail=a.detail,
                 idle_since_ms=a.idle_since_ms,
+                records_skipped=a.records_skipped,
+                records_dead_lettered=a.records_dead_lettered,
             )
 
 
@@ -316,7 +334,17 @@ def status_differs(record: TaskStatusRecord | None, adopted: Adopted, member: Me
         record.worker_id,
         record.worker_principal,
         record.detail,
-    ) != (adopted.state, adopted.generation, member.id, member.principal, adopted.detail)
+        record.records_skipped,
+        record.records_dead_lettered,
+    ) != (
+        adopted.state,
+        adopted.generation,
+        member.id,
+        member.principal,
+        adopted.detail,
+        adopted.records_skipped,
+        adopted.records_dead_lettered,
+    )
 
 
 def executors_with_live_tasks(store: StatusStore) -> dict[str, str]:

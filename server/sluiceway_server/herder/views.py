@@ -54,12 +54,23 @@ class InstanceStatusView:
     # the epoch); "" and 0 otherwise.
     detail: str = ""
     idle_since_ms: int = 0
+    # A RUNNING task: the records it left out because a converter or transform failed on them, and
+    # those it wrote to its dead-letter topic, since it started; 0 otherwise.
+    records_skipped: int = 0
+    records_dead_lettered: int = 0
 
     @classmethod
     def of(cls, record: ConnectorStatusRecord | TaskStatusRecord) -> InstanceStatusView:
-        task = (0, 0, "", 0)
+        task: tuple[int, int, str, int, int, int] = (0, 0, "", 0, 0, 0)
         if isinstance(record, TaskStatusRecord):
-            task = (record.restart_attempt, record.next_restart_ms, record.detail, record.idle_since_ms)
+            task = (
+                record.restart_attempt,
+                record.next_restart_ms,
+                record.detail,
+                record.idle_since_ms,
+                record.records_skipped,
+                record.records_dead_lettered,
+            )
         return cls(
             record.state,
             record.worker_id,
@@ -115,6 +126,8 @@ def restarting(current: InstanceStatusView, now_ms: int, fallback_worker: str = 
         next_restart_ms=0,
         detail="",
         idle_since_ms=0,
+        records_skipped=0,
+        records_dead_lettered=0,
     )
 
 

@@ -4,9 +4,11 @@ KafkaStatusBackingStore, KIP-558).
 - `status-connector-{c}`, `status-task-{c}-{n}`:
   `{"state", "trace", "worker_id", "generation"}`, plus our own optional `"recent_errors"`; in a
   task status an authenticated executor reported, `"worker_principal"`; for a task RESTARTING
-  after its own failure, `"restart_attempt"` and `"next_restart_ms"`; and for a RUNNING task with
-  nothing to do, `"detail"` (such as "idle: end of data") and `"idle_since_ms"`. Kafka Connect's
-  reader takes the keys it knows by name and ignores the others
+  after its own failure, `"restart_attempt"` and `"next_restart_ms"`; for a RUNNING task with
+  nothing to do, `"detail"` (such as "idle: end of data") and `"idle_since_ms"`; and for a RUNNING
+  task that left records out (errors.tolerance=all), `"records_skipped"` and
+  `"records_dead_lettered"`, each only when not 0. Kafka Connect's reader takes the keys it knows
+  by name and ignores the others
 - `status-topic-{topic}:connector-{c}`: `{"topic": {"name", "connector", "task", "discoverTimestamp"}}`
 
 A tombstone removes the entry. Records are routed by key hash, so each key's history is ordered but
@@ -119,6 +121,10 @@ class TaskStatusRecord:
     # when (ms since the epoch); "" and 0 otherwise.
     detail: str = ""
     idle_since_ms: int = 0
+    # A RUNNING task: the records its converters or transforms failed on and it left out, and those
+    # it wrote to its dead-letter topic, since it started on its executor; 0 otherwise.
+    records_skipped: int = 0
+    records_dead_lettered: int = 0
 
 
 @dataclass(frozen=True)
@@ -163,6 +169,10 @@ def encode_status(status: ConnectorStatusRecord | TaskStatusRecord) -> bytes:
             value["detail"] = status.detail
         if status.idle_since_ms:
             value["idle_since_ms"] = status.idle_since_ms
+        if status.records_skipped:
+            value["records_skipped"] = status.records_skipped
+        if status.records_dead_lettered:
+            value["records_dead_lettered"] = status.records_dead_lettered
     return serde.dumps(value)
 
 
@@ -191,6 +201,8 @@ class _StatusFields:
     next_restart_ms: int = 0
     detail: str = ""
     idle_since_ms: int = 0
+    records_skipped: int = 0
+    records_dead_lettered: int = 0
 
 
 def _parse_status(key: str, data: bytes) -> _StatusFields | None:
@@ -237,6 +249,8 @@ def _parse_status(key: str, data: bytes) -> _StatusFields | None:
         next_restart_ms=_extra_count(key, value, "next_restart_ms"),
         detail=detail,
         idle_since_ms=_extra_count(key, value, "idle_since_ms"),
+        records_skipped=_extra_count(key, value, "records_skipped"),
+        records_dead_lettered=_extra_count(key, value, "records_dead_lettered"),
     )
 
 
@@ -490,6 +504,8 @@ class StatusStore:
             fields.next_restart_ms,
             fields.detail,
             fields.idle_since_ms,
+            fields.records_skipped,
+            fields.records_dead_lettered,
         )
         self._tasks.setdefault(connector, {})[task] = status
         return StatusChange(connector, task, status)

@@ -24,6 +24,8 @@ class Report:
     wall_ms: int  # time.time() in ms when reported
     detail: str = ""
     idle_since_ms: int = 0
+    records_skipped: int = 0
+    records_dead_lettered: int = 0
 
 
 class RecordingHost:
@@ -41,6 +43,8 @@ class RecordingHost:
         next_restart_ms: int = 0,
         detail: str = "",
         idle_since_ms: int = 0,
+        records_skipped: int = 0,
+        records_dead_lettered: int = 0,
     ) -> None:
         report = Report(
             state,
@@ -51,6 +55,8 @@ class RecordingHost:
             int(time.time() * 1000),
             detail,
             idle_since_ms,
+            records_skipped,
+            records_dead_lettered,
         )
         with self._cond:
             self.reports.append(report)

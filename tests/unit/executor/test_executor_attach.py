@@ -8,7 +8,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -31,7 +31,7 @@ from sluiceway_executor.offset_commits import (
     KafkaOffsetCommitter,
 )
 from sluiceway_executor.pipelines import parse_task_name
-from sluiceway_executor.pipelines.pipeline import BatchOutcome
+from sluiceway_executor.pipelines.pipeline import BatchOutcome, ProducedRecord
 from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_server.embedded import free_port
 
@@ -401,7 +401,9 @@ class FakeCommitter:
             raise self.commits.open_error
         self.commits.opened.append((self.spec.name, self.spec.generation, self.worker_config))
 
-    def commit(self, offsets: list[OffsetPair], timeout: float) -> CommitOutcome:
+    def commit(
+        self, offsets: list[OffsetPair], timeout: float, records: Sequence[ProducedRecord] = ()
+    ) -> CommitOutcome:
         commit = Commit(self.spec.name, self.spec.generation, offsets)
         self.commits.add(commit)
         if not commit.done.wait(timeout):

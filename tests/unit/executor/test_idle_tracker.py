@@ -6,13 +6,13 @@ runs the same path on Kafka and Spark."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from sluiceway.api.v1 import common_pb2
 from sluiceway.common.offsets import OffsetPair
 from sluiceway_executor.offset_commits import CommitOutcome, CommitStatus
 from sluiceway_executor.pipelines.idle import END_OF_DATA, NO_NEW_RECORDS, Idleness, IdleTracker
-from sluiceway_executor.pipelines.pipeline import BatchOutcome
+from sluiceway_executor.pipelines.pipeline import BatchOutcome, ProducedRecord
 from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_executor.runner import TaskRunner
 from tests.unit.executor.task_hosts import RecordingHost, Report
@@ -131,7 +131,9 @@ class Committer:
     def open(self, timeout: float) -> None:
         pass
 
-    def commit(self, offsets: list[OffsetPair], timeout: float) -> CommitOutcome:
+    def commit(
+        self, offsets: list[OffsetPair], timeout: float, records: Sequence[ProducedRecord] = ()
+    ) -> CommitOutcome:
         return CommitOutcome(CommitStatus.OK)
 
     def close(self) -> None:

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sluiceway.common.offsets import OffsetPair
 from sluiceway_executor.offset_commits import CommitOutcome, CommitStatus
-from sluiceway_executor.pipelines.pipeline import BatchOutcome, PlansAhead
+from sluiceway_executor.pipelines.pipeline import BatchOutcome, PlansAhead, ProducedRecord
 from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_executor.runner import TaskRunner
 from tests.unit.executor.task_hosts import TIMEOUT, RecordingHost
@@ -71,7 +71,9 @@ class WaitingCommitter:
     def open(self, timeout: float) -> None:
         pass
 
-    def commit(self, offsets: list[OffsetPair], timeout: float) -> CommitOutcome:
+    def commit(
+        self, offsets: list[OffsetPair], timeout: float, records: Sequence[ProducedRecord] = ()
+    ) -> CommitOutcome:
         n = int(offsets[0][1]["n"])  # type: ignore[index]
         self.pipeline.events.append(("commit", n, threading.current_thread().name))
         self.commits.append(offsets)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +18,7 @@ from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 from sluiceway.api.v1 import common_pb2
 from sluiceway.common.offsets import OffsetPair
 from sluiceway_executor.offset_commits import CommitOutcome, CommitStatus
-from sluiceway_executor.pipelines.pipeline import BatchOutcome
+from sluiceway_executor.pipelines.pipeline import BatchOutcome, ProducedRecord
 from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_executor.runner import TaskRunner
 from tests.unit.executor.task_hosts import TIMEOUT, RecordingHost, count
@@ -82,7 +82,9 @@ class Committer:
     def open(self, timeout: float) -> None:
         pass
 
-    def commit(self, offsets: list[OffsetPair], timeout: float) -> CommitOutcome:
+    def commit(
+        self, offsets: list[OffsetPair], timeout: float, records: Sequence[ProducedRecord] = ()
+    ) -> CommitOutcome:
         self.commits.append(offsets)
         return self.outcomes.pop(0) if self.outcomes else CommitOutcome(CommitStatus.OK)
 

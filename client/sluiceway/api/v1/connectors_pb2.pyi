@@ -784,6 +784,8 @@ class InstanceStatus(_message.Message):
     NEXT_RESTART_TIME_FIELD_NUMBER: _builtins.int
     DETAIL_FIELD_NUMBER: _builtins.int
     IDLE_SINCE_FIELD_NUMBER: _builtins.int
+    RECORDS_SKIPPED_FIELD_NUMBER: _builtins.int
+    RECORDS_DEAD_LETTERED_FIELD_NUMBER: _builtins.int
     state: _common_pb2.State.ValueType
     worker_id: _builtins.str
     """The executor (for tasks) or control-plane replica (for connectors) running it."""
@@ -806,6 +808,21 @@ class InstanceStatus(_message.Message):
     "idle: end of data": its source said it has nothing more to read (DataGenSource past
     max.records). "idle: no new records": its batches have found nothing for at least 10 s.
     Cleared by the first batch that carries records.
+    """
+    records_skipped: _builtins.int
+    """For a RUNNING task that tolerates record errors (errors.tolerance=all): how many records it
+    left out because a converter or a transform failed on them, since it last started on its
+    executor. Counts only batches whose offsets were committed, and starts again from 0 whenever
+    the task starts again (a restart, a move to another executor, a failed run tried anew). The
+    executor sends new counts at most every 5 seconds, and a change held back waits for the end
+    of a batch after that, so this can trail the task a little. 0 when nothing was left out, and
+    for connectors.
+    """
+    records_dead_lettered: _builtins.int
+    """Over the same span, how many records the task wrote to its dead-letter topic
+    (errors.deadletterqueue.topic.name): the skipped records when that topic is set, and, in the
+    first batches after a start, the failed records of a batch an earlier run wrote to the sink
+    but did not get to commit, which the task does not write again. 0 without a dead-letter topic.
     """
     @_builtins.property
     def update_time(self) -> _timestamp_pb2.Timestamp:
@@ -836,10 +853,12 @@ class InstanceStatus(_message.Message):
         next_restart_time: _timestamp_pb2.Timestamp | None = ...,
         detail: _builtins.str = ...,
         idle_since: _timestamp_pb2.Timestamp | None = ...,
+        records_skipped: _builtins.int = ...,
+        records_dead_lettered: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["idle_since", b"idle_since", "next_restart_time", b"next_restart_time", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "generation", b"generation", "idle_since", b"idle_since", "next_restart_time", b"next_restart_time", "recent_errors", b"recent_errors", "restart_attempt", b"restart_attempt", "state", b"state", "trace", b"trace", "update_time", b"update_time", "worker_id", b"worker_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "generation", b"generation", "idle_since", b"idle_since", "next_restart_time", b"next_restart_time", "recent_errors", b"recent_errors", "records_dead_lettered", b"records_dead_lettered", "records_skipped", b"records_skipped", "restart_attempt", b"restart_attempt", "state", b"state", "trace", b"trace", "update_time", b"update_time", "worker_id", b"worker_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -116,6 +116,8 @@ class RunningTask(_message.Message):
     TRACE_FIELD_NUMBER: _builtins.int
     DETAIL_FIELD_NUMBER: _builtins.int
     IDLE_SINCE_FIELD_NUMBER: _builtins.int
+    RECORDS_SKIPPED_FIELD_NUMBER: _builtins.int
+    RECORDS_DEAD_LETTERED_FIELD_NUMBER: _builtins.int
     task: _builtins.str
     """`connectors/{connector}/tasks/{task}`."""
     generation: _builtins.int
@@ -128,6 +130,11 @@ class RunningTask(_message.Message):
     trace: _builtins.str
     detail: _builtins.str
     """With RUNNING: its idle note and since when, as in its last TaskStatusReport."""
+    records_skipped: _builtins.int
+    """With RUNNING: its record counts as in its last TaskStatusReport (the report may hold fewer
+    than the runner has counted meanwhile, see TaskStatusReport).
+    """
+    records_dead_lettered: _builtins.int
     @_builtins.property
     def idle_since(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
@@ -140,10 +147,12 @@ class RunningTask(_message.Message):
         trace: _builtins.str = ...,
         detail: _builtins.str = ...,
         idle_since: _timestamp_pb2.Timestamp | None = ...,
+        records_skipped: _builtins.int = ...,
+        records_dead_lettered: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["idle_since", b"idle_since"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "fingerprint", b"fingerprint", "generation", b"generation", "idle_since", b"idle_since", "state", b"state", "task", b"task", "trace", b"trace"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "fingerprint", b"fingerprint", "generation", b"generation", "idle_since", b"idle_since", "records_dead_lettered", b"records_dead_lettered", "records_skipped", b"records_skipped", "state", b"state", "task", b"task", "trace", b"trace"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -187,6 +196,8 @@ class TaskStatusReport(_message.Message):
     NEXT_RESTART_TIME_FIELD_NUMBER: _builtins.int
     DETAIL_FIELD_NUMBER: _builtins.int
     IDLE_SINCE_FIELD_NUMBER: _builtins.int
+    RECORDS_SKIPPED_FIELD_NUMBER: _builtins.int
+    RECORDS_DEAD_LETTERED_FIELD_NUMBER: _builtins.int
     task: _builtins.str
     """`connectors/{connector}/tasks/{task}`."""
     generation: _builtins.int
@@ -202,6 +213,16 @@ class TaskStatusReport(_message.Message):
     when; empty and unset while it works. Sent when the task becomes idle or busy again, not
     with every batch.
     """
+    records_skipped: _builtins.int
+    """With RUNNING: since the task last started on this executor, how many records its converters
+    or transforms failed on and it left out (errors.tolerance=all), and how many records went to
+    the dead-letter topic, counting only batches whose offsets were committed. Both are 0 at every
+    start. A change is sent at once unless the task sent one in the last 5 seconds; then it waits
+    for the first batch after those 5 seconds, or goes with the report that the task became idle
+    or busy again. Every RUNNING report carries the task's current idle note and counts, so a
+    report of new counts leaves an idle task idle.
+    """
+    records_dead_lettered: _builtins.int
     @_builtins.property
     def next_restart_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -217,10 +238,12 @@ class TaskStatusReport(_message.Message):
         next_restart_time: _timestamp_pb2.Timestamp | None = ...,
         detail: _builtins.str = ...,
         idle_since: _timestamp_pb2.Timestamp | None = ...,
+        records_skipped: _builtins.int = ...,
+        records_dead_lettered: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["idle_since", b"idle_since", "next_restart_time", b"next_restart_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "generation", b"generation", "idle_since", b"idle_since", "next_restart_time", b"next_restart_time", "restart_attempt", b"restart_attempt", "state", b"state", "task", b"task", "trace", b"trace"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "generation", b"generation", "idle_since", b"idle_since", "next_restart_time", b"next_restart_time", "records_dead_lettered", b"records_dead_lettered", "records_skipped", b"records_skipped", "restart_attempt", b"restart_attempt", "state", b"state", "task", b"task", "trace", b"trace"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
