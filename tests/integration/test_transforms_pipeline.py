@@ -6,6 +6,7 @@ transformed rows, tombstones filtered out by a predicate). Every record is count
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -152,3 +153,62 @@ def test_source_and_sink_chains_with_kafkas_class_names(
             expected["weight_kg"],
             "datagen",
         )
+
+
+def test_schemaless_json_through_source_and_sink_chains(
+    control_plane_factory: Callable[..., ControlPlaneProcess],
+    spark_connect: EmbeddedSparkConnect,
+    broker: EmbeddedBroker,
+    spark: SparkSession,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    """JSON without schemas (the worker's default converter): the source's chain adds a field to
+    each DataGen object, the sink's drops one and casts another, and the lake holds the text."""
+    topic, lake = f"plain-{unique}", tmp_path / "lake"
+    plain = {"value.converter": "JsonConverter", "value.converter.schemas.enable": "false"}
+    stack = attach_executor(control_plane_factory(**FAST_EXECUTOR_SESSION), spark_connect, "plain")
+    try:
+        stack.client.create_connector(
+            f"gen-{unique}",
+            {
+                "connector.class": "DataGenSource",
+                "topic": topic,
+                "max.records": RECORDS,
+                **plain,
+                "transforms": "origin",
+                "transforms.origin.type": "org.apache.kafka.connect.transforms.InsertField$Value",
+                "transforms.origin.static.field": "origin",
+                "transforms.origin.static.value": "datagen",
+            },
+        )
+        stack.client.create_connector(
+            f"lake-{unique}",
+            {
+                "connector.class": "SparkFileSink",
+                "topics": topic,
+                "path": str(lake),
+                "format": "parquet",
+                **plain,
+                "transforms": "slim,text",
+                "transforms.slim.type": "org.apache.kafka.connect.transforms.ReplaceField$Value",
+                "transforms.slim.exclude": "payload",
+                "transforms.text.type": "org.apache.kafka.connect.transforms.Cast$Value",
+                "transforms.text.spec": "seq:string",
+            },
+        )
+
+        def committed() -> int:
+            pairs = committed_offsets(stack.client, f"lake-{unique}")
+            return sum(int(offset["kafka_offset"]) for _, offset in pairs if offset is not None)
+
+        stack.wait_for(lambda: committed() == RECORDS, "the sink to commit every record")
+    finally:
+        stack.close()
+
+    values = [json.loads(row["value"]) for row in spark.read.parquet(str(lake)).select("value").collect()]
+    assert sorted(int(v["seq"]) for v in values) == list(range(RECORDS))
+    for value in values:
+        # The source's field is there, the payload gone, seq a string, the rest as generated.
+        assert set(value) == {"task", "seq", "ts", "origin"}
+        assert value["origin"] == "datagen" and value["task"] == 0 and isinstance(value["seq"], str)

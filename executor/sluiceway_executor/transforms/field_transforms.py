@@ -39,6 +39,7 @@ from sluiceway_executor.transforms.operands import (
     rebuilt_struct,
     struct_of,
 )
+from sluiceway_executor.transforms.schemaless import insert_schemaless, mask_schemaless, replace_schemaless
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -110,6 +111,8 @@ class InsertField(PartTransformation):
     def apply(self, records: RecordColumns, context: TransformContext) -> RecordColumns:
         from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
+        if self.operand(records)[1] is None:
+            return self._schemaless(records, context)
         column, schema = self.struct_operand(records, context)
         sources: dict[str, tuple[Column | None, Schema]] = {
             "topic": (records.topic, STRING_SCHEMA),
@@ -136,6 +139,28 @@ class InsertField(PartTransformation):
             columns.append((inserted.name, source))
         new_schema = struct_of(fields, like=schema)
         return self.with_operand(records, rebuilt_struct(column, columns, new_schema), new_schema)
+
+    def _schemaless(self, records: RecordColumns, context: TransformContext) -> RecordColumns:
+        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+        timestamp = None if records.timestamp is None else F.unix_millis(records.timestamp)
+        sources = {
+            "topic": records.topic,
+            "partition": records.partition,
+            "offset": records.offset,
+            "timestamp": timestamp,
+            "static": F.lit(self.settings.get_string("static.value")),
+        }
+        inserted: dict[str, Column] = {}
+        for kind, field in self._fields.items():
+            source = sources[kind]
+            if source is None:
+                raise ConnectException(
+                    f"transform '{context.alias}': {kind}.field asks for the record's {kind}, which "
+                    f"{'a source record does not have' if not context.is_sink else 'this batch lacks'}"
+                )
+            inserted[field.name] = source
+        return insert_schemaless(self, records, context, inserted)
 
 
 class InsertFieldKey(InsertField):
@@ -189,6 +214,8 @@ class ReplaceField(PartTransformation):
         self._renames = _renames(settings.get_list("renames"))
 
     def apply(self, records: RecordColumns, context: TransformContext) -> RecordColumns:
+        if self.operand(records)[1] is None:
+            return replace_schemaless(self, records, context, self._exclude, self._include, self._renames)
         column, schema = self.struct_operand(records, context)
         kept = [
             f
@@ -288,6 +315,8 @@ class MaskField(PartTransformation):
     def apply(self, records: RecordColumns, context: TransformContext) -> RecordColumns:
         from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
+        if self.operand(records)[1] is None:
+            return mask_schemaless(self, records, context, self._fields, self._replacement)
         column, schema = self.struct_operand(records, context)
         for name in self._fields:
             self.field_of(schema, name, context, "fields")

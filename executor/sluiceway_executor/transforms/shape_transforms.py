@@ -20,6 +20,12 @@ from sluiceway_executor.transforms.operands import (
     rebuilt_struct,
     struct_of,
 )
+from sluiceway_executor.transforms.schemaless import (
+    cast_schemaless,
+    extract_schemaless,
+    hoist_schemaless,
+    value_to_key_schemaless,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -147,6 +153,8 @@ class Cast(PartTransformation):
 
     def apply(self, records: RecordColumns, context: TransformContext) -> RecordColumns:
         where = f"transform '{context.alias}'"
+        if self.operand(records)[1] is None:
+            return cast_schemaless(self, records, context, self._specs, _WHOLE)
         if _WHOLE in self._specs:
             column, schema = self.operand(records)
             if schema is None:
@@ -202,6 +210,8 @@ class ExtractField(PartTransformation):
         from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
         name = self.settings.get_string("field") or ""
+        if self.operand(records)[1] is None:
+            return extract_schemaless(self, records, context, name)
         column, schema = self.struct_operand(records, context)
         found = self.field_of(schema, name, context, "field")
         extracted = F.when(column.isNull(), F.lit(None)).otherwise(column.getField(name))
@@ -230,9 +240,7 @@ class HoistField(PartTransformation):
         name = self.settings.get_string("field") or ""
         column, schema = self.operand(records)
         if schema is None:
-            raise ConnectException(
-                f"transform '{context.alias}' (HoistField) needs a record {self.PART} with a schema"
-            )
+            return hoist_schemaless(self, records, name)
         from sluiceway_executor.converters.connect_spark_json import settled
 
         new_schema = struct_of([(name, schema)])
@@ -271,7 +279,9 @@ class ValueToKey(Transformation):
 
     def apply(self, records: RecordColumns, context: TransformContext) -> RecordColumns:
         value, schema = records.value, records.value_schema
-        if schema is None or schema.type is not Type.STRUCT:
+        if schema is None:
+            return value_to_key_schemaless(records, context, self._fields)
+        if schema.type is not Type.STRUCT:
             raise ConnectException(
                 f"transform '{context.alias}' (ValueToKey) needs a struct record value with a schema"
             )
