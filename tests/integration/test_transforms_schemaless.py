@@ -197,13 +197,59 @@ def test_a_value_that_is_no_json_object_is_the_records_problem(spark: SparkSessi
         chain.apply(batch, is_sink=True).select(F.count(F.col("value"))).collect()
 
 
+def test_flatten_header_from_and_timestamp_converter(spark: SparkSession) -> None:
+    nested = json.dumps({"id": 1, "a": {"b": {"c": 1, "d": [1, {"e": 2}]}, "f": None}, "g": {}})
+    flat = _run(
+        spark, _one("f", "Flatten$Value", delimiter="_"), _batch(spark, [nested, "{}", None, '{"x":1}'])
+    )
+    # Nested objects' keys joined by the delimiter; arrays (and what is in them) as they are.
+    assert _values(flat) == {
+        5: {"x": 1},
+        10: {"id": 1, "a_b_c": 1, "a_b_d": [1, {"e": 2}], "a_f": None},
+        11: {},
+        12: None,
+    }
+    moved = _run(
+        spark, _one("h", "HeaderFrom$Value", fields="id,address", headers="order_id,where", operation="move")
+    )
+    by_offset = {r["offset"]: r for r in moved}
+    assert [(h["key"], h["value"]) for h in by_offset[10]["headers"]] == [
+        ("trace", b"t1"),
+        ("order_id", b"1"),
+        ("where", b'{"city":"Oslo"}'),
+    ]
+    assert json.loads(by_offset[10]["value"]) == {
+        k: v for k, v in FIRST.items() if k not in ("id", "address")
+    }
+    assert [(h["key"], h["value"]) for h in by_offset[11]["headers"]] == [("order_id", b"2"), ("where", None)]
+    assert by_offset[12]["value"] is None and len(by_offset[12]["headers"]) == 1  # a tombstone passes
+    stamps = _batch(spark, ['{"at":1772600767123}', '{"at":"2026-03-04"}', None, '{"at":"2026-01-01"}'])
+    at = _one("t", "TimestampConverter$Value", field="at", target_type="string", format="yyyy-MM-dd")
+    # A number is Unix time (milliseconds), a text is read with the format.
+    assert _values(_run(spark, at, stamps)) == {
+        5: {"at": "2026-01-01"},
+        10: {"at": "2026-03-04"},
+        11: {"at": "2026-03-04"},
+        12: None,
+    }
+    whole = _one("t", "TimestampConverter$Value", target_type="unix", format="yyyy-MM-dd")
+    chain = TransformChain.from_config(whole, built_in_plugins())
+    batch = with_error_column(_batch(spark, ['"2026-03-04"', "86400000", None, '"soon"']))
+    rows = sorted(chain.apply(batch, is_sink=True).collect(), key=lambda r: r["offset"])
+    assert [r["value"] for r in rows] == [None, "1772582400000", "86400000", None]
+    # A text the format does not read is the record's problem.
+    assert [r["offset"] for r in rows if r[ERROR_COLUMN] is not None] == [5]
+
+
 @pytest.mark.parametrize(
     ("kind", "keys", "message"),
     [
-        ("Flatten$Value", {}, "struct with a schema; this one has no schema"),
         ("SetSchemaMetadata$Value", {"schema_name": "x"}, "needs a record value with a schema"),
-        ("HeaderFrom$Value", {"fields": "id", "headers": "id", "operation": "copy"}, "no schema"),
-        ("TimestampConverter$Value", {"field": "id", "target_type": "string", "format": "yyyy"}, "no schema"),
+        (
+            "TimestampConverter$Value",
+            {"field": "id", "target_type": "Timestamp"},
+            "JSON, which has no Timestamp",
+        ),
     ],
 )
 def test_transforms_that_need_a_schema_say_so(

@@ -19,6 +19,7 @@ from sluiceway.connect.transform_config import ChainStep, configured_chain
 from sluiceway.connect.transform_plugins import TransformPlugins
 from sluiceway.connect.transforms import DataFrameTransformation, RecordColumns, TransformContext
 from sluiceway_executor.record_errors import ERROR_COLUMN, Stage, failing, has_error_column, marked
+from sluiceway_executor.transforms.filtering import kept_where
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -205,7 +206,7 @@ def _projected(frame: DataFrame, records: RecordColumns) -> tuple[DataFrame, Rec
     if records.keep is not None:
         kept = F.coalesce(records.keep, F.lit(True))
         # A record an earlier stage failed stays to be skipped or dead-lettered after the chain.
-        out = out.filter(kept | F.col(ERROR_COLUMN).isNotNull() if has_error_column(frame) else kept)
+        out = kept_where(out, kept | F.col(ERROR_COLUMN).isNotNull() if has_error_column(frame) else kept)
     return out, RecordColumns(
         key=F.col("key"),
         value=F.col("value"),

@@ -20,6 +20,7 @@ from sluiceway_executor.transforms.operands import (
     struct_of,
 )
 from sluiceway_executor.transforms.record_transforms import HEADERS_TYPE
+from sluiceway_executor.transforms.schemaless import header_from_schemaless
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -92,6 +93,8 @@ class HeaderFrom(PartTransformation):
     def apply(self, records: RecordColumns, context: TransformContext) -> RecordColumns:
         from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
+        if self.operand(records)[1] is None:
+            return header_from_schemaless(self, records, context, self._fields, self._headers, self._move)
         column, schema = self.struct_operand(records, context)
         added = []
         for name, header in zip(self._fields, self._headers, strict=True):

@@ -13,7 +13,7 @@ key or value is not what the transform needs (a JSON object, a number to cast) i
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
 from sluiceway.connect.data.schema import Type
@@ -26,12 +26,15 @@ if TYPE_CHECKING:
 __all__ = [
     "cast_schemaless",
     "extract_schemaless",
+    "flatten_schemaless",
+    "header_from_schemaless",
     "hoist_schemaless",
     "insert_schemaless",
     "json_object",
     "mask_schemaless",
     "object_operand",
     "replace_schemaless",
+    "timestamp_schemaless",
     "value_to_key_schemaless",
 ]
 
@@ -287,3 +290,113 @@ def cast_schemaless(
     failed = F.exists(F.map_entries(found), lambda entry: refused(entry["key"], entry["value"]))
     records = records.with_error(F.when(failed, F.lit(f"{where}: a field's value cannot be cast")))
     return _with_json(transform, records, F.transform_values(found, cast_entry))
+
+
+# Nested objects deeper than this stay objects in Flatten's output: Spark expressions cannot
+# recurse, so each level is one more step of the expression.
+FLATTEN_DEPTH: Final = 8
+
+
+def flatten_schemaless(
+    transform: PartTransformation, records: RecordColumns, context: TransformContext, delimiter: str
+) -> RecordColumns:
+    """Flatten: nested objects' keys joined to their parents' with ``delimiter``, up to
+    ``FLATTEN_DEPTH`` levels; arrays stay as they are."""
+    from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+    found, records = object_operand(transform, records, context)
+
+    def level(flat: Column) -> Column:
+        def expand(entry: Column) -> Column:
+            inner = F.try_variant_get(entry["value"], "$", "map<string,variant>")
+            nested = F.transform(
+                F.map_entries(inner),
+                lambda item: F.struct(
+                    F.concat(entry["key"], F.lit(delimiter), item["key"]).alias("key"),
+                    item["value"].alias("value"),
+                ),
+            )
+            is_object = F.schema_of_variant(entry["value"]).startswith("OBJECT")
+            return F.when(is_object, nested).otherwise(F.array(entry))
+
+        return F.map_from_entries(F.flatten(F.transform(F.map_entries(flat), expand)))
+
+    flat = found
+    for _ in range(FLATTEN_DEPTH):
+        flat = level(flat)
+    return _with_json(transform, records, F.when(found.isNotNull(), flat))
+
+
+def header_from_schemaless(
+    transform: PartTransformation,
+    records: RecordColumns,
+    context: TransformContext,
+    fields: Sequence[str],
+    headers: Sequence[str],
+    move: bool,
+) -> RecordColumns:
+    """HeaderFrom: each named value becomes a header (a string as its text, anything else as its
+    JSON), and with ``move`` leaves the object. A tombstone passes unchanged."""
+    from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+    from sluiceway_executor.transforms.record_transforms import HEADERS_TYPE
+
+    found, records = object_operand(transform, records, context)
+
+    def header_value(name: str) -> Column:
+        value = F.try_element_at(found, F.lit(name))
+        text = F.when(
+            F.schema_of_variant(value) == F.lit("STRING"), F.try_variant_get(value, "$", "string")
+        ).otherwise(F.to_json(value))
+        return F.encode(F.when(~F.is_variant_null(value), text), "UTF-8")
+
+    added = F.array(
+        *[
+            F.struct(F.lit(header).alias("key"), header_value(name).alias("value"))
+            for name, header in zip(fields, headers, strict=True)
+        ]
+    )
+    existing = F.coalesce(records.headers, F.array().cast(HEADERS_TYPE))
+    records = records.replace(
+        headers=F.when(found.isNotNull(), F.concat(existing, added)).otherwise(records.headers)
+    )
+    if not move:
+        return records
+    return _with_json(transform, records, _without(found, fields))
+
+
+def timestamp_schemaless(
+    transform: PartTransformation,
+    records: RecordColumns,
+    context: TransformContext,
+    field: str,
+    convert: Callable[[Column, Column], Column],
+) -> RecordColumns:
+    """TimestampConverter: the whole value, or the object's ``field``, converted by ``convert``
+    (a number read as Unix time, a text with the format; gives a variant, null when the value is
+    no timestamp in either form, which is the record's problem)."""
+    from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+    where = f"transform '{context.alias}' ({type(transform).__name__})"
+
+    def converted(value: Column) -> tuple[Column, Column]:
+        kind = F.schema_of_variant(value)
+        # By the JSON type, not by what the value can be read as: "2024" is a text, not Unix time.
+        no_number, no_text = F.lit(None).cast("bigint"), F.lit(None).cast("string")
+        chosen = F.when(
+            kind.rlike(_NUMBER_TYPES), convert(F.try_variant_get(value, "$", "bigint"), no_text)
+        ).when(kind == F.lit("STRING"), convert(no_number, F.try_variant_get(value, "$", "string")))
+        return chosen, value.isNotNull() & ~F.is_variant_null(value) & chosen.isNull()
+
+    if not field:
+        column, _ = transform.operand(records)
+        result, failed = converted(json_value(column))
+        problem = F.when(failed, F.lit(f"{where}: the {transform.PART} is no timestamp in a form it reads"))
+        return _with_json(transform, records.with_error(problem), result)
+    found, records = object_operand(transform, records, context)
+    result, failed = converted(F.try_element_at(found, F.lit(field)))
+    problem = F.when(failed, F.lit(f"{where}: field '{field}' is no timestamp in a form it reads"))
+    changed = F.transform_values(
+        found, lambda key, value: F.when(key == F.lit(field), result).otherwise(value)
+    )
+    return _with_json(transform, records.with_error(problem), changed)

@@ -23,6 +23,7 @@ from sluiceway_executor.transforms.operands import (
 from sluiceway_executor.transforms.schemaless import (
     cast_schemaless,
     extract_schemaless,
+    flatten_schemaless,
     hoist_schemaless,
     value_to_key_schemaless,
 )
@@ -329,8 +330,10 @@ class Flatten(PartTransformation):
         )
 
     def apply(self, records: RecordColumns, context: TransformContext) -> RecordColumns:
-        column, schema = self.struct_operand(records, context)
         delimiter = self.settings.get_string("delimiter") or ""
+        if self.operand(records)[1] is None:
+            return flatten_schemaless(self, records, context, delimiter)
+        column, schema = self.struct_operand(records, context)
         flat = _flattened(column, schema, "", delimiter, False)
         names = [name for name, _, _ in flat]
         if len(set(names)) != len(names):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, ClassVar, Final
 from sluiceway.connect import ConfigDef, ConfigException, ConfigType, ConnectException, Importance
 from sluiceway.connect.transforms import DataFrameTransformation, TransformContext
 from sluiceway_executor.record_errors import ERROR_COLUMN, has_error_column
+from sluiceway_executor.transforms.filtering import KEEP_COLUMN, pinned_condition
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -136,18 +137,24 @@ class Sql(DataFrameTransformation):
             _parse(self._where, "where", as_select=False)
 
     def apply_frame(self, frame: DataFrame, context: TransformContext) -> DataFrame:
-        kept = [f"`{name.replace('`', '``')}`" for name in frame.columns if name.lower() not in self._parts]
-        items = ", ".join([*kept, self._select] if self._select else kept)
+        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
         where = self._where
         if where and has_error_column(frame):
-            # Records an earlier stage failed stay, whatever the condition says of their nulled
-            # key and value: they are skipped or dead-lettered after the chain.
+            # Records an earlier stage failed stay, whatever the condition says of their nulled key
+            # and value: they are skipped or dead-lettered after the chain.
             where = f"({where}) OR `{ERROR_COLUMN}` IS NOT NULL"
-        query = f"SELECT {items} FROM {{batch}}" + (f" WHERE {where}" if where else "")
         try:
-            out = frame.sparkSession.sql(query, batch=frame)
+            if where:
+                # The condition is of the records as they come in (SQL's WHERE), computed beside
+                # them and applied after the select, where the optimizer leaves it (filtering.py).
+                frame = frame.withColumn(KEEP_COLUMN, pinned_condition(F.expr(where)))
+            names = [name for name in frame.columns if name.lower() not in self._parts]
+            kept = [f"`{name.replace('`', '``')}`" for name in names]
+            items = ", ".join([*kept, self._select] if self._select else kept)
+            out = frame.sparkSession.sql(f"SELECT {items} FROM {{batch}}", batch=frame)
             out.columns  # noqa: B018 - analysed here, so a wrong field fails by this transform's name
         except Exception as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise ConnectException(f"transform '{context.alias}' (Sql): {first}") from e
-        return out
+        return out.where(F.col(KEEP_COLUMN)).drop(KEEP_COLUMN) if where else out

@@ -27,6 +27,7 @@ from sluiceway_executor.transforms.operands import (
     PartTransformation,
     kafka_names,
 )
+from sluiceway_executor.transforms.schemaless import timestamp_schemaless
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -66,7 +67,8 @@ def _utc_text(stamp: Column, pattern: str) -> Column:
 def _from_utc_text(text: Column, pattern: str) -> Column:
     from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
-    return F.from_utc_timestamp(F.to_timestamp(text, pattern), F.current_timezone())
+    # try_: a text the pattern does not read is null here, and the record's problem (see apply).
+    return F.from_utc_timestamp(F.try_to_timestamp(text, F.lit(pattern)), F.current_timezone())
 
 
 class TimestampConverter(PartTransformation):
@@ -174,20 +176,50 @@ class TimestampConverter(PartTransformation):
                 f"{where}: a {schema.logical_name or schema.type.value} is not a timestamp in any form "
                 "TimestampConverter reads (text, a Unix int64, Timestamp, Date, Time)"
             )
-        value, target_schema = self._from_timestamp(self._to_timestamp(column, kind, where))
+        stamp = self._to_timestamp(column, kind, where)
+        value, target_schema = self._from_timestamp(stamp)
         converted = F.when(column.isNull(), F.lit(None)).otherwise(value)
+        if kind == _STRING:
+            self._problems.append(
+                F.when(column.isNotNull() & stamp.isNull(), F.lit(f"{where}: the text is not in the format"))
+            )
         return converted, target_schema.with_options(optional=schema.optional)
+
+    def _schemaless(self, records: RecordColumns, context: TransformContext) -> RecordColumns:
+        """Without a schema, a number is Unix time and a text has ``format``; the result is text or
+        a Unix number (JSON has no date or time types)."""
+        where = f"transform '{context.alias}' (TimestampConverter)"
+        if self._target not in (_STRING, _UNIX):
+            raise ConnectException(
+                f"{where}: a {self.PART} without a schema is JSON, which has no {self._target}; convert to "
+                "string or unix, or use a converter with schemas"
+            )
+
+        def convert(number: Column, text: Column) -> Column:
+            from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+            stamp = F.coalesce(self._to_timestamp(number, _UNIX, where), self._to_text_timestamp(text, where))
+            value, _ = self._from_timestamp(stamp)
+            return value.cast("variant")
+
+        return timestamp_schemaless(self, records, context, self._field, convert)
+
+    def _to_text_timestamp(self, text: Column, where: str) -> Column:
+        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+        # Without format a text cannot be read: such a value is the record's problem.
+        return self._to_timestamp(text, _STRING, where) if self._format else F.lit(None).cast("timestamp")
 
     def apply(self, records: RecordColumns, context: TransformContext) -> RecordColumns:
         where = f"transform '{context.alias}'"
+        if self.operand(records)[1] is None:
+            return self._schemaless(records, context)
+        self._problems: list[Column] = []
         if not self._field:
             column, schema = self.operand(records)
-            if schema is None:
-                raise ConnectException(
-                    f"{where} (TimestampConverter) needs a record {self.PART} with a schema"
-                )
+            assert schema is not None
             converted, new_schema = self._converted(column, schema, f"{where}, the {self.PART}")
-            return self.with_operand(records, converted, new_schema)
+            return self.with_operand(records, converted, new_schema).with_error(self._first_problem())
         column, schema = self.struct_operand(records, context)
         self.field_of(schema, self._field, context, "field")
 
@@ -196,7 +228,11 @@ class TimestampConverter(PartTransformation):
                 return None
             return self._converted(current, item.schema, f"{where}, field '{item.name}'")
 
-        return self.with_fields_changed(records, column, schema, convert)
+        changed = self.with_fields_changed(records, column, schema, convert)
+        return changed.with_error(self._first_problem())
+
+    def _first_problem(self) -> Column | None:
+        return self._problems[0] if self._problems else None
 
 
 class TimestampConverterKey(TimestampConverter):
