@@ -3,7 +3,7 @@ Spark Connect, the session's broker, the task's own transactional committer): th
 converter or transform fails on go to the dead-letter topic with Kafka Connect's context headers,
 in the commit's transaction, and the others to the lake; a batch published before its commit was
 lost has its dead letters written by the next run; with errors.tolerance=none the batch fails
-naming the first bad record."""
+naming the first bad record. A source skips the records its converter fails on."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from sluiceway_executor.pipelines.factory import SparkPipelineFactory
 from sluiceway_executor.pipelines.pipeline import Pipeline
 from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_server.embedded import EmbeddedBroker
+from tests.integration.api_helpers import read_topic
 from tests.integration.dead_letter_helpers import produce_orders, read_dead_letters
 
 pytestmark = pytest.mark.integration
@@ -206,3 +207,58 @@ def test_without_tolerance_the_batch_fails_naming_the_first_bad_record(
     assert "invalid JSON" in message and "errors.tolerance=all" in message
     # Nothing reached the lake.
     assert not (tmp_path / "lake").exists() or not any((tmp_path / "lake").glob("task=*/batch=*"))
+
+
+def _source_spec(unique: str, topic: str, tolerance: str) -> TaskSpec:
+    config = {
+        "connector.class": "DataGenSource",
+        "topic": topic,
+        "max.records": "50",
+        "value.converter": JSON_CONVERTER,
+        "value.converter.schemas.enable": "false",
+        # Every tenth record's value becomes text that is no JSON, which the converter cannot write.
+        "transforms": "spoil",
+        "transforms.spoil.type": "Sql",
+        "transforms.spoil.select": (
+            "CASE WHEN get_json_object(value, '$.seq') % 10 = 3 THEN 'not json' ELSE value END AS value"
+        ),
+        "errors.tolerance": tolerance,
+        "errors.log.enable": "true",
+    }
+    return TaskSpec(
+        name=f"connectors/gen-{unique}/tasks/0",
+        connector=f"gen-{unique}",
+        task_index=0,
+        generation=1,
+        connector_config=config,
+        task_config={
+            **config,
+            "task.id": "0",
+            "task.class": "sluiceway_executor.connectors.datagen.DataGenBatchTask",
+        },
+        paused=False,
+        task_count=1,
+    )
+
+
+def test_a_source_skips_the_records_its_converter_fails_on(
+    spark_with_sources: SparkSession,
+    broker: EmbeddedBroker,
+    unique: str,
+    opened: list[Pipeline | KafkaOffsetCommitter],
+) -> None:
+    topic = f"src-{unique}"
+    worker = {"bootstrap.servers": broker.bootstrap_servers, "group.id": f"cluster-{unique}"}
+    pipeline = _start(opened, spark_with_sources, _source_spec(unique, topic, "all"), worker)
+    outcome = pipeline.run_batch(0)
+    # The batch's offsets cover every record generated; the five bad ones were skipped, not written.
+    assert outcome.skipped == 5
+    assert outcome.offsets == [({"task": 0}, {"seq": 49})]
+    written = read_topic(broker.bootstrap_servers, topic)
+    assert sorted(value["seq"] for _, value in written) == [seq for seq in range(50) if seq % 10 != 3]
+
+    strict = _start(
+        opened, spark_with_sources, _source_spec(f"{unique}-strict", f"{topic}-strict", "none"), worker
+    )
+    with pytest.raises(Exception, match="invalid JSON"):
+        strict.run_batch(0)

@@ -164,10 +164,10 @@ _ERRORS_RETRY_MAX_DELAY_DOC = (
     "errors.retry.timeout: a value other than the default is refused."
 )
 _ERRORS_TOLERANCE_DOC = (
-    "What a record a converter or transform cannot handle does to a sink task: 'none' (the default) "
-    "fails the task, naming the record's topic, partition and offset and the stage; 'all' skips the "
-    "record (writing it to errors.deadletterqueue.topic.name when set) and carries on. Source "
-    "connectors, and sinks whose tasks take records one by one, take only 'none' so far."
+    "What a record a converter or transform cannot handle does to the task: 'none' (the default) "
+    "fails the task, naming the stage (and, on a sink, the record's topic, partition and offset); "
+    "'all' skips the record and carries on, a sink writing it to errors.deadletterqueue.topic.name "
+    "when set. Connectors whose tasks take or give records one by one take only 'none' so far."
 )
 _ERRORS_LOG_ENABLE_DOC = (
     "When true, every record errors.tolerance=all skips is logged at ERROR with the stage, the class "

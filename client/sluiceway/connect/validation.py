@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from sluiceway.common.secrets import looks_secret
 from sluiceway.connect.config import ConfigDef, ConfigKey, ConfigType, ConfigValue, java_trim
-from sluiceway.connect.connector import Connector, SinkConnector
+from sluiceway.connect.connector import Connector
 from sluiceway.connect.framework_config import (
     CONFIG_RELOAD_ACTION_CONFIG,
     CONNECTOR_CLASS_CONFIG,
@@ -436,25 +436,16 @@ def _check_chain(
 def _check_tolerance(
     props: Mapping[str, str], values: dict[str, ConfigValue], connector: Connector | None
 ) -> None:
-    """errors.tolerance=all where records cannot be skipped yet: a source connector, or a sink whose
-    tasks take records one by one."""
+    """errors.tolerance=all where records cannot be skipped yet: a connector whose tasks take or
+    give records one by one."""
     raw = props.get(ERRORS_TOLERANCE_CONFIG)
     if connector is None or java_trim(raw or "").lower() != "all":
-        return
-    if not isinstance(connector, SinkConnector):
-        _add_error(
-            values,
-            ERRORS_TOLERANCE_CONFIG,
-            raw,
-            "not supported yet: a source connector's records are not skipped when they fail; only sink "
-            "connectors take errors.tolerance=all",
-        )
         return
     try:
         task_class = connector.task_class()
     except Exception:
         return  # the connector's own validation reports what is wrong with it
-    if not issubclass(task_class, DataFrameSinkTask):
+    if not issubclass(task_class, DataFrameSinkTask | DataFrameSourceTask):
         _add_error(
             values,
             ERRORS_TOLERANCE_CONFIG,

@@ -109,6 +109,12 @@ class Converter(abc.ABC):
         its Connect schema)."""
         return self.from_connect(col, field.dataType)
 
+    def from_connect_problem(self, col: Column, field: StructField) -> Column | None:
+        """Why ``from_connect_field`` would fail on a record (a string column, null where it would
+        not), for a batch with an error column; None when it fails on none. The default suits a
+        converter that takes every value."""
+        return None
+
     # -- record level --
 
     @abc.abstractmethod

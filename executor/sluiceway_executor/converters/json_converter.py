@@ -307,6 +307,17 @@ class JsonConverter(Converter):
             raise ConverterError(f"{self.label}: {exc}") from None
         return F.when(col.isNull(), F.lit(None).cast("binary")).otherwise(text.cast("binary"))
 
+    def from_connect_problem(self, col: Column, field: StructField) -> Column | None:
+        has_schema = bool((field.metadata or {}).get(METADATA_KEY))
+        if not isinstance(field.dataType, (StringType, BinaryType)) or has_schema:
+            return None  # typed values are written as the JSON of their schema
+        text = col.cast("string")
+        return (
+            F.when(col.isNull(), F.lit(None).cast("string"))
+            .when(F.try_parse_json(text).isNull(), F.lit("invalid JSON"))
+            .when(~F.is_valid_utf8(text), F.lit("invalid UTF-8 in JSON"))
+        )
+
     # -- record level --
 
     def _loads(self, data: bytes) -> Any:

@@ -28,7 +28,14 @@ from sluiceway.connect.framework_config import (
 )
 from sluiceway_executor.pipelines.pipeline import ProducedRecord
 
-__all__ = ["HEADER_PREFIX", "ErrorHandling", "FailedRecord", "first_failure_message"]
+__all__ = [
+    "HEADER_PREFIX",
+    "ErrorHandling",
+    "FailedRecord",
+    "first_failure_message",
+    "log_failures",
+    "log_source_failures",
+]
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +171,21 @@ def log_failures(handling: ErrorHandling, task_name: str, failures: Sequence[Fai
                 failure.class_name,
                 failure.message,
             )
+
+
+def log_source_failures(handling: ErrorHandling, task_name: str, errors: Sequence[Any]) -> None:
+    """One error line per record a source skipped (each ``errors`` item is an error column's
+    struct), when ``errors.log.enable`` is set; never the record's contents."""
+    if not handling.log_enable:
+        return
+    for error in errors:
+        log.error(
+            "task %s: a record failed at stage %s (%s): %s; skipped",
+            task_name,
+            error["stage"],
+            error["class_name"],
+            error["message"],
+        )
 
 
 def first_failure_message(failure: FailedRecord) -> str:

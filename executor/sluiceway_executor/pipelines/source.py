@@ -53,9 +53,11 @@ from sluiceway_executor.heartbeats import (
     overrides_heartbeat_hook,
 )
 from sluiceway_executor.pipelines.batch_sizing import BatchSizer
+from sluiceway_executor.pipelines.error_handling import ErrorHandling, log_source_failures
 from sluiceway_executor.pipelines.loading import worker_policy
 from sluiceway_executor.pipelines.pipeline import BatchOutcome, canonical, merge_offsets
 from sluiceway_executor.pipelines.spec import TaskSpec, batch_limits
+from sluiceway_executor.record_errors import ERROR_COLUMN, has_error_column, marked, with_error_column
 from sluiceway_executor.topic_creation import TopicCreator
 
 if TYPE_CHECKING:
@@ -143,6 +145,7 @@ class SourcePipeline:
         from sluiceway_executor.transforms.chain import TransformChain
 
         self._chain = TransformChain(())  # the connector's, from start()
+        self._errors = ErrorHandling.of(spec.connector_config)
         # KIP-910: a task that keeps the SDK's heartbeat hook is never asked; its timer stays off.
         self._heartbeat_topic = ""
         self._heartbeats = HeartbeatTimer(0)
@@ -173,6 +176,11 @@ class SourcePipeline:
             raise ConnectException(
                 f"transforms run on tasks that give a batch as a DataFrame; {self._task_class.__qualname__} "
                 "gives records one by one"
+            )
+        if self._errors.tolerant and not issubclass(self._task_class, DataFrameSourceTask):
+            raise ConnectException(
+                f"errors.tolerance=all works on tasks that give a batch as a DataFrame; "
+                f"{self._task_class.__qualname__} gives records one by one"
             )
         if issubclass(self._task_class, DataFrameSourceTask):
             task = self._task_class()
@@ -215,8 +223,13 @@ class SourcePipeline:
         offsets = merge_offsets(beat.offsets, batch.offsets)
         if batch.data is None:
             return BatchOutcome(records=0, offsets=offsets, topics=beat.topics, end_of_data=batch.end_of_data)
-        data = self._transformed(batch.data) if self._chain else batch.data
+        data = with_error_column(batch.data) if self._errors.tolerant else batch.data
+        data = self._transformed(data) if self._chain else data
         out = self._for_kafka(data)
+        skipped, pinned = 0, False
+        if self._errors.tolerant:
+            out, skipped = self._without_failed(out)
+            pinned = True
         if "topic" not in data.columns:
             topics = frozenset({self._topic})
         elif batch.topics is not None and not self._chain:
@@ -227,13 +240,30 @@ class SourcePipeline:
         else:
             # The topics written are needed (KIP-558), and the task's or a router's may be any:
             # read them from the very records written.
-            out = out.localCheckpoint()
+            out = out if pinned else out.localCheckpoint()
             found = [row[0] for row in out.select("topic").distinct().collect()]
             topics = topics_written(found, self._topic)
         self._write(out, topics)
         return BatchOutcome(
-            records=None, offsets=offsets, topics=topics | beat.topics, end_of_data=batch.end_of_data
+            records=None,
+            offsets=offsets,
+            topics=topics | beat.topics,
+            end_of_data=batch.end_of_data,
+            skipped=skipped,
         )
+
+    def _without_failed(self, out: DataFrame) -> tuple[DataFrame, int]:
+        """The batch (pinned) without the records a transform or converter failed on, and how
+        many those were; each is logged when errors.log.enable says so. A source has no dead-letter
+        queue (as in Kafka Connect): they are skipped."""
+        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+        pinned = out.localCheckpoint()
+        errors = [
+            row[0] for row in pinned.where(F.col(ERROR_COLUMN).isNotNull()).select(ERROR_COLUMN).collect()
+        ]
+        log_source_failures(self._errors, self.spec.name, errors)
+        return pinned.where(F.col(ERROR_COLUMN).isNull()).drop(ERROR_COLUMN), len(errors)
 
     def _transformed(self, data: DataFrame) -> DataFrame:
         """The batch after the connector's transforms; records without a topic of their own get
@@ -286,8 +316,15 @@ class SourcePipeline:
                 "records have no topic: the batch has no 'topic' column and the connector no "
                 f"'{TOPIC_CONFIG}'"
             )
-        selected = [name for name in _KAFKA_COLUMNS if name in columns]
         fields = {field.name: field for field in data.schema.fields}
+        if has_error_column(data):
+            for name, converter in (("key", self._key_converter), ("value", self._value_converter)):
+                problem = (
+                    converter.from_connect_problem(F.col(name), fields[name]) if name in columns else None
+                )
+                if problem is not None:
+                    data = marked(data, problem, converter.stage, converter.class_name)
+        selected = [name for name in (*_KAFKA_COLUMNS, ERROR_COLUMN) if name in columns]
         key = (
             self._key_converter.from_connect_field(F.col("key"), fields["key"])
             if "key" in columns
