@@ -417,19 +417,16 @@ def _check_chain(
     for problem in chain_problems(props, registry.transforms):
         name = problem.name or TRANSFORMS_CONFIG
         _add_error(values, name, props.get(name), problem.detail)
-    if connector is None or not props.get(TRANSFORMS_CONFIG, "").strip():
+    if not props.get(TRANSFORMS_CONFIG, "").strip():
         return
-    try:
-        task_class = connector.task_class()
-    except Exception:
-        return  # the connector's own validation reports what is wrong with it
-    if not issubclass(task_class, DataFrameSinkTask | DataFrameSourceTask):
+    record_level = _record_level_task(connector)
+    if record_level is not None:
         _add_error(
             values,
             TRANSFORMS_CONFIG,
             props.get(TRANSFORMS_CONFIG),
             f"not supported yet: transforms run on tasks that handle a batch as a DataFrame, and "
-            f"{class_name_of(task_class)} handles records one by one",
+            f"{record_level} handles records one by one",
         )
 
 
@@ -439,20 +436,32 @@ def _check_tolerance(
     """errors.tolerance=all where records cannot be skipped yet: a connector whose tasks take or
     give records one by one."""
     raw = props.get(ERRORS_TOLERANCE_CONFIG)
-    if connector is None or java_trim(raw or "").lower() != "all":
+    if java_trim(raw or "").lower() != "all":
         return
-    try:
-        task_class = connector.task_class()
-    except Exception:
-        return  # the connector's own validation reports what is wrong with it
-    if not issubclass(task_class, DataFrameSinkTask | DataFrameSourceTask):
+    record_level = _record_level_task(connector)
+    if record_level is not None:
         _add_error(
             values,
             ERRORS_TOLERANCE_CONFIG,
             raw,
             f"not supported yet: records are skipped in tasks that handle a batch as a DataFrame, and "
-            f"{class_name_of(task_class)} handles records one by one",
+            f"{record_level} handles records one by one",
         )
+
+
+def _record_level_task(connector: Connector | None) -> str | None:
+    """The class name of the connector's task class when its tasks take or give records one by
+    one (SourceTask, SinkTask); None for DataFrame-level tasks, or when the connector cannot say
+    (its own validation reports that)."""
+    if connector is None:
+        return None
+    try:
+        task_class = connector.task_class()
+    except Exception:
+        return None
+    if issubclass(task_class, DataFrameSinkTask | DataFrameSourceTask):
+        return None
+    return class_name_of(task_class)
 
 
 def _result(
