@@ -54,7 +54,7 @@ from sluiceway_executor.converters.connect_spark_json import (
     schema_text,
     typed_from_json,
 )
-from sluiceway_executor.record_errors import marked
+from sluiceway_executor.record_errors import Stage, marked
 
 # Error messages are cut to this many characters of the offending data.
 _SNIPPET = 200
@@ -72,6 +72,16 @@ _ENVELOPE_ERROR = (
 def _envelope_map(parsed: Column) -> Column:
     """A parsed JSON record's top level as a map, null when it is not an object."""
     return F.try_variant_get(parsed, "$", "map<string,variant>")
+
+
+def _text_problem(col: Column) -> Column:
+    """Why a record's bytes or text are no JSON text (null when they are, and for null)."""
+    text = col.cast("string")
+    return (
+        F.when(col.isNull(), F.lit(None).cast("string"))
+        .when(F.try_parse_json(text).isNull(), F.lit("invalid JSON"))
+        .when(~F.is_valid_utf8(text), F.lit("invalid UTF-8 in JSON"))
+    )
 
 
 def _is_envelope(top: Column) -> Column:
@@ -151,14 +161,9 @@ class JsonConverter(Converter):
     def problem(self, col: Column) -> Column:
         """Why a record's bytes are not what this converter reads (null when they are), without the
         schema: not JSON, not UTF-8, or (with schemas.enable) not an envelope."""
-        text = col.cast("string")
-        parsed = F.try_parse_json(text)
-        found = (
-            F.when(col.isNull(), F.lit(None).cast("string"))
-            .when(parsed.isNull(), F.lit("invalid JSON"))
-            .when(~F.is_valid_utf8(text), F.lit("invalid UTF-8 in JSON"))
-        )
+        found = _text_problem(col)
         if self.schemas_enable:
+            parsed = F.try_parse_json(col.cast("string"))
             found = found.when(~_is_envelope(_envelope_map(parsed)), F.lit(_ENVELOPE_ERROR))
         return found
 
@@ -219,22 +224,17 @@ class JsonConverter(Converter):
         self._expected = None
 
     def connect_frame(self, batch: DataFrame, name: str) -> tuple[DataFrame, Schema | None]:
-        declared = self.declared_schema(batch)
-        if declared is not None:
-            return typed_from_json(batch, name, declared, envelope=False), declared
-        if not self.schemas_enable:
-            return batch.withColumn(name, self.to_connect(F.col(name))), None
-        if self._expected is not None:
-            prefix, expected = self._expected
-            return typed_from_json(batch, name, expected, envelope=True, prefix=prefix), expected
-        schema = self._batch_schema(batch, name)
-        if schema is None:
-            return batch.withColumn(name, self.to_connect(F.col(name))), None
-        return typed_from_json(batch, name, schema, envelope=True), schema
+        return self._frame(batch, name, None)
 
     def checked_frame(self, batch: DataFrame, name: str) -> tuple[DataFrame, Schema | None]:
-        checked = (self.stage, self.class_name)
         batch = marked(batch, self.problem(F.col(name)), self.stage, self.class_name, nulled=(name,))
+        return self._frame(batch, name, (self.stage, self.class_name))
+
+    def _frame(
+        self, batch: DataFrame, name: str, checked: tuple[Stage, str] | None
+    ) -> tuple[DataFrame, Schema | None]:
+        """``connect_frame``; with ``checked``, a typed record that does not fit is marked instead
+        of failing the job (``typed_from_json``)."""
         declared = self.declared_schema(batch)
         if declared is not None:
             return typed_from_json(batch, name, declared, envelope=False, checked=checked), declared
@@ -311,12 +311,7 @@ class JsonConverter(Converter):
         has_schema = bool((field.metadata or {}).get(METADATA_KEY))
         if not isinstance(field.dataType, (StringType, BinaryType)) or has_schema:
             return None  # typed values are written as the JSON of their schema
-        text = col.cast("string")
-        return (
-            F.when(col.isNull(), F.lit(None).cast("string"))
-            .when(F.try_parse_json(text).isNull(), F.lit("invalid JSON"))
-            .when(~F.is_valid_utf8(text), F.lit("invalid UTF-8 in JSON"))
-        )
+        return _text_problem(col)
 
     # -- record level --
 

@@ -353,16 +353,18 @@ class SinkPipeline:
     def _first_failure(self, ranges: list[PartitionRange]) -> FailedRecord | None:
         """The first record of ``ranges`` (by topic, partition, offset) a converter or transform
         fails on, read again: what a task that tolerates no errors names when its batch failed."""
-        for converter in (self._key_converter, self._value_converter):
-            converter.forget_expected()
-        return first_failed_record(self._checked(self.read(ranges).localCheckpoint()))
+        return first_failed_record(self._read_checked(ranges))
 
     def _replayed(self, ranges: list[PartitionRange]) -> list[FailedRecord]:
         """The failed records of ranges a batch published before its commit was lost: they go to
         the dead-letter queue with this batch's commit."""
+        return failed_records(self._read_checked(ranges))
+
+    def _read_checked(self, ranges: list[PartitionRange]) -> DataFrame:
+        """``ranges`` read again and checked (``_checked``) on the records' own schemas."""
         for converter in (self._key_converter, self._value_converter):
             converter.forget_expected()
-        return failed_records(self._checked(self.read(ranges).localCheckpoint()))
+        return self._checked(self.read(ranges).localCheckpoint())
 
     def _checked(self, raw: DataFrame) -> DataFrame:
         """The batch converted and transformed with its failed records marked (``raw`` pinned),

@@ -167,7 +167,9 @@ class TimestampConverter(PartTransformation):
         }[self._precision]
         return unix, Schema(Type.INT64)
 
-    def _converted(self, column: Column, schema: Schema, where: str) -> tuple[Column, Schema]:
+    def _converted(self, column: Column, schema: Schema, where: str) -> tuple[Column, Schema, Column | None]:
+        """The converted column, its schema, and why a record's text cannot be read (None: every
+        value can)."""
         from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
         kind = _kind(schema)
@@ -179,11 +181,11 @@ class TimestampConverter(PartTransformation):
         stamp = self._to_timestamp(column, kind, where)
         value, target_schema = self._from_timestamp(stamp)
         converted = F.when(column.isNull(), F.lit(None)).otherwise(value)
+        problem = None
         if kind == _STRING:
-            self._problems.append(
-                F.when(column.isNotNull() & stamp.isNull(), F.lit(f"{where}: the text is not in the format"))
-            )
-        return converted, target_schema.with_options(optional=schema.optional)
+            unread = column.isNotNull() & stamp.isNull()
+            problem = F.when(unread, F.lit(f"{where}: the text is not in the format"))
+        return converted, target_schema.with_options(optional=schema.optional), problem
 
     def _schemaless(self, records: RecordColumns, context: TransformContext) -> RecordColumns:
         """Without a schema, a number is Unix time and a text has ``format``; the result is text or
@@ -214,25 +216,28 @@ class TimestampConverter(PartTransformation):
         where = f"transform '{context.alias}'"
         if self.operand(records)[1] is None:
             return self._schemaless(records, context)
-        self._problems: list[Column] = []
         if not self._field:
             column, schema = self.operand(records)
             assert schema is not None
-            converted, new_schema = self._converted(column, schema, f"{where}, the {self.PART}")
-            return self.with_operand(records, converted, new_schema).with_error(self._first_problem())
+            converted, new_schema, problem = self._converted(column, schema, f"{where}, the {self.PART}")
+            return self.with_operand(records, converted, new_schema).with_error(problem)
         column, schema = self.struct_operand(records, context)
         self.field_of(schema, self._field, context, "field")
+
+        problems: list[Column] = []
 
         def convert(item: Field, current: Column) -> tuple[Column, Schema] | None:
             if item.name != self._field:
                 return None
-            return self._converted(current, item.schema, f"{where}, field '{item.name}'")
+            field_where = f"{where}, field '{item.name}'"
+            converted, new_schema, problem = self._converted(current, item.schema, field_where)
+            if problem is not None:
+                problems.append(problem)
+            return converted, new_schema
 
         changed = self.with_fields_changed(records, column, schema, convert)
-        return changed.with_error(self._first_problem())
-
-    def _first_problem(self) -> Column | None:
-        return self._problems[0] if self._problems else None
+        # One field is converted, so there is at most one problem.
+        return changed.with_error(problems[0] if problems else None)
 
 
 class TimestampConverterKey(TimestampConverter):
