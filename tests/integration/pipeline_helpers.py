@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TypeVar
@@ -16,6 +16,7 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
 from sluiceway.client import SluicewayClient
 from sluiceway.common.offsets import OffsetPair, offsets_from_proto
+from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_server.embedded import EmbeddedSparkConnect, ManagedProcess, executor_argv, spawn
 from tests.conftest import LOG_DIR, ControlPlaneProcess
 
@@ -130,3 +131,18 @@ def topic_exists(admin: AdminClient, topic: str) -> bool:
             return False
         raise
     return True
+
+
+def task_spec(connector: str, config: Mapping[str, str], task_class: str) -> TaskSpec:
+    """Task 0 of ``connector`` as the control plane would hand it to an executor, for tests that
+    run a pipeline in their own process."""
+    return TaskSpec(
+        name=f"connectors/{connector}/tasks/0",
+        connector=connector,
+        task_index=0,
+        generation=1,
+        connector_config=dict(config),
+        task_config={**config, "task.id": "0", "task.class": task_class},
+        paused=False,
+        task_count=1,
+    )

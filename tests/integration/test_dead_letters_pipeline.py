@@ -23,6 +23,7 @@ from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_server.embedded import EmbeddedBroker
 from tests.integration.api_helpers import read_topic
 from tests.integration.dead_letter_helpers import produce_orders, read_dead_letters
+from tests.integration.pipeline_helpers import task_spec
 
 pytestmark = pytest.mark.integration
 
@@ -58,16 +59,7 @@ def _spec(unique: str, topic: str, lake: Path, **extra: str) -> TaskSpec:
         "transforms.numbers.spec": "name:int32",
         **extra,
     }
-    return TaskSpec(
-        name=f"connectors/lake-{unique}/tasks/0",
-        connector=f"lake-{unique}",
-        task_index=0,
-        generation=1,
-        connector_config=config,
-        task_config={**config, "task.id": "0", "task.class": SINK_TASK},
-        paused=False,
-        task_count=1,
-    )
+    return task_spec(f"lake-{unique}", config, SINK_TASK)
 
 
 def _tolerant(dlq: str) -> dict[str, str]:
@@ -225,20 +217,7 @@ def _source_spec(unique: str, topic: str, tolerance: str) -> TaskSpec:
         "errors.tolerance": tolerance,
         "errors.log.enable": "true",
     }
-    return TaskSpec(
-        name=f"connectors/gen-{unique}/tasks/0",
-        connector=f"gen-{unique}",
-        task_index=0,
-        generation=1,
-        connector_config=config,
-        task_config={
-            **config,
-            "task.id": "0",
-            "task.class": "sluiceway_executor.connectors.datagen.DataGenBatchTask",
-        },
-        paused=False,
-        task_count=1,
-    )
+    return task_spec(f"gen-{unique}", config, "sluiceway_executor.connectors.datagen.DataGenBatchTask")
 
 
 def test_a_source_skips_the_records_its_converter_fails_on(

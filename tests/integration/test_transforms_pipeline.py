@@ -1,7 +1,8 @@
 """Transforms and predicates through real pipelines (a control plane and an executor of the test's
 own, the session's broker and Spark Connect), configured with Kafka's class names: a source's
 chain changes the records before the converter (the topic holds the envelopes Kafka would write
-for the transformed records, at the routed topic), and a sink's after it (the lake holds the
+for the transformed records, at the routed topic, under the schema name and version
+SetSchemaMetadata gave them), and a sink's after it (the lake holds the
 transformed rows, tombstones filtered out by a predicate). Every record is counted."""
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ TOMBSTONES = 7
 ENVELOPES = {"value.converter": "JsonConverter", "value.converter.schemas.enable": "true"}
 TRANSFORMED = struct_schema(
     [*((f.name, f.schema) for f in ORDER_SCHEMA.fields), ("origin", OPTIONAL_STRING_SCHEMA)],
-    name=ORDER_SCHEMA.name,
-    version=ORDER_SCHEMA.version,
+    name="shop.Order",  # SetSchemaMetadata's, in the source's chain
+    version=7,
     doc=ORDER_SCHEMA.doc,
 )
 
@@ -82,7 +83,7 @@ def test_source_and_sink_chains_with_kafkas_class_names(
                 "value.type": "struct",
                 "batch.max.records": 60,
                 **ENVELOPES,
-                "transforms": "origin,mask,route",
+                "transforms": "origin,mask,route,rename",
                 "transforms.origin.type": "org.apache.kafka.connect.transforms.InsertField$Value",
                 "transforms.origin.static.field": "origin",
                 "transforms.origin.static.value": "datagen",
@@ -91,6 +92,9 @@ def test_source_and_sink_chains_with_kafkas_class_names(
                 "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
                 "transforms.route.regex": "(.*)-raw",
                 "transforms.route.replacement": "$1-clean",
+                "transforms.rename.type": "org.apache.kafka.connect.transforms.SetSchemaMetadata$Value",
+                "transforms.rename.schema.name": "shop.Order",
+                "transforms.rename.schema.version": "7",
             },
         )
         stack.wait_for(
