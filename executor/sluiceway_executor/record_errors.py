@@ -73,11 +73,13 @@ def marked(
     stage: Stage,
     class_name: str,
     nulled: tuple[str, ...] = ("key", "value"),
+    exception: Column | None = None,
 ) -> DataFrame:
     """``frame`` with the records where ``problem`` (a string column: why the record fails, null
     when it does not) is set marked as failed at ``stage`` by ``class_name``, unless an earlier
     stage marked them; the ``nulled`` columns of every marked record become null, so later stages
-    see nothing they could fail on."""
+    see nothing they could fail on. ``exception`` names the exception's class per record (the
+    SDK's DataException when not given)."""
     from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
     error = F.col(ERROR_COLUMN)
@@ -86,7 +88,7 @@ def marked(
         F.struct(
             F.lit(stage.value).alias("stage"),
             F.lit(class_name).alias("class_name"),
-            F.lit(DATA_EXCEPTION).alias("exception"),
+            (F.lit(DATA_EXCEPTION) if exception is None else exception).alias("exception"),
             problem.alias("message"),
         ),
     )

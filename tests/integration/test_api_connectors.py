@@ -624,15 +624,15 @@ def test_watch_status_streams_changes(stubs: Stubs, unique: str) -> None:
 
 
 def test_a_setting_sluiceway_cannot_honour_is_refused(stubs: Stubs, unique: str) -> None:
-    # errors.retry.timeout=-1 would promise retries of a failed conversion that Sluiceway never makes.
-    name = f"retrying-{unique}"
-    result = failure(lambda: create(stubs, name, datagen(unique, **{"errors.retry.timeout": "-1"})))
+    # transaction.boundary=interval would promise source transactions Sluiceway does not write.
+    name = f"interval-{unique}"
+    result = failure(lambda: create(stubs, name, datagen(unique, **{"transaction.boundary": "interval"})))
     assert result.code == grpc.StatusCode.INVALID_ARGUMENT
     assert result.reason == "INVALID_CONFIG"
-    assert list(result.violations) == ['connector.config["errors.retry.timeout"]'], result.violations
-    assert result.violations['connector.config["errors.retry.timeout"]'][0].startswith("not supported yet: ")
-    assert result.metadata["config_keys"] == "errors.retry.timeout"
-    assert "errors.retry.timeout: not supported yet" in result.message
+    assert list(result.violations) == ['connector.config["transaction.boundary"]'], result.violations
+    assert result.violations['connector.config["transaction.boundary"]'][0].startswith("not supported yet: ")
+    assert result.metadata["config_keys"] == "transaction.boundary"
+    assert "transaction.boundary: not supported yet" in result.message
     missing = failure(
         lambda: stubs.connectors.GetConnector(
             connectors_pb2.GetConnectorRequest(name=cname(name)), timeout=10

@@ -30,9 +30,9 @@ class ConnectException(Exception):  # noqa: N818 - Kafka's name
 
 
 class DataException(ConnectException):
-    """A record's data cannot be handled: a converter or transform cannot read or change it (Kafka's
-    DataException). With errors.tolerance=all the record is skipped; the dead-letter headers name
-    this class."""
+    """A record's data cannot be handled: a converter or transform cannot read or change it, or a
+    value does not fit its schema, or a schema is not well formed (Kafka's DataException). With
+    errors.tolerance=all such a record is skipped; the dead-letter headers name this class."""
 
 
 class RetriableException(ConnectException):

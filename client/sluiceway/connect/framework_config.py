@@ -154,14 +154,15 @@ _CONFIG_RELOAD_ACTION_DOC = (
     "and 'none' is refused."
 )
 _ERRORS_RETRY_TIMEOUT_DOC = (
-    "How long, in milliseconds, an operation that failed on a record may be retried before the "
-    "failure counts; 0 means never retry, -1 means no limit. Not supported yet: converters and "
-    "transforms run as Spark expressions, which fail the same way on every try, and the executor "
-    "retries Kafka outages without limit, so a value other than the default is refused."
+    "For how many milliseconds a record-level transform plugin that raised RetriableException on a "
+    "record is called again before the record counts as failed (then errors.tolerance decides); 0 "
+    "means no second try, -1 no limit. Built-in transforms and converters run as Spark expressions, "
+    "which fail the same way every time, so only such plugins are retried; Kafka outages are retried "
+    "by the executor without limit whatever this says."
 )
 _ERRORS_RETRY_MAX_DELAY_DOC = (
-    "Longest wait, in milliseconds, between two of those retries. Not supported yet, as "
-    "errors.retry.timeout: a value other than the default is refused."
+    "The longest wait, in milliseconds, between two of those calls: waits start at 300 ms and double "
+    "up to this."
 )
 _ERRORS_TOLERANCE_DOC = (
     "What a record a converter or transform cannot handle does to the task: 'none' (the default) "
@@ -309,7 +310,7 @@ def common_config_def() -> ConfigDef:
             ERRORS_RETRY_TIMEOUT_CONFIG,
             ConfigType.LONG,
             0,
-            None,
+            Range.at_least(-1),
             Importance.MEDIUM,
             _ERRORS_RETRY_TIMEOUT_DOC,
             ERROR_GROUP,
@@ -321,7 +322,7 @@ def common_config_def() -> ConfigDef:
             ERRORS_RETRY_MAX_DELAY_CONFIG,
             ConfigType.LONG,
             60000,
-            None,
+            Range.at_least(1),
             Importance.MEDIUM,
             _ERRORS_RETRY_MAX_DELAY_DOC,
             ERROR_GROUP,

@@ -10,7 +10,7 @@ it to validate a config, and the executor to run the chain (``sluiceway_executor
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from sluiceway.connect.config import ConfigException
@@ -38,6 +38,8 @@ class ChainStep:
     predicate: Predicate | None = None
     predicate_alias: str = ""
     negate: bool = False
+    # The transform's own keys (under transforms.<alias>., without that prefix), as it was given.
+    props: Mapping[str, str] = field(default_factory=dict)
 
 
 def _aliases(props: Mapping[str, str], key: str) -> list[str]:
@@ -126,7 +128,14 @@ def configured_chain(
             fail(e)
             continue
         steps.append(
-            ChainStep(alias, transform, predicates.get(predicate_alias), predicate_alias, negate == "true")
+            ChainStep(
+                alias,
+                transform,
+                predicates.get(predicate_alias),
+                predicate_alias,
+                negate == "true",
+                _own(props, prefix, _CHAIN_KEYS),
+            )
         )
     return steps
 

@@ -6,17 +6,60 @@ declares in ``ALIASES`` (Kafka's class names, ``org.apache.kafka.connect.transfo
 so configs copied from a Kafka Connect deployment work); then, with case ignored, when that leaves
 one class. A dotted path that names no installed class is imported from the worker's
 ``plugin.path`` directories by the same rules as connectors (``plugins.import_class``).
+
+Installed means built in, or published by a distribution as an entry point of the
+``sluiceway.transforms`` or ``sluiceway.predicates`` group (:func:`installed`), as connectors are
+in ``sluiceway.connectors``; those are listed by ListPlugins.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import logging
 from collections.abc import Iterable, Sequence
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from sluiceway.connect.plugin_imports import PluginNotFoundError, class_name_of, import_class
-from sluiceway.connect.transforms import AnyTransformation, DataFrameTransformation, Predicate, Transformation
+from sluiceway.connect.transforms import (
+    AnyTransformation,
+    DataFrameTransformation,
+    Predicate,
+    RecordTransformation,
+    Transformation,
+)
 
-__all__ = ["TransformPlugins"]
+__all__ = ["PREDICATES_GROUP", "TRANSFORMS_GROUP", "TransformPlugins", "installed"]
+
+_log = logging.getLogger(__name__)
+
+TRANSFORMS_GROUP: Final = "sluiceway.transforms"
+PREDICATES_GROUP: Final = "sluiceway.predicates"
+_TRANSFORM_BASES: Final = (Transformation, DataFrameTransformation, RecordTransformation)
+
+
+def installed(group: str) -> list[type[Any]]:
+    """The classes the entry points of ``group`` (TRANSFORMS_GROUP or PREDICATES_GROUP) name; one
+    that does not load, or is not a transform (a predicate), is logged and skipped."""
+    bases: tuple[type[Any], ...] = (Predicate,) if group == PREDICATES_GROUP else _TRANSFORM_BASES
+    found: list[type[Any]] = []
+    for entry_point in importlib.metadata.entry_points(group=group):
+        try:
+            loaded = entry_point.load()
+        except Exception:
+            _log.warning(
+                "Skipping %s entry point %s: it could not be loaded", group, entry_point.name, exc_info=True
+            )
+            continue
+        if not isinstance(loaded, type) or not issubclass(loaded, bases):
+            _log.warning(
+                "Skipping %s entry point %s: %r is not a subclass of the SDK's",
+                group,
+                entry_point.name,
+                loaded,
+            )
+            continue
+        found.append(loaded)
+    return found
 
 
 class _Kind:
@@ -69,7 +112,7 @@ class TransformPlugins:
         predicates: Iterable[type[Predicate]],
         plugin_path: Sequence[str] = (),
     ) -> None:
-        self._transforms = _Kind("transform", (Transformation, DataFrameTransformation), transforms)
+        self._transforms = _Kind("transform", _TRANSFORM_BASES, transforms)
         self._predicates = _Kind("predicate", (Predicate,), predicates)
         self._plugin_path = tuple(plugin_path)
         self._packages = frozenset(
@@ -82,6 +125,10 @@ class TransformPlugins:
         if wanted == self._plugin_path:
             return self
         return TransformPlugins(self._transforms.classes, self._predicates.classes, wanted)
+
+    @property
+    def plugin_path(self) -> tuple[str, ...]:
+        return self._plugin_path
 
     def transforms(self) -> list[type[AnyTransformation]]:
         return list(self._transforms.classes)

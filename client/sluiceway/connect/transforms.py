@@ -13,6 +13,10 @@ without a schema (``None``) is the text or bytes the converter gave.
 A :class:`Predicate` gives a boolean column; a transform configured with it (``transforms.<alias>
 .predicate``) applies only to the records where it holds (or, with ``negate``, where it does not).
 
+A :class:`RecordTransformation` is the exception: a transform written per record in Python, for
+what column expressions cannot say (a call into a library, say). The executor runs it inside Spark
+over Arrow batches (``mapInArrow``), so it costs a Python call per record.
+
 Plugins subclass these classes and are named in a connector's config by their dotted class path
 (in a ``plugin.path`` directory) or by an alias they declare in ``ALIASES``. Spark is imported only
 when a transform is applied, so the control plane can load and validate them without it.
@@ -22,8 +26,8 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sluiceway.connect.config import AbstractConfig, ConfigDef
@@ -32,7 +36,15 @@ from sluiceway.connect.data.schema import Schema
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["Predicate", "RecordColumns", "TransformContext", "Transformation"]
+__all__ = [
+    "ConnectRecord",
+    "DataFrameTransformation",
+    "Predicate",
+    "RecordColumns",
+    "RecordTransformation",
+    "TransformContext",
+    "Transformation",
+]
 
 
 @dataclass(frozen=True)
@@ -135,5 +147,54 @@ class DataFrameTransformation(_Configurable, abc.ABC):
         Spark type gives."""
 
 
+@dataclass(frozen=True)
+class ConnectRecord:
+    """One record as a :class:`RecordTransformation` gets and gives it.
+
+    ``key`` and ``value`` are Connect values of ``key_schema`` / ``value_schema`` (a struct as a
+    dict, a decimal as ``Decimal``, a timestamp as an aware ``datetime``...) when those are set,
+    else the text or bytes the converter gave (for JsonConverter without schemas, the JSON text).
+    A source record has no ``kafka_offset``, and may have no partition or timestamp.
+    """
+
+    topic: str | None
+    key: Any = None
+    value: Any = None
+    headers: Sequence[tuple[str, bytes | None]] = field(default_factory=tuple)
+    kafka_partition: int | None = None
+    kafka_offset: int | None = None
+    timestamp_ms: int | None = None
+    key_schema: Schema | None = None
+    value_schema: Schema | None = None
+
+    def replace(self, **changes: Any) -> ConnectRecord:
+        return dataclasses.replace(self, **changes)
+
+
+class RecordTransformation(_Configurable, abc.ABC):
+    """A transform of one record at a time, in Python (Kafka's ``Transformation.apply`` as it is).
+
+    One instance per Spark task is configured and then given every record of that part of the
+    batch; it takes a predicate like any transform. The records of a batch share one key schema
+    and one value schema: a transform that changes them says how in :meth:`result_schemas`, and
+    every record it returns must fit what it said (the record's own ``key_schema`` and
+    ``value_schema`` are not read back). A record ``apply_record`` raises on fails as a record a
+    converter cannot read does: errors.tolerance decides whether the batch fails or the record is
+    skipped (and dead-lettered); a ``RetriableException`` is first tried again for as long as
+    errors.retry.timeout allows, waiting up to errors.retry.delay.max.ms between tries.
+    """
+
+    def result_schemas(
+        self, key_schema: Schema | None, value_schema: Schema | None
+    ) -> tuple[Schema | None, Schema | None]:
+        """The key's and value's schemas after this transform, given those before (None: text or
+        bytes without a schema, which stay text or bytes). The default keeps both."""
+        return key_schema, value_schema
+
+    @abc.abstractmethod
+    def apply_record(self, record: ConnectRecord) -> ConnectRecord | None:
+        """The record after this transform, or None to drop it."""
+
+
 # What ``transforms.<alias>.type`` may name.
-AnyTransformation = Transformation | DataFrameTransformation
+AnyTransformation = Transformation | DataFrameTransformation | RecordTransformation

@@ -24,8 +24,6 @@ from sluiceway.connect.framework_config import (
     CONFIG_RELOAD_ACTION_CONFIG,
     CONNECTOR_CLASS_CONFIG,
     DLQ_TOPIC_NAME_CONFIG,
-    ERRORS_RETRY_MAX_DELAY_CONFIG,
-    ERRORS_RETRY_TIMEOUT_CONFIG,
     ERRORS_TOLERANCE_CONFIG,
     EXACTLY_ONCE_REQUESTED,
     EXACTLY_ONCE_REQUIRED,
@@ -70,10 +68,6 @@ __all__ = [
     "validate_connector_config",
 ]
 
-_NO_RETRIES: Final = (
-    "converters and transforms run as Spark expressions, which fail the same way on every try, and "
-    "Kafka outages are retried without limit anyway, so Sluiceway retries no failed operation on a record"
-)
 _NO_TRANSACTIONS: Final = "Sluiceway writes source records without transactions"
 _NO_RELOAD: Final = "Sluiceway's config providers never report a change, so nothing calls for a reload"
 
@@ -84,8 +78,6 @@ NOT_SUPPORTED_YET: Final[Mapping[str, str]] = MappingProxyType(
     {
         HEADER_CONVERTER_CLASS_CONFIG: "Sluiceway applies no header converter",
         CONFIG_RELOAD_ACTION_CONFIG: _NO_RELOAD,
-        ERRORS_RETRY_TIMEOUT_CONFIG: _NO_RETRIES,
-        ERRORS_RETRY_MAX_DELAY_CONFIG: _NO_RETRIES,
         TRANSACTION_BOUNDARY_CONFIG: _NO_TRANSACTIONS,
         TRANSACTION_BOUNDARY_INTERVAL_CONFIG: _NO_TRANSACTIONS,
     }

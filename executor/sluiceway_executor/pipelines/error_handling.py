@@ -4,8 +4,9 @@ keys, read once per task, and the records that failed in a batch.
 ``errors.tolerance=none`` (the default) fails the task on the first such record, naming it.
 ``all`` skips it: a sink writes it to the dead-letter queue (``errors.deadletterqueue.topic.name``)
 when one is set, in the same transaction as the batch's offsets (docs/ARCHITECTURE.md §7), and
-``errors.log.enable`` logs every one. ``errors.retry.*`` bounds how long a batch whose conversion
-failed on something that passes by itself is tried again before the failure counts.
+``errors.log.enable`` logs every one. (``errors.retry.*`` is read by the transform chain: only
+record-level transforms can fail on something that passes by itself, see
+``transforms/record_level.py``.)
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from sluiceway.connect.framework_config import (
     DLQ_TOPIC_REPLICATION_FACTOR_CONFIG,
     ERRORS_LOG_ENABLE_CONFIG,
     ERRORS_LOG_INCLUDE_MESSAGES_CONFIG,
-    ERRORS_RETRY_MAX_DELAY_CONFIG,
-    ERRORS_RETRY_TIMEOUT_CONFIG,
     ERRORS_TOLERANCE_CONFIG,
 )
 from sluiceway_executor.pipelines.pipeline import ProducedRecord
@@ -61,8 +60,6 @@ class ErrorHandling:
     """A connector's ``errors.*`` settings (Kafka Connect's keys and defaults)."""
 
     tolerant: bool = False
-    retry_timeout_ms: int = 0
-    retry_delay_max_ms: int = 60_000
     log_enable: bool = False
     log_include_messages: bool = False
     dlq_topic: str = ""
@@ -76,8 +73,6 @@ class ErrorHandling:
             raise ConnectException(f"{ERRORS_TOLERANCE_CONFIG} must be none or all, got {tolerance!r}")
         return cls(
             tolerant=tolerance == "all",
-            retry_timeout_ms=_number(props, ERRORS_RETRY_TIMEOUT_CONFIG, 0),
-            retry_delay_max_ms=_number(props, ERRORS_RETRY_MAX_DELAY_CONFIG, 60_000),
             log_enable=_flag(props, ERRORS_LOG_ENABLE_CONFIG, False),
             log_include_messages=_flag(props, ERRORS_LOG_INCLUDE_MESSAGES_CONFIG, False),
             dlq_topic=(props.get(DLQ_TOPIC_NAME_CONFIG) or "").strip(),

@@ -8,7 +8,12 @@ None of these modules imports Spark at import time: the control plane loads them
 from collections.abc import Sequence
 from typing import Final
 
-from sluiceway.connect.transform_plugins import TransformPlugins
+from sluiceway.connect.transform_plugins import (
+    PREDICATES_GROUP,
+    TRANSFORMS_GROUP,
+    TransformPlugins,
+    installed,
+)
 from sluiceway.connect.transforms import AnyTransformation, Predicate
 from sluiceway_executor.transforms.field_transforms import (
     InsertFieldKey,
@@ -79,5 +84,10 @@ BUILT_IN_PREDICATES: Final[tuple[type[Predicate], ...]] = (HasHeaderKey, RecordI
 
 
 def built_in_plugins(plugin_path: Sequence[str] = ()) -> TransformPlugins:
-    """The built-in transforms and predicates, with ``plugin_path`` for plugins of one's own."""
-    return TransformPlugins(BUILT_IN_TRANSFORMS, BUILT_IN_PREDICATES, plugin_path)
+    """The built-in transforms and predicates and those installed distributions publish as entry
+    points, with ``plugin_path`` for plugins of one's own."""
+    return TransformPlugins(
+        (*BUILT_IN_TRANSFORMS, *installed(TRANSFORMS_GROUP)),
+        (*BUILT_IN_PREDICATES, *installed(PREDICATES_GROUP)),
+        plugin_path,
+    )

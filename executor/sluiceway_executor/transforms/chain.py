@@ -2,7 +2,8 @@
 applied to a batch's DataFrame.
 
 Each transform becomes one projection of the batch (and a filter when it drops records), planned
-into the batch's one job; a DataFrameTransformation (Sql) gets the batch itself. A transform with a
+into the batch's one job; a DataFrameTransformation (Sql) gets the batch itself, and a
+RecordTransformation plugin runs per record inside that job (``record_level.py``). A transform with a
 predicate applies to the records the predicate picks (all others pass unchanged), which a Spark
 column can hold only when the transform leaves the key's and value's schemas as they were: one
 that changes them under a predicate is refused with the batch, before any job runs.
@@ -17,9 +18,20 @@ from sluiceway.connect import ConnectException
 from sluiceway.connect.data.schema import Schema
 from sluiceway.connect.transform_config import ChainStep, configured_chain
 from sluiceway.connect.transform_plugins import TransformPlugins
-from sluiceway.connect.transforms import DataFrameTransformation, RecordColumns, TransformContext
+from sluiceway.connect.transforms import (
+    DataFrameTransformation,
+    RecordColumns,
+    RecordTransformation,
+    TransformContext,
+)
 from sluiceway_executor.record_errors import ERROR_COLUMN, Stage, failing, has_error_column, marked
 from sluiceway_executor.transforms.filtering import kept_where
+from sluiceway_executor.transforms.record_level import (
+    KEEP_COLUMN,
+    PROBLEM_COLUMN,
+    RecordRetry,
+    record_step_frame,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -30,14 +42,19 @@ __all__ = ["TransformChain", "connector_chain", "record_columns"]
 class TransformChain:
     """The transforms of one connector, configured and in order."""
 
-    def __init__(self, steps: Sequence[ChainStep]) -> None:
+    def __init__(
+        self, steps: Sequence[ChainStep], plugin_path: Sequence[str] = (), retry: RecordRetry | None = None
+    ) -> None:
         self.steps = tuple(steps)
+        # Where record-level plugins are loaded from inside Spark, and how they are retried.
+        self._plugin_path = tuple(plugin_path)
+        self._retry = retry or RecordRetry()
 
     @classmethod
     def from_config(cls, props: Mapping[str, str], plugins: TransformPlugins) -> TransformChain:
         """The chain ``props`` (a connector config) sets up; a ConfigException names the first key
         at fault."""
-        return cls(configured_chain(props, plugins))
+        return cls(configured_chain(props, plugins), plugins.plugin_path, RecordRetry.of(props))
 
     def __bool__(self) -> bool:
         return bool(self.steps)
@@ -54,14 +71,51 @@ class TransformChain:
                 frame = step.transform.apply_frame(_with_schemas(frame, records), context)
                 records = record_columns(frame)
                 continue
-            after = step.transform.apply(records, context)
+            holds = None
             if step.predicate is not None:
                 holds = step.predicate.test(records, TransformContext(step.predicate_alias, is_sink))
                 holds = F.coalesce(~holds if step.negate else holds, F.lit(False))
-                after = _gated(records, after, holds, step)
+            if isinstance(step.transform, RecordTransformation):
+                frame, after = self._record_level(frame, records, step, holds)
+            else:
+                after = step.transform.apply(records, context)
+                if holds is not None:
+                    after = _gated(records, after, holds, step)
             frame, after = _errors_handled(frame, after, step)
             frame, records = _projected(frame, after)
         return _with_schemas(frame, records)
+
+    def _record_level(
+        self, frame: DataFrame, records: RecordColumns, step: ChainStep, holds: Column | None
+    ) -> tuple[DataFrame, RecordColumns]:
+        """The frame after a record-level step, and its records: the plugin's answer in the
+        record columns, the records it dropped not kept, its problems as the step's error."""
+        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+        before = (records.key_schema, records.value_schema)
+        frame, (key_schema, value_schema) = record_step_frame(
+            frame, step, before, holds, self._plugin_path, self._retry
+        )
+        if holds is not None:
+            _refuse_schema_change(step, before, (key_schema, value_schema))
+        problem = F.col(PROBLEM_COLUMN)
+        keep = F.col(KEEP_COLUMN)
+        if has_error_column(frame):
+            kind = type(step.transform)
+            frame = marked(
+                frame,
+                F.when(problem.isNotNull(), F.coalesce(problem.message, F.lit(""))),
+                Stage.TRANSFORMATION,
+                f"{kind.__module__}.{kind.__qualname__}",
+                exception=problem.exception,
+            )
+            # A record an earlier stage failed stays to be skipped or dead-lettered after the chain.
+            keep = keep | F.col(ERROR_COLUMN).isNotNull()
+        else:
+            message = F.when(problem.isNotNull(), F.concat_ws(": ", problem.exception, problem.message))
+            frame = frame.withColumn("value", failing(F.col("value"), message))
+        frame = kept_where(frame, keep).drop(KEEP_COLUMN, PROBLEM_COLUMN)
+        return frame, record_columns(frame).replace(key_schema=key_schema, value_schema=value_schema)
 
     def close(self) -> None:
         for step in self.steps:
@@ -142,13 +196,11 @@ def _errors_handled(
     return frame, after.replace(value=value, error=None)
 
 
-def _gated(before: RecordColumns, after: RecordColumns, holds: Column, step: ChainStep) -> RecordColumns:
-    from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
-
-    for part, old, new in (
-        ("key", before.key_schema, after.key_schema),
-        ("value", before.value_schema, after.value_schema),
-    ):
+def _refuse_schema_change(
+    step: ChainStep, before: tuple[Schema | None, Schema | None], after: tuple[Schema | None, Schema | None]
+) -> None:
+    """Raises when a step under a predicate changes the key's or value's schema."""
+    for part, old, new in (("key", before[0], after[0]), ("value", before[1], after[1])):
         if old != new:
             raise ConnectException(
                 f"transform '{step.alias}' applies only where predicate '{step.predicate_alias}' holds, "
@@ -156,6 +208,14 @@ def _gated(before: RecordColumns, after: RecordColumns, holds: Column, step: Cha
                 "share one schema in Spark, so such a transform cannot take a predicate. Apply it to "
                 "every record, or route the records it should change to a connector of their own"
             )
+
+
+def _gated(before: RecordColumns, after: RecordColumns, holds: Column, step: ChainStep) -> RecordColumns:
+    from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+    _refuse_schema_change(
+        step, (before.key_schema, before.value_schema), (after.key_schema, after.value_schema)
+    )
 
     def pick(new: Column | None, old: Column | None) -> Column | None:
         if new is None or old is None or new is old:

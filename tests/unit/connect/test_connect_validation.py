@@ -232,8 +232,6 @@ def test_errors_tolerance_all_is_refused_where_records_are_not_skipped_yet(regis
 NOT_SUPPORTED_CASES = [
     ("header.converter", "org.apache.kafka.connect.storage.StringConverter", None, "unset"),
     ("config.action.reload", "none", "restart", "at restart"),
-    ("errors.retry.timeout", "-1", "0", "at 0"),
-    ("errors.retry.delay.max.ms", "1000", "60000", "at 60000"),
     ("transaction.boundary", "interval", "Poll", "at poll"),
     ("transaction.boundary.interval.ms", "1000", None, "unset"),
 ]
@@ -263,11 +261,32 @@ def test_a_not_supported_key_refuses_all_but_its_default(
 
 def test_not_supported_keys_are_refused_without_a_known_plugin(registry: PluginRegistry) -> None:
     infos = validate_connector_config(
-        registry, {"name": "x", "connector.class": "Nope", "errors.retry.timeout": "-1"}
+        registry, {"name": "x", "connector.class": "Nope", "config.action.reload": "none"}
     )
-    assert set(infos.errors()) == {"connector.class", "errors.retry.timeout"}
-    assert infos.errors()["errors.retry.timeout"][0].startswith("not supported yet: converters")
-    assert infos.errors()["errors.retry.timeout"][0].endswith("leave errors.retry.timeout at 0")
+    assert set(infos.errors()) == {"connector.class", "config.action.reload"}
+    assert infos.errors()["config.action.reload"][0].startswith("not supported yet: Sluiceway's config")
+    assert infos.errors()["config.action.reload"][0].endswith("leave config.action.reload at restart")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "accepted"),
+    [
+        ("errors.retry.timeout", "-1", True),
+        ("errors.retry.timeout", "0", True),
+        ("errors.retry.timeout", "30000", True),
+        ("errors.retry.timeout", "-2", False),
+        ("errors.retry.timeout", "soon", False),
+        ("errors.retry.delay.max.ms", "1", True),
+        ("errors.retry.delay.max.ms", "0", False),
+    ],
+)
+def test_retry_settings_take_kafkas_ranges(
+    registry: PluginRegistry, key: str, value: str, accepted: bool
+) -> None:
+    errors = validate_connector_config(registry, datagen(**{key: value})).errors()
+    assert (errors == {}) is accepted, errors
+    if not accepted:
+        assert list(errors) == [key]
 
 
 def test_an_invalid_value_of_a_not_supported_key_gets_only_its_own_error(registry: PluginRegistry) -> None:

@@ -13,6 +13,7 @@ from sluiceway_executor.connectors import BUILT_IN_CONNECTORS
 from sluiceway_executor.transforms import BUILT_IN_PREDICATES, BUILT_IN_TRANSFORMS, built_in_plugins
 from sluiceway_executor.transforms.field_transforms import InsertFieldValue
 from sluiceway_executor.transforms.predicates import RecordIsTombstone
+from tests.conftest import TEST_PLUGINS
 
 
 @pytest.fixture
@@ -127,3 +128,18 @@ def test_names_resolve_by_kafka_class_full_path_short_name_and_case() -> None:
     ):
         assert plugins.transform(name) is InsertFieldValue, name
     assert plugins.predicate("RecordIsTombstone") is RecordIsTombstone
+
+
+def test_a_record_level_plugin_in_plugin_path_is_validated_by_its_own_keys() -> None:
+    registry = PluginRegistry(BUILT_IN_CONNECTORS, (str(TEST_PLUGINS),), built_in_plugins())
+    good = {
+        "transforms": "fp",
+        "transforms.fp.type": "record_transforms.Fingerprint",
+        "transforms.fp.drop": "a,b",
+    }
+    assert validate_connector_config(registry, datagen(**good)).error_count == 0
+    bad = {**good, "transforms.fp.flaky.tries": "many"}
+    errors = validate_connector_config(registry, datagen(**bad)).errors()
+    assert list(errors) == ["transforms.fp.flaky.tries"]
+    missing = {**good, "transforms.fp.type": "record_transforms.Nothing"}
+    assert list(validate_connector_config(registry, datagen(**missing)).errors()) == ["transforms.fp.type"]

@@ -35,8 +35,6 @@ FAILED = FailedRecord(
 def test_defaults_are_kafka_connects() -> None:
     assert ErrorHandling.of({}) == ErrorHandling(
         tolerant=False,
-        retry_timeout_ms=0,
-        retry_delay_max_ms=60_000,
         log_enable=False,
         log_include_messages=False,
         dlq_topic="",

@@ -17,7 +17,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Final
 
-from sluiceway.connect.connector import ConnectException
+from sluiceway.connect.connector import DataException
 
 __all__ = [
     "BOOLEAN_SCHEMA",
@@ -72,10 +72,6 @@ PRECISION_PARAMETER: Final = "connect.decimal.precision"
 # How a schema checks its default: `values.validate_value`, which sets it when it loads (the
 # package's __init__ loads it), so that this module need not import the module that imports it.
 _default_check: Callable[[Schema, Any, str], None] | None = None
-
-
-class DataException(ConnectException):
-    """A schema that is not well formed, or a value its schema does not admit (Kafka's name)."""
 
 
 class Type(StrEnum):
