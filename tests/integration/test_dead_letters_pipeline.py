@@ -7,6 +7,7 @@ naming the first bad record. A source skips the records its converter fails on."
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -199,6 +200,35 @@ def test_without_tolerance_the_batch_fails_naming_the_first_bad_record(
     assert "invalid JSON" in message and "errors.tolerance=all" in message
     # Nothing reached the lake.
     assert not (tmp_path / "lake").exists() or not any((tmp_path / "lake").glob("task=*/batch=*"))
+
+
+def test_a_record_level_sink_gets_transformed_records_and_its_bad_ones_are_dead_lettered(
+    spark_with_sources: SparkSession,
+    broker: EmbeddedBroker,
+    tmp_path: Path,
+    unique: str,
+    opened: list[Pipeline | KafkaOffsetCommitter],
+) -> None:
+    """FileStreamSink (a SinkTask, fed record by record inside Spark) behind the same conversion,
+    transforms and dead-letter queue as a DataFrame-level sink."""
+    topic, dlq, out = _topic(broker, f"dl-{unique}"), f"dl-{unique}-dlq", tmp_path / "out.txt"
+    produced = produce_orders(broker.bootstrap_servers, topic, RECORDS, bad_every=10, bad_at=3)
+    worker = {"bootstrap.servers": broker.bootstrap_servers, "group.id": f"cluster-{unique}"}
+    spec = _spec(unique, topic, tmp_path / "unused", **_tolerant(dlq))
+    config = {**spec.connector_config, "connector.class": "FileStreamSink", "file": str(out)}
+    file_task = "sluiceway_executor.connectors.filestream.FileStreamSinkTask"
+    pipeline = _start(opened, spark_with_sources, task_spec(f"lake-{unique}", config, file_task), worker)
+
+    outcome = pipeline.run_batch(0)
+    assert outcome.records == RECORDS and outcome.skipped == len(produced.bad) == 12
+    # Each good record once, in offset order, as the task renders the transformed value (the name
+    # cast to a number).
+    assert out.read_text().splitlines() == [
+        json.dumps({"id": offset, "name": offset}, separators=(",", ":")) for offset in sorted(produced.good)
+    ]
+    assert sorted(record.key or b"" for record in outcome.dead_letters) == sorted(
+        str(offset).encode() for offset in produced.bad
+    )
 
 
 def _source_spec(unique: str, topic: str, tolerance: str) -> TaskSpec:

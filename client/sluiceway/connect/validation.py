@@ -49,7 +49,7 @@ from sluiceway.connect.plugins import (
     class_name_of,
 )
 from sluiceway.connect.sink_framework_config import sink_config_def
-from sluiceway.connect.task import DataFrameSinkTask, DataFrameSourceTask
+from sluiceway.connect.task import SourceTask
 from sluiceway.connect.topic_creation_config import unread_topic_creation_keys
 from sluiceway.connect.transform_config import chain_problems
 from sluiceway.connect.worker_fallbacks import WORKER_FALLBACK_KEYS
@@ -405,53 +405,53 @@ def _check_chain(
     connector: Connector | None,
 ) -> None:
     """Errors on the keys of the transform chain (``transform_config``), and on ``transforms``
-    when the connector's tasks work record by record, which transforms do not reach yet."""
+    when the connector's source tasks give records one by one, which transforms do not reach yet."""
     for problem in chain_problems(props, registry.transforms):
         name = problem.name or TRANSFORMS_CONFIG
         _add_error(values, name, props.get(name), problem.detail)
     if not props.get(TRANSFORMS_CONFIG, "").strip():
         return
-    record_level = _record_level_task(connector)
+    record_level = _record_level_source_task(connector)
     if record_level is not None:
         _add_error(
             values,
             TRANSFORMS_CONFIG,
             props.get(TRANSFORMS_CONFIG),
-            f"not supported yet: transforms run on tasks that handle a batch as a DataFrame, and "
-            f"{record_level} handles records one by one",
+            f"not supported yet: transforms run on source tasks that give a batch as a DataFrame, and "
+            f"{record_level} gives records one by one",
         )
 
 
 def _check_tolerance(
     props: Mapping[str, str], values: dict[str, ConfigValue], connector: Connector | None
 ) -> None:
-    """errors.tolerance=all where records cannot be skipped yet: a connector whose tasks take or
+    """errors.tolerance=all where records cannot be skipped yet: a source connector whose tasks
     give records one by one."""
     raw = props.get(ERRORS_TOLERANCE_CONFIG)
     if java_trim(raw or "").lower() != "all":
         return
-    record_level = _record_level_task(connector)
+    record_level = _record_level_source_task(connector)
     if record_level is not None:
         _add_error(
             values,
             ERRORS_TOLERANCE_CONFIG,
             raw,
-            f"not supported yet: records are skipped in tasks that handle a batch as a DataFrame, and "
-            f"{record_level} handles records one by one",
+            f"not supported yet: records are skipped in source tasks that give a batch as a DataFrame, "
+            f"and {record_level} gives records one by one",
         )
 
 
-def _record_level_task(connector: Connector | None) -> str | None:
-    """The class name of the connector's task class when its tasks take or give records one by
-    one (SourceTask, SinkTask); None for DataFrame-level tasks, or when the connector cannot say
-    (its own validation reports that)."""
+def _record_level_source_task(connector: Connector | None) -> str | None:
+    """The class name of the connector's task class when it is a source task that gives records
+    one by one (SourceTask); None otherwise, or when the connector cannot say (its own validation
+    reports that)."""
     if connector is None:
         return None
     try:
         task_class = connector.task_class()
     except Exception:
         return None
-    if issubclass(task_class, DataFrameSinkTask | DataFrameSourceTask):
+    if not issubclass(task_class, SourceTask):
         return None
     return class_name_of(task_class)
 

@@ -7,7 +7,13 @@ executor's side.
 - Sinks: :func:`run_sink_task` feeds a batch read from Kafka to one task instance inside Spark
   (``mapInArrow`` over the batch coalesced to one partition, so one instance sees the records of
   each partition in offset order, as Kafka Connect's single-threaded task does): ``start``,
-  ``open``, ``put`` per Arrow batch, ``pre_commit`` (which flushes), ``close``, ``stop``.
+  ``open``, ``put`` per Arrow batch, ``pre_commit`` (which flushes), ``close``, ``stop``. Each
+  record's key and value are what the converters' ``to_connect_value`` reads from its bytes.
+  A connector with transforms or errors.tolerance=all instead runs its task behind
+  :class:`RecordSinkTaskAdapter`, a DataFrameSinkTask: the pipeline converts and transforms the
+  batch in Spark (marking and leaving out the records that fail) as for any DataFrame-level sink,
+  and the adapter feeds what is left to the task the same way, a typed key or value read from its
+  column by its Connect schema, a text or bytes one by the converter as before.
 
 This module imports Spark; it is loaded on the executor and in Spark's Python workers.
 """
@@ -17,20 +23,23 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from sluiceway.common.offsets import OffsetPair
 from sluiceway.connect import (
+    BatchContext,
     ConnectException,
+    DataFrameSinkTask,
     SinkRecord,
     SinkTask,
     SinkTaskContext,
     Task,
     TopicPartition,
 )
+from sluiceway.connect.data.schema import Schema
 from sluiceway.connect.worker_policy import WorkerPolicy
 from sluiceway_executor.datasources.source_task import (
     DEFAULT_POLL_WINDOW_MS,
@@ -42,10 +51,7 @@ from sluiceway_executor.datasources.source_task import (
 )
 from sluiceway_executor.pipelines.spec import TaskSpec
 
-if TYPE_CHECKING:
-    pass
-
-__all__ = ["SinkTaskWriter", "read_source_task", "run_sink_task"]
+__all__ = ["RecordSinkTaskAdapter", "SinkTaskWriter", "read_source_task", "run_sink_task"]
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +126,11 @@ class SinkTaskWriter:
     connector_converters: dict[str, str]
     worker_converters: dict[str, str]
     plugin_path: tuple[str, ...] = ()
+    # Converted batches (RecordSinkTaskAdapter): the Connect schemas of a typed key and value, by
+    # which their columns are read; a text or bytes column is read by the converter.
+    converted: bool = False
+    key_schema: Schema | None = None
+    value_schema: Schema | None = None
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from sluiceway_executor.converters.registry import converter_for
@@ -155,10 +166,22 @@ class SinkTaskWriter:
             task.stop()
         yield pa.RecordBatch.from_pydict({"records": [count]}, schema=pa.schema([("records", pa.int64())]))
 
-    @staticmethod
-    def _records(batch: pa.RecordBatch, key_converter: Any, value_converter: Any) -> list[SinkRecord]:
-        columns = batch.to_pydict()
+    def _records(self, batch: pa.RecordBatch, key_converter: Any, value_converter: Any) -> list[SinkRecord]:
+        from sluiceway.connect.data.spark import from_spark_value
+
+        columns = {
+            name: batch.column(i).to_pylist(maps_as_pydicts="strict")
+            for i, name in enumerate(batch.schema.names)
+        }
         stamps = batch.column(batch.schema.get_field_index("timestamp")).cast(pa.int64()).to_pylist()
+
+        def read(converter: Any, schema: Schema | None, value: Any, part: str) -> Any:
+            if schema is not None:
+                return from_spark_value(schema, value, part)
+            if self.converted and isinstance(value, str):  # the converter's text, as bytes again
+                value = value.encode()
+            return converter.to_connect_value(value)
+
         records = []
         for i in range(batch.num_rows):
             headers = columns["headers"][i]
@@ -168,8 +191,8 @@ class SinkTaskWriter:
                     topic=columns["topic"][i],
                     kafka_partition=columns["partition"][i],
                     kafka_offset=columns["offset"][i],
-                    key=key_converter.to_connect_value(columns["key"][i]),
-                    value=value_converter.to_connect_value(columns["value"][i]),
+                    key=read(key_converter, self.key_schema, columns["key"][i], "key"),
+                    value=read(value_converter, self.value_schema, columns["value"][i], "value"),
                     timestamp_ms=None if micros is None else micros // 1000,
                     headers=[] if headers is None else [(h["key"], h["value"]) for h in headers],
                 )
@@ -177,17 +200,69 @@ class SinkTaskWriter:
         return records
 
 
-def run_sink_task(
-    raw: DataFrame, task_class: type[Task], spec: TaskSpec, worker_config: Mapping[str, str]
-) -> int:
-    """Feeds the raw Kafka records of a batch to the record-level sink task inside Spark; returns
-    once the task flushed them (the records it handled)."""
-    writer = SinkTaskWriter(
+def _writer(
+    task_class: type[Task], spec: TaskSpec, worker_config: Mapping[str, str], **converted: Any
+) -> SinkTaskWriter:
+    return SinkTaskWriter(
         task_class=class_path(task_class),
         task_config=dict(spec.task_config),
         connector_converters=converter_settings(spec.connector_config),
         worker_converters=converter_settings(worker_config),
         plugin_path=WorkerPolicy.from_worker_config(worker_config).plugin_path,
+        **converted,
     )
-    rows = raw.coalesce(1).mapInArrow(writer, "records long").collect()
+
+
+def _fed(frame: DataFrame, writer: SinkTaskWriter) -> int:
+    rows = frame.coalesce(1).mapInArrow(writer, "records long").collect()
     return sum(int(row["records"]) for row in rows)
+
+
+def run_sink_task(
+    raw: DataFrame, task_class: type[Task], spec: TaskSpec, worker_config: Mapping[str, str]
+) -> int:
+    """Feeds the raw Kafka records of a batch to the record-level sink task inside Spark; returns
+    once the task flushed them (the records it handled)."""
+    return _fed(raw, _writer(task_class, spec, worker_config))
+
+
+class RecordSinkTaskAdapter(DataFrameSinkTask):
+    """A record-level sink task as a DataFrameSinkTask, for connectors with transforms or
+    errors.tolerance=all: each converted, transformed batch is fed to an instance of the task
+    inside Spark (see the module doc)."""
+
+    def __init__(self, task_class: type[Task], spec: TaskSpec, worker_config: Mapping[str, str]) -> None:
+        if not issubclass(task_class, SinkTask):
+            raise ConnectException(f"{task_class.__qualname__} is not a SinkTask")
+        self._task_class = task_class
+        self._spec = spec
+        self._worker_config = dict(worker_config)
+
+    def version(self) -> str:
+        return self._task_class().version()
+
+    def start(self, props: Mapping[str, str]) -> None:
+        """The task itself starts inside Spark, once per batch."""
+
+    def write_batch(self, batch: DataFrame, context: BatchContext) -> None:
+        from pyspark.sql.types import BinaryType, NullType, StringType
+
+        from sluiceway.connect.data.spark import METADATA_KEY, from_spark_field
+
+        def schema_of(name: str) -> Schema | None:
+            found = batch.schema[name]
+            plain = isinstance(found.dataType, StringType | BinaryType | NullType)
+            return None if plain and not (found.metadata or {}).get(METADATA_KEY) else from_spark_field(found)
+
+        writer = _writer(
+            self._task_class,
+            self._spec,
+            self._worker_config,
+            converted=True,
+            key_schema=schema_of("key"),
+            value_schema=schema_of("value"),
+        )
+        _fed(batch.select("topic", "partition", "offset", "timestamp", "key", "value", "headers"), writer)
+
+    def stop(self) -> None:
+        """Each batch's instance stopped with its batch."""

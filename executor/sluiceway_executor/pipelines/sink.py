@@ -190,23 +190,20 @@ class SinkPipeline:
         self._key_converter = converter_for(self.spec.connector_config, "key", self._worker_config)
         self._value_converter = converter_for(self.spec.connector_config, "value", self._worker_config)
         self._chain = connector_chain(self.spec.connector_config, self._policy.plugin_path)
-        if self._chain and not issubclass(self._task_class, DataFrameSinkTask):
-            raise ConnectException(
-                f"transforms run on tasks that take a batch as a DataFrame; {self._task_class.__qualname__} "
-                "takes records one by one"
-            )
-        if self._errors.tolerant and not issubclass(self._task_class, DataFrameSinkTask):
-            raise ConnectException(
-                f"errors.tolerance=all works on tasks that take a batch as a DataFrame; "
-                f"{self._task_class.__qualname__} takes records one by one"
-            )
         self._admin = AdminClient(dict(self._admin_config))
         if self._errors.tolerant and self._errors.dlq_topic:
             dead_letter_topic_creator(self._worker_config, self.spec, self._errors).ensure(
                 [self._errors.dlq_topic]
             )
+        task: DataFrameSinkTask | None = None
         if issubclass(self._task_class, DataFrameSinkTask):
             task = self._task_class()
+        elif self._chain or self._errors.tolerant:
+            from sluiceway_executor.pipelines.record_tasks import RecordSinkTaskAdapter
+
+            # Converted and transformed in Spark first, then fed to the task record by record.
+            task = RecordSinkTaskAdapter(self._task_class, self.spec, self._worker_config)
+        if task is not None:
             task.start(self.spec.task_config)
             self._task = task
             held_now = task.written_offsets(self._spark, self.spec.task_index, self._offsets_change)
