@@ -168,7 +168,7 @@ _ERRORS_TOLERANCE_DOC = (
     "What a record a converter or transform cannot handle does to the task: 'none' (the default) "
     "fails the task, naming the stage (and, on a sink, the record's topic, partition and offset); "
     "'all' skips the record and carries on, a sink writing it to errors.deadletterqueue.topic.name "
-    "when set. Source connectors whose tasks give records one by one take only 'none' so far."
+    "when set."
 )
 _ERRORS_LOG_ENABLE_DOC = (
     "When true, every record errors.tolerance=all skips is logged at ERROR with the stage, the class "

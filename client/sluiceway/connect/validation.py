@@ -19,12 +19,10 @@ from typing import Any, Final
 
 from sluiceway.common.secrets import looks_secret
 from sluiceway.connect.config import ConfigDef, ConfigKey, ConfigType, ConfigValue, java_trim
-from sluiceway.connect.connector import Connector
 from sluiceway.connect.framework_config import (
     CONFIG_RELOAD_ACTION_CONFIG,
     CONNECTOR_CLASS_CONFIG,
     DLQ_TOPIC_NAME_CONFIG,
-    ERRORS_TOLERANCE_CONFIG,
     EXACTLY_ONCE_REQUESTED,
     EXACTLY_ONCE_REQUIRED,
     EXACTLY_ONCE_SUPPORT_CONFIG,
@@ -46,10 +44,8 @@ from sluiceway.connect.plugins import (
     PluginNotFoundError,
     PluginRegistry,
     PluginType,
-    class_name_of,
 )
 from sluiceway.connect.sink_framework_config import sink_config_def
-from sluiceway.connect.task import SourceTask
 from sluiceway.connect.topic_creation_config import unread_topic_creation_keys
 from sluiceway.connect.transform_config import chain_problems
 from sluiceway.connect.worker_fallbacks import WORKER_FALLBACK_KEYS
@@ -329,7 +325,7 @@ def validate_connector_config(
             _add_error(values, CONNECTOR_CLASS_CONFIG, target, resolve_error)
         elif _is_blank(target):
             _name_installed(registry, values)
-        _check_chain(registry, props, values, None)
+        _check_chain(registry, props, values)
         return _result(plugin_class_name, definition, values, null_keys)
 
     definition = framework_config_def(desc.type)
@@ -393,67 +389,15 @@ def validate_connector_config(
                     _merge_value(existing, value)
     for key, problem in path_errors(definition, (props,), policy).items():
         _add_error(values, key, props.get(key), problem)
-    _check_chain(registry, props, values, connector)
-    _check_tolerance(props, values, connector)
+    _check_chain(registry, props, values)
     return _result(plugin_class_name, definition, values, null_keys)
 
 
-def _check_chain(
-    registry: PluginRegistry,
-    props: Mapping[str, str],
-    values: dict[str, ConfigValue],
-    connector: Connector | None,
-) -> None:
-    """Errors on the keys of the transform chain (``transform_config``), and on ``transforms``
-    when the connector's source tasks give records one by one, which transforms do not reach yet."""
+def _check_chain(registry: PluginRegistry, props: Mapping[str, str], values: dict[str, ConfigValue]) -> None:
+    """Errors on the keys of the transform chain (``transform_config``)."""
     for problem in chain_problems(props, registry.transforms):
         name = problem.name or TRANSFORMS_CONFIG
         _add_error(values, name, props.get(name), problem.detail)
-    if not props.get(TRANSFORMS_CONFIG, "").strip():
-        return
-    record_level = _record_level_source_task(connector)
-    if record_level is not None:
-        _add_error(
-            values,
-            TRANSFORMS_CONFIG,
-            props.get(TRANSFORMS_CONFIG),
-            f"not supported yet: transforms run on source tasks that give a batch as a DataFrame, and "
-            f"{record_level} gives records one by one",
-        )
-
-
-def _check_tolerance(
-    props: Mapping[str, str], values: dict[str, ConfigValue], connector: Connector | None
-) -> None:
-    """errors.tolerance=all where records cannot be skipped yet: a source connector whose tasks
-    give records one by one."""
-    raw = props.get(ERRORS_TOLERANCE_CONFIG)
-    if java_trim(raw or "").lower() != "all":
-        return
-    record_level = _record_level_source_task(connector)
-    if record_level is not None:
-        _add_error(
-            values,
-            ERRORS_TOLERANCE_CONFIG,
-            raw,
-            f"not supported yet: records are skipped in source tasks that give a batch as a DataFrame, "
-            f"and {record_level} gives records one by one",
-        )
-
-
-def _record_level_source_task(connector: Connector | None) -> str | None:
-    """The class name of the connector's task class when it is a source task that gives records
-    one by one (SourceTask); None otherwise, or when the connector cannot say (its own validation
-    reports that)."""
-    if connector is None:
-        return None
-    try:
-        task_class = connector.task_class()
-    except Exception:
-        return None
-    if not issubclass(task_class, SourceTask):
-        return None
-    return class_name_of(task_class)
 
 
 def _result(

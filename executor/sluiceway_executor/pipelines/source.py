@@ -172,16 +172,6 @@ class SourcePipeline:
         self._key_converter = converter_for(self.spec.connector_config, "key", self._worker_config)
         self._value_converter = converter_for(self.spec.connector_config, "value", self._worker_config)
         self._chain = connector_chain(self.spec.connector_config, self._policy.plugin_path)
-        if self._chain and not issubclass(self._task_class, DataFrameSourceTask):
-            raise ConnectException(
-                f"transforms run on tasks that give a batch as a DataFrame; {self._task_class.__qualname__} "
-                "gives records one by one"
-            )
-        if self._errors.tolerant and not issubclass(self._task_class, DataFrameSourceTask):
-            raise ConnectException(
-                f"errors.tolerance=all works on tasks that give a batch as a DataFrame; "
-                f"{self._task_class.__qualname__} gives records one by one"
-            )
         if issubclass(self._task_class, DataFrameSourceTask):
             task = self._task_class()
             task.start(self.spec.task_config)
@@ -372,9 +362,49 @@ class SourcePipeline:
         heartbeats = sum(int(row["heartbeats"]) for row in summary)
         if heartbeats:
             self._ensure_heartbeat_topic()
-        self._write(records.select(*_WRITTEN_COLUMNS), written)
+        skipped = 0
+        if self._chain or self._errors.tolerant:
+            out, written, skipped = self._reconverted(records, written)
+        else:
+            out = records.select(*_WRITTEN_COLUMNS)
+        self._write(out, written)
         # Heartbeat records are not data: a batch of nothing else counts as empty for the runner.
-        return BatchOutcome(records=count - heartbeats, offsets=offsets, topics=written)
+        return BatchOutcome(records=count - heartbeats, offsets=offsets, topics=written, skipped=skipped)
+
+    def _reconverted(
+        self, records: DataFrame, written: frozenset[str]
+    ) -> tuple[DataFrame, frozenset[str], int]:
+        """A record-level task's batch (pinned; converted record by record inside Spark) through
+        the connector's transforms: its key and value read back into Connect columns by the same
+        converters (which lose nothing of what they wrote), transformed, and converted again; the
+        records a transform or converter fails on left out under errors.tolerance=all. Heartbeat
+        records pass unchanged. Returns what to write, the topics written and the records left out."""
+        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+
+        from sluiceway_executor.converters.connect_spark_json import with_connect_schemas
+
+        data = records.where(~F.col("heartbeat")).select(*_WRITTEN_COLUMNS)
+        beats = records.where(F.col("heartbeat")).select(*_WRITTEN_COLUMNS)
+        schemas = {}
+        if self._errors.tolerant:
+            data = with_error_column(data)
+        for name, converter in (("key", self._key_converter), ("value", self._value_converter)):
+            converter.forget_expected()  # the batch's own schemas, whatever came before
+            convert = converter.checked_frame if self._errors.tolerant else converter.connect_frame
+            data, schema = convert(data, name)
+            if schema is not None:
+                schemas[name] = schema
+        data = with_connect_schemas(data, schemas) if schemas else data
+        out = self._for_kafka(self._chain.apply(data, is_sink=False) if self._chain else data)
+        skipped = 0
+        if self._errors.tolerant:
+            out, skipped = self._without_failed(out)
+        else:
+            out = out.localCheckpoint()
+        # A router may have sent the records anywhere: the topics are those of the records written.
+        found = [row[0] for row in out.select("topic").distinct().collect()]
+        beat_topics = {self._heartbeat_topic} & written if self._heartbeat_topic else set()
+        return out.unionByName(beats), topics_written(found, self._topic) | beat_topics, skipped
 
     def _write(self, out: DataFrame, topics: frozenset[str] | set[str]) -> None:
         """Writes the batch to Kafka once every topic it writes to (``topics``) has been checked

@@ -353,6 +353,47 @@ def test_file_stream_source_resumes_from_its_position(
     assert [m.value().decode() for m in consume_all(broker, topic, 1)] == [*lines[3:], "line 10", "line 11"]
 
 
+def test_file_stream_source_records_go_through_transforms_and_bad_ones_are_skipped(
+    factory: SparkPipelineFactory,
+    worker: dict[str, str],
+    admin: AdminClient,
+    broker: EmbeddedBroker,
+    unique: str,
+    tmp_path: Path,
+) -> None:
+    """A record-level source's records, converted inside Spark, are read back, transformed and
+    converted again: Cast makes each line a number, a router renames the topic, and the lines Cast
+    cannot read are skipped (errors.tolerance=all) while the offsets cover them."""
+    topic = f"numbers-{unique}"
+    create_topic(admin, f"{topic}-cast", 1)
+    source = tmp_path / "numbers.txt"
+    lines = [str(n) if n % 5 else f"n{n}" for n in range(1, 21)]
+    source.write_text("".join(line + "\n" for line in lines))
+    config = {
+        "connector.class": "FileStreamSource",
+        "file": str(source),
+        "topic": topic,
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable": "false",
+        "transforms": "number,route",
+        "transforms.number.type": "org.apache.kafka.connect.transforms.Cast$Value",
+        "transforms.number.spec": "int32",
+        "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+        "transforms.route.regex": "(.*)",
+        "transforms.route.replacement": "$1-cast",
+        "errors.tolerance": "all",
+    }
+    pipeline = factory(spec(f"fs-{unique}", 0, config, FILE_SOURCE_TASK), worker)
+    pipeline.start()
+    outcomes = run_until_empty(pipeline)
+    pipeline.stop()
+    assert sum(o.skipped for o in outcomes) == 4
+    assert outcomes[-1].offsets == [({"filename": str(source)}, {"position": source.stat().st_size})]
+    assert all(o.topics == {f"{topic}-cast"} for o in outcomes)
+    written = [m.value().decode() for m in consume_all(broker, f"{topic}-cast", 1)]
+    assert written == [line for line in lines if not line.startswith("n")]
+
+
 def test_file_stream_sink_writes_one_line_per_record(
     factory: SparkPipelineFactory,
     worker: dict[str, str],
