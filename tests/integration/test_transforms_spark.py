@@ -33,11 +33,14 @@ from sluiceway.connect.data import (
     OPTIONAL_STRING_SCHEMA,
     STRING_SCHEMA,
     Schema,
+    array_schema,
+    date_schema,
     decimal_schema,
     struct_schema,
+    time_schema,
     timestamp_schema,
 )
-from sluiceway.connect.data.spark import from_spark_field
+from sluiceway.connect.data.spark import from_spark_field, to_spark_value
 from sluiceway_executor.converters.connect_spark_json import column_field
 from sluiceway_executor.transforms import built_in_plugins
 from sluiceway_executor.transforms.chain import TransformChain
@@ -430,6 +433,53 @@ def test_header_from_moves_or_copies_fields_into_headers(spark: SparkSession) ->
     props["transforms.lift.operation"] = "copy"
     _, out = _run(spark, props)
     assert _value_schema(out) == ORDER
+
+
+def test_header_from_writes_structs_as_json_and_times_in_iso_8601(spark: SparkSession) -> None:
+    event = struct_schema(
+        {
+            "at": timestamp_schema(),
+            "day": date_schema(),
+            "time": time_schema(),
+            "place": ADDRESS,
+            "tags": array_schema(STRING_SCHEMA),
+        },
+        name="event",
+    )
+    value = Row(
+        at=T0,
+        day=dt.date(2026, 3, 4),
+        time=dt.time(5, 6, 7, 123000),
+        place=Row(city="Oslo", zip=None),
+        tags=["a", "b"],
+    )
+    schema = StructType(
+        [
+            StructField("topic", StringType()),
+            StructField("offset", LongType()),
+            column_field("value", event),
+            StructField("headers", ArrayType(HEADER)),
+        ]
+    )
+    frame = spark.createDataFrame(
+        [("events", 1, to_spark_value(event, value.asDict(recursive=True)), [])], schema
+    )
+    props = _one(
+        "lift",
+        "org.apache.kafka.connect.transforms.HeaderFrom$Value",
+        fields="at,day,time,place,tags",
+        headers="at,day,time,place,tags",
+        operation="copy",
+    )
+    (row,) = TransformChain.from_config(props, built_in_plugins()).apply(frame, is_sink=True).collect()
+    assert {h.key: bytes(h.value).decode() for h in row["headers"]} == {
+        "at": "2026-03-04T05:06:07.123Z",
+        "day": "2026-03-04",
+        "time": "05:06:07.123Z",
+        # Kafka's struct text is compact JSON that keeps its nulls.
+        "place": '{"city":"Oslo","zip":null}',
+        "tags": '["a","b"]',
+    }
 
 
 def test_sql_sets_record_parts_and_keeps_what_where_holds_for(spark: SparkSession) -> None:

@@ -1,6 +1,8 @@
-"""HeaderFrom: copies or moves fields of a struct key or value into headers, each written as Kafka's
-SimpleHeaderConverter writes a primitive (its text, UTF-8; bytes as they are). Kafka's keys and
-class names.
+"""HeaderFrom: copies or moves fields of a struct key or value into headers, each as the text
+Kafka's SimpleHeaderConverter writes for it, UTF-8: a primitive's text (bytes as they are), a
+Date, Time or Timestamp in ISO 8601 (UTC), and a struct, array or map as compact JSON with its
+nulls (where Kafka's own writer leaves an embedded date unquoted, ours quotes it, as JSON does).
+Kafka's keys and class names.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar, Final
 
 from sluiceway.connect import NO_DEFAULT, ConfigDef, ConfigException, ConfigType, ConnectException, Importance
-from sluiceway.connect.data.schema import DECIMAL_NAME, Schema, Type
+from sluiceway.connect.data.schema import DATE_NAME, DECIMAL_NAME, TIME_NAME, TIMESTAMP_NAME, Schema, Type
 from sluiceway.connect.transforms import RecordColumns, TransformContext
 from sluiceway_executor.transforms.operands import (
     KEY,
@@ -21,6 +23,7 @@ from sluiceway_executor.transforms.operands import (
 )
 from sluiceway_executor.transforms.record_transforms import HEADERS_TYPE
 from sluiceway_executor.transforms.schemaless import header_from_schemaless
+from sluiceway_executor.transforms.time_transforms import utc_text
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -47,7 +50,20 @@ def _header_bytes(column: Column, schema: Schema, where: str) -> Column:
             F.when(column, F.lit("true")).otherwise(F.lit("false")) if schema.type is Type.BOOLEAN else column
         )
         return F.encode(text.cast("string"), "UTF-8")
-    raise ConnectException(f"{where}: a {logical or schema.type.value} field cannot become a header yet")
+    if logical == TIMESTAMP_NAME:
+        return F.encode(utc_text(column, "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"), "UTF-8")
+    if logical == DATE_NAME:
+        return F.encode(F.date_format(column, "yyyy-MM-dd"), "UTF-8")
+    if logical == TIME_NAME:  # milliseconds after midnight
+        return F.encode(utc_text(F.timestamp_millis(column), "HH:mm:ss.SSS'Z'"), "UTF-8")
+    if schema.type in (Type.STRUCT, Type.ARRAY, Type.MAP):
+        options = {
+            "ignoreNullFields": "false",
+            "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'",
+            "timeZone": "UTC",
+        }
+        return F.encode(F.to_json(column, options), "UTF-8")
+    raise ConnectException(f"{where}: a {logical or schema.type.value} field cannot become a header")
 
 
 class HeaderFrom(PartTransformation):

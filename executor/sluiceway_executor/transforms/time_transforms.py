@@ -32,7 +32,7 @@ from sluiceway_executor.transforms.schemaless import timestamp_schemaless
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
-__all__ = ["TimestampConverterKey", "TimestampConverterValue"]
+__all__ = ["TimestampConverterKey", "TimestampConverterValue", "utc_text"]
 
 _STRING: Final = "string"
 _UNIX: Final = "unix"
@@ -57,14 +57,15 @@ def _kind(schema: Schema) -> str | None:
     return None
 
 
-def _utc_text(stamp: Column, pattern: str) -> Column:
+def utc_text(stamp: Column, pattern: str) -> Column:
+    """``stamp`` (a timestamp) as text in ``pattern``, the wall time in UTC."""
     from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
     # Written as the UTC wall time, whatever the Spark session's time zone.
     return F.date_format(F.to_utc_timestamp(stamp, F.current_timezone()), pattern)
 
 
-def _from_utc_text(text: Column, pattern: str) -> Column:
+def _fromutc_text(text: Column, pattern: str) -> Column:
     from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
     # try_: a text the pattern does not read is null here, and the record's problem (see apply).
@@ -145,7 +146,7 @@ class TimestampConverter(PartTransformation):
             return F.timestamp_micros(F.floor(column / 1000).cast("long"))
         if not self._format:
             raise ConnectException(f"{where}: reading a timestamp from text needs format")
-        return _from_utc_text(column, self._format)
+        return _fromutc_text(column, self._format)
 
     def _from_timestamp(self, stamp: Column) -> tuple[Column, Schema]:
         from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
@@ -158,7 +159,7 @@ class TimestampConverter(PartTransformation):
         if target == "Time":
             return F.pmod(F.unix_millis(stamp), F.lit(_DAY_MS)).cast("int"), time_schema()
         if target == _STRING:
-            return _utc_text(stamp, self._format), Schema(Type.STRING)
+            return utc_text(stamp, self._format), Schema(Type.STRING)
         unix = {
             "seconds": F.unix_seconds(stamp),
             "milliseconds": F.unix_millis(stamp),
