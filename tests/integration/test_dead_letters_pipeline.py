@@ -202,6 +202,50 @@ def test_without_tolerance_the_batch_fails_naming_the_first_bad_record(
     assert not (tmp_path / "lake").exists() or not any((tmp_path / "lake").glob("task=*/batch=*"))
 
 
+def test_records_a_sql_expression_raises_on_are_found_by_halves_and_dead_lettered(
+    spark_with_sources: SparkSession,
+    broker: EmbeddedBroker,
+    tmp_path: Path,
+    unique: str,
+    opened: list[Pipeline | KafkaOffsetCommitter],
+) -> None:
+    """A Sql expression that raises fails the whole job (Spark has no per-row try): the batch is
+    then checked by halves, and the records that fail alone are dead-lettered beside those a
+    converter marked; without tolerance the task names the first of them."""
+    topic, dlq = _topic(broker, f"dl-{unique}"), f"dl-{unique}-dlq"
+    produced = produce_orders(broker.bootstrap_servers, topic, 40, bad_every=10, bad_at=9)
+    unlucky = [offset for offset in produced.good if offset % 20 == 7]
+    worker = {"bootstrap.servers": broker.bootstrap_servers, "group.id": f"cluster-{unique}"}
+    chain = {
+        "transforms": "numbers,unlucky",
+        "transforms.unlucky.type": "Sql",
+        "transforms.unlucky.select": (
+            "CASE WHEN value.id % 20 = 7 THEN raise_error(concat('unlucky ', value.id)) "
+            "ELSE value END AS value"
+        ),
+    }
+    spec = _spec(unique, topic, tmp_path / "lake", **_tolerant(dlq), **chain)
+    outcome = _start(opened, spark_with_sources, spec, worker).run_batch(0)
+    assert outcome.records == 40
+    assert outcome.skipped == len(produced.bad) + len(unlucky) == 4 + 2
+    assert _lake_ids(spark_with_sources, tmp_path / "lake") == sorted(set(produced.good) - set(unlucky))
+    letters = {int(r.key or b""): r for r in outcome.dead_letters}
+    assert sorted(letters) == sorted([*produced.bad, *unlucky])
+    for offset in unlucky:
+        headers = dict(letters[offset].headers)
+        assert headers["__connect.errors.stage"] == b"TRANSFORMATION"
+        assert headers["__connect.errors.class.name"] == b"sluiceway_executor.transforms.sql_transform.Sql"
+        assert f"unlucky {offset}".encode() in (headers["__connect.errors.exception.message"] or b"")
+
+    strict = _start(
+        opened, spark_with_sources, _spec(f"{unique}-strict", topic, tmp_path / "strict", **chain), worker
+    )
+    with pytest.raises(ConnectException) as failed:
+        strict.run_batch(0)
+    assert str(failed.value).startswith(f"record {topic}-0@7 failed at stage TRANSFORMATION")
+    assert "unlucky 7" in str(failed.value)
+
+
 def test_a_record_level_sink_gets_transformed_records_and_its_bad_ones_are_dead_lettered(
     spark_with_sources: SparkSession,
     broker: EmbeddedBroker,
@@ -229,6 +273,35 @@ def test_a_record_level_sink_gets_transformed_records_and_its_bad_ones_are_dead_
     assert sorted(record.key or b"" for record in outcome.dead_letters) == sorted(
         str(offset).encode() for offset in produced.bad
     )
+
+
+def test_a_source_skips_the_records_a_sql_expression_raises_on(
+    spark_with_sources: SparkSession,
+    broker: EmbeddedBroker,
+    unique: str,
+    opened: list[Pipeline | KafkaOffsetCommitter],
+) -> None:
+    topic = f"src-{unique}"
+    worker = {"bootstrap.servers": broker.bootstrap_servers, "group.id": f"cluster-{unique}"}
+    spec = _source_spec(unique, topic, "all")
+    config = {
+        **spec.connector_config,
+        # Besides the five texts the converter cannot write, two records the expression raises on.
+        "transforms": "spoil,unlucky",
+        "transforms.unlucky.type": "Sql",
+        "transforms.unlucky.where": (
+            "coalesce(get_json_object(value, '$.seq') % 25, 0) != 4 OR raise_error('unlucky') IS NULL"
+        ),
+    }
+    pipeline = _start(
+        opened, spark_with_sources, task_spec(spec.connector, config, spec.task_config["task.class"]), worker
+    )
+    outcome = pipeline.run_batch(0)
+    assert outcome.skipped == 7
+    assert outcome.offsets == [({"task": 0}, {"seq": 49})]
+    written = read_topic(broker.bootstrap_servers, topic)
+    kept = [seq for seq in range(50) if seq % 10 != 3 and seq % 25 != 4]
+    assert sorted(value["seq"] for _, value in written) == kept
 
 
 def _source_spec(unique: str, topic: str, tolerance: str) -> TaskSpec:

@@ -55,11 +55,13 @@ from sluiceway_executor.pipelines.error_handling import (
     first_failure_message,
     log_failures,
 )
+from sluiceway_executor.pipelines.failure_isolation import is_data_error
 from sluiceway_executor.pipelines.loading import worker_policy
 from sluiceway_executor.pipelines.pipeline import BatchOutcome
 from sluiceway_executor.pipelines.sink_errors import (
     RAW_COLUMN,
     RAW_FIELDS,
+    checked_by_halves,
     dead_letter_topic_creator,
     failed_records,
     first_failed_record,
@@ -282,7 +284,7 @@ class SinkPipeline:
             .load()
         )
 
-    def converted(self, raw: DataFrame, checked: bool = False) -> DataFrame:
+    def converted(self, raw: DataFrame, checked: bool = False, transformed: bool = True) -> DataFrame:
         """Key and value as the connector's converters produce them (DataFrame-level tasks): typed
         columns carry their Connect schemas in their metadata. ``checked`` (``raw`` pinned by the
         caller): a record a converter or transform fails on is marked in the error column, beside
@@ -306,7 +308,7 @@ class SinkPipeline:
             frame, value_schema = self._value_converter.connect_frame(frame, "value")
         schemas = {name: s for name, s in (("key", key_schema), ("value", value_schema)) if s is not None}
         frame = with_connect_schemas(frame, schemas) if schemas else frame
-        return self._chain.apply(frame, is_sink=True) if self._chain else frame
+        return self._chain.apply(frame, is_sink=True) if self._chain and transformed else frame
 
     def _write(self, task: DataFrameSinkTask, raw: DataFrame, context: BatchContext) -> list[FailedRecord]:
         """Hands the batch to the task, converted on the schemas the converters expect when they
@@ -368,7 +370,21 @@ class SinkPipeline:
         pinned in turn. Pinned, it is computed once for the failed records' job and the task's; and
         a filter on the error column cannot be pushed down into the stages, where Spark would
         substitute each stage's expressions into the next and the plan would grow exponentially."""
-        return self.converted(raw, checked=True).localCheckpoint()
+        try:
+            return self.converted(raw, checked=True).localCheckpoint()
+        except Exception as e:
+            if not is_data_error(e) or not self._chain:
+                raise
+            log.info(
+                "task %s: a record's data failed the transforms; looking for it by halves", self.spec.name
+            )
+            chain = self._chain
+            return checked_by_halves(
+                self.converted(raw, checked=True, transformed=False),
+                lambda part: chain.apply(part, is_sink=True),
+                chain.failing_class(),
+                e,
+            )
 
     # ------------------------------------------------------------------ batches
 

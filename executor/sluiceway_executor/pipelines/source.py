@@ -54,10 +54,11 @@ from sluiceway_executor.heartbeats import (
 )
 from sluiceway_executor.pipelines.batch_sizing import BatchSizer
 from sluiceway_executor.pipelines.error_handling import ErrorHandling, log_source_failures
+from sluiceway_executor.pipelines.failure_isolation import ROW_ID, is_data_error, isolated, with_row_ids
 from sluiceway_executor.pipelines.loading import worker_policy
 from sluiceway_executor.pipelines.pipeline import BatchOutcome, canonical, merge_offsets
 from sluiceway_executor.pipelines.spec import TaskSpec, batch_limits
-from sluiceway_executor.record_errors import ERROR_COLUMN, has_error_column, marked, with_error_column
+from sluiceway_executor.record_errors import ERROR_COLUMN, Stage, has_error_column, marked, with_error_column
 from sluiceway_executor.topic_creation import TopicCreator
 
 if TYPE_CHECKING:
@@ -213,14 +214,14 @@ class SourcePipeline:
         offsets = merge_offsets(beat.offsets, batch.offsets)
         if batch.data is None:
             return BatchOutcome(records=0, offsets=offsets, topics=beat.topics, end_of_data=batch.end_of_data)
-        data = with_error_column(batch.data) if self._errors.tolerant else batch.data
-        data = self._transformed(data) if self._chain else data
-        out = self._for_kafka(data)
+        data = batch.data
         skipped, pinned = 0, False
         if self._errors.tolerant:
-            out, skipped = self._without_failed(out)
+            out, skipped = self._tolerated(with_error_column(data))
             pinned = True
-        if "topic" not in data.columns:
+        else:
+            out = self._for_kafka(self._transformed(data))
+        if "topic" not in out.columns:  # no topic column before the chain, and none added by it
             topics = frozenset({self._topic})
         elif batch.topics is not None and not self._chain:
             topics = topics_written(batch.topics, self._topic)
@@ -242,24 +243,49 @@ class SourcePipeline:
             skipped=skipped,
         )
 
-    def _without_failed(self, out: DataFrame) -> tuple[DataFrame, int]:
-        """The batch (pinned) without the records a transform or converter failed on, and how
-        many those were; each is logged when errors.log.enable says so. A source has no dead-letter
-        queue (as in Kafka Connect): they are skipped."""
+    def _tolerated(self, data: DataFrame) -> tuple[DataFrame, int]:
+        """errors.tolerance=all: ``data`` (with an error column, converted back to Connect columns
+        for a record-level task) transformed and converted for Kafka, pinned, without the records
+        that failed, and how many those were; each is logged when errors.log.enable says so. A
+        source has no dead-letter queue (as in Kafka Connect): they are skipped. When a record's
+        data fails the transforms' whole job (a Sql expression that raised), the records that fail
+        alone are found by halves (``failure_isolation``)."""
         from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
-        pinned = out.localCheckpoint()
+        def checked(part: DataFrame) -> DataFrame:
+            return self._for_kafka(self._transformed(part))
+
+        found: list[Any] = []
+        try:
+            pinned = checked(data).localCheckpoint()
+        except Exception as e:
+            if not is_data_error(e) or not self._chain:
+                raise
+            built, failures = isolated(with_row_ids(data), lambda part: checked(part.drop(ROW_ID)), e)
+            stage, kind = Stage.TRANSFORMATION.value, self._chain.failing_class()
+            found = [
+                {"stage": stage, "class_name": kind, "exception": f.exception, "message": f.message}
+                for f in failures
+            ]
+            if not built:
+                return checked(data.limit(0)).drop(ERROR_COLUMN), len(found)
+            pinned = built[0]
+            for part in built[1:]:
+                pinned = pinned.unionByName(part)
         errors = [
             row[0] for row in pinned.where(F.col(ERROR_COLUMN).isNotNull()).select(ERROR_COLUMN).collect()
         ]
-        log_source_failures(self._errors, self.spec.name, errors)
-        return pinned.where(F.col(ERROR_COLUMN).isNull()).drop(ERROR_COLUMN), len(errors)
+        log_source_failures(self._errors, self.spec.name, [*errors, *found])
+        return pinned.where(F.col(ERROR_COLUMN).isNull()).drop(ERROR_COLUMN), len(errors) + len(found)
 
     def _transformed(self, data: DataFrame) -> DataFrame:
-        """The batch after the connector's transforms; records without a topic of their own get
-        the connector's ``topic`` first, so that a router sees where they would go."""
+        """The batch after the connector's transforms (the batch itself without any); records
+        without a topic of their own get the connector's ``topic`` first, so that a router sees
+        where they would go."""
         from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
+        if not self._chain:
+            return data
         if "topic" not in data.columns and self._topic:
             data = data.withColumn("topic", F.lit(self._topic))
         return self._chain.apply(data, is_sink=False)
@@ -385,6 +411,7 @@ class SourcePipeline:
 
         data = records.where(~F.col("heartbeat")).select(*_WRITTEN_COLUMNS)
         beats = records.where(F.col("heartbeat")).select(*_WRITTEN_COLUMNS)
+
         schemas = {}
         if self._errors.tolerant:
             data = with_error_column(data)
@@ -395,12 +422,11 @@ class SourcePipeline:
             if schema is not None:
                 schemas[name] = schema
         data = with_connect_schemas(data, schemas) if schemas else data
-        out = self._for_kafka(self._chain.apply(data, is_sink=False) if self._chain else data)
         skipped = 0
         if self._errors.tolerant:
-            out, skipped = self._without_failed(out)
+            out, skipped = self._tolerated(data)
         else:
-            out = out.localCheckpoint()
+            out = self._for_kafka(self._transformed(data)).localCheckpoint()
         # A router may have sent the records anywhere: the topics are those of the records written.
         found = [row[0] for row in out.select("topic").distinct().collect()]
         beat_topics = {self._heartbeat_topic} & written if self._heartbeat_topic else set()

@@ -117,6 +117,16 @@ class TransformChain:
         frame = kept_where(frame, keep).drop(KEEP_COLUMN, PROBLEM_COLUMN)
         return frame, record_columns(frame).replace(key_schema=key_schema, value_schema=value_schema)
 
+    def failing_class(self) -> str:
+        """The class a record that fails inside the chain's job with no column to say so is
+        reported under: the one DataFrameTransformation's (a Sql transform, whose expressions may
+        raise), else the chain's own."""
+        frame_steps = {
+            type(s.transform) for s in self.steps if isinstance(s.transform, DataFrameTransformation)
+        }
+        kind = next(iter(frame_steps)) if len(frame_steps) == 1 else type(self)
+        return f"{kind.__module__}.{kind.__qualname__}"
+
     def close(self) -> None:
         for step in self.steps:
             step.transform.close()
