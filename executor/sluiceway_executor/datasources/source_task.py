@@ -47,6 +47,7 @@ from sluiceway.connect import (
     SourceTask,
     Task,
 )
+from sluiceway.connect.plugin_imports import class_name_of
 from sluiceway.connect.plugins import load_class
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ SOURCE_SCHEMA: Final = StructType(
 
 
 def class_path(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
+    return class_name_of(cls)
 
 
 def load_chosen_class(dotted: str, plugin_path: Sequence[str]) -> type:

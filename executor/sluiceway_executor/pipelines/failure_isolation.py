@@ -19,12 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from sluiceway.connect.plugin_imports import class_name_of
 from sluiceway_executor.failures import is_kafka_unreachable, is_spark_session_lost
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["ROW_ID", "IsolatedFailure", "is_data_error", "isolated", "with_row_ids"]
+__all__ = ["ROW_ID", "IsolatedFailure", "is_data_error", "isolated", "united", "with_row_ids"]
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class IsolatedFailure:
     @classmethod
     def of(cls, row: int, error: BaseException) -> IsolatedFailure:
         text = str(error).strip().splitlines()
-        return cls(row, f"{type(error).__module__}.{type(error).__qualname__}", text[0] if text else "")
+        return cls(row, class_name_of(type(error)), text[0] if text else "")
 
 
 def with_row_ids(frame: DataFrame) -> DataFrame:
@@ -64,6 +65,14 @@ def with_row_ids(frame: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
     return frame.withColumn(ROW_ID, F.monotonically_increasing_id()).localCheckpoint()
+
+
+def united(parts: list[DataFrame]) -> DataFrame:
+    """The parts (at least one, of the same columns) as one frame."""
+    whole = parts[0]
+    for part in parts[1:]:
+        whole = whole.unionByName(part)
+    return whole
 
 
 def isolated(

@@ -245,22 +245,17 @@ class RecordSinkTaskAdapter(DataFrameSinkTask):
         """The task itself starts inside Spark, once per batch."""
 
     def write_batch(self, batch: DataFrame, context: BatchContext) -> None:
-        from pyspark.sql.types import BinaryType, NullType, StringType
+        from sluiceway_executor.transforms.chain import record_columns
 
-        from sluiceway.connect.data.spark import METADATA_KEY, from_spark_field
-
-        def schema_of(name: str) -> Schema | None:
-            found = batch.schema[name]
-            plain = isinstance(found.dataType, StringType | BinaryType | NullType)
-            return None if plain and not (found.metadata or {}).get(METADATA_KEY) else from_spark_field(found)
-
+        # The schemas the converters and transforms gave the key and value, as the chain reads them.
+        records = record_columns(batch)
         writer = _writer(
             self._task_class,
             self._spec,
             self._worker_config,
             converted=True,
-            key_schema=schema_of("key"),
-            value_schema=schema_of("value"),
+            key_schema=records.key_schema,
+            value_schema=records.value_schema,
         )
         _fed(batch.select("topic", "partition", "offset", "timestamp", "key", "value", "headers"), writer)
 

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Final
 
 from sluiceway.connect.topic_creation_config import DEFAULT_TOPIC_CREATION_GROUP, TopicCreationGroup
 from sluiceway_executor.pipelines.error_handling import ErrorHandling, FailedRecord
-from sluiceway_executor.pipelines.failure_isolation import ROW_ID, IsolatedFailure, isolated, with_row_ids
+from sluiceway_executor.pipelines.failure_isolation import (
+    ROW_ID,
+    IsolatedFailure,
+    isolated,
+    united,
+    with_row_ids,
+)
 from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_executor.record_errors import ERROR_COLUMN, Stage
 from sluiceway_executor.topic_creation import TopicCreator
@@ -80,11 +86,8 @@ def checked_by_halves(
     if failures:
         schema = (built[0] if built else transform(base.limit(0).drop(ROW_ID))).schema
         built.append(_failed_rows(base, failures, schema, class_name))
-    staged = built[0]
-    for part in built[1:]:
-        staged = staged.unionByName(part)
     # Pinned once more: the failed records' job and the task's then read one plan, not the union.
-    return staged.localCheckpoint()
+    return united(built).localCheckpoint()
 
 
 def _failed_rows(

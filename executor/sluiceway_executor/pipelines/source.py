@@ -54,7 +54,13 @@ from sluiceway_executor.heartbeats import (
 )
 from sluiceway_executor.pipelines.batch_sizing import BatchSizer
 from sluiceway_executor.pipelines.error_handling import ErrorHandling, log_source_failures
-from sluiceway_executor.pipelines.failure_isolation import ROW_ID, is_data_error, isolated, with_row_ids
+from sluiceway_executor.pipelines.failure_isolation import (
+    ROW_ID,
+    is_data_error,
+    isolated,
+    united,
+    with_row_ids,
+)
 from sluiceway_executor.pipelines.loading import worker_policy
 from sluiceway_executor.pipelines.pipeline import BatchOutcome, canonical, merge_offsets
 from sluiceway_executor.pipelines.spec import TaskSpec, batch_limits
@@ -269,9 +275,7 @@ class SourcePipeline:
             ]
             if not built:
                 return checked(data.limit(0)).drop(ERROR_COLUMN), len(found)
-            pinned = built[0]
-            for part in built[1:]:
-                pinned = pinned.unionByName(part)
+            pinned = united(built)
         errors = [
             row[0] for row in pinned.where(F.col(ERROR_COLUMN).isNotNull()).select(ERROR_COLUMN).collect()
         ]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from sluiceway.connect import ConnectException
 from sluiceway.connect.data.schema import Schema
+from sluiceway.connect.plugin_imports import class_name_of
 from sluiceway.connect.transform_config import ChainStep, configured_chain
 from sluiceway.connect.transform_plugins import TransformPlugins
 from sluiceway.connect.transforms import (
@@ -101,12 +102,11 @@ class TransformChain:
         problem = F.col(PROBLEM_COLUMN)
         keep = F.col(KEEP_COLUMN)
         if has_error_column(frame):
-            kind = type(step.transform)
             frame = marked(
                 frame,
                 F.when(problem.isNotNull(), F.coalesce(problem.message, F.lit(""))),
                 Stage.TRANSFORMATION,
-                f"{kind.__module__}.{kind.__qualname__}",
+                class_name_of(type(step.transform)),
                 exception=problem.exception,
             )
             # A record an earlier stage failed stays to be skipped or dead-lettered after the chain.
@@ -124,8 +124,7 @@ class TransformChain:
         frame_steps = {
             type(s.transform) for s in self.steps if isinstance(s.transform, DataFrameTransformation)
         }
-        kind = next(iter(frame_steps)) if len(frame_steps) == 1 else type(self)
-        return f"{kind.__module__}.{kind.__qualname__}"
+        return class_name_of(next(iter(frame_steps)) if len(frame_steps) == 1 else type(self))
 
     def close(self) -> None:
         for step in self.steps:
@@ -199,8 +198,7 @@ def _errors_handled(
     if after.error is None:
         return frame, after
     if has_error_column(frame):
-        kind = type(step.transform)
-        frame = marked(frame, after.error, Stage.TRANSFORMATION, f"{kind.__module__}.{kind.__qualname__}")
+        frame = marked(frame, after.error, Stage.TRANSFORMATION, class_name_of(type(step.transform)))
         return frame, after.replace(error=None)
     value = failing(after.value, after.error)
     return frame, after.replace(value=value, error=None)

@@ -25,6 +25,7 @@ from sluiceway.common.retry import RetryPolicy
 from sluiceway.connect import ConnectException, RetriableException
 from sluiceway.connect.data.schema import Schema
 from sluiceway.connect.framework_config import ERRORS_RETRY_MAX_DELAY_CONFIG, ERRORS_RETRY_TIMEOUT_CONFIG
+from sluiceway.connect.plugin_imports import class_name_of
 from sluiceway.connect.transform_config import ChainStep
 from sluiceway.connect.transforms import ConnectRecord, RecordTransformation
 from sluiceway_executor.record_errors import ERROR_COLUMN
@@ -90,7 +91,7 @@ def _class_path(cls: type) -> str:
 
     if getattr(sluiceway.connect, cls.__name__, None) is cls:
         return f"sluiceway.connect.{cls.__name__}"
-    return f"{cls.__module__}.{cls.__qualname__}"
+    return class_name_of(cls)
 
 
 @dataclass(frozen=True)
@@ -276,7 +277,7 @@ def record_step_frame(
     fields += [StructField(KEEP_COLUMN, BooleanType(), False), StructField(PROBLEM_COLUMN, problem, True)]
     out_schema = StructType(fields)
     runner = RecordTransformRunner(
-        class_name=f"{type(transform).__module__}.{type(transform).__qualname__}",
+        class_name=class_name_of(type(transform)),
         props=dict(step.props),
         plugin_path=tuple(plugin_path),
         key_schema=schemas[0],
