@@ -98,12 +98,14 @@ REPLACEMENTS: tuple[Replacement, ...] = (
     Replacement(
         '''
         async def close(self, grace: float | None = None) -> None:
-            """Closes the channel; `grace` seconds let calls in flight finish (None cancels them)."""
-            await self._channel.close(grace)
+            """Closes the channels; `grace` seconds let calls in flight finish (None cancels them)."""
+            for stubs in self._replicas.opened():
+                await stubs.channel.close(grace)
         ''',
         """
         def close(self) -> None:
-            self._channel.close()
+            for stubs in self._replicas.opened():
+                stubs.channel.close()
         """,
     ),
     Replacement(

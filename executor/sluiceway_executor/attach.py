@@ -40,6 +40,7 @@ import sluiceway
 from sluiceway.api.v1 import executor_pb2, executor_pb2_grpc
 from sluiceway.common.limits import EXECUTOR_MAX_RECEIVE_BYTES
 from sluiceway.common.retry import RetryPolicy
+from sluiceway.common.targets import parse_targets
 from sluiceway.common.transport import TransportSecurity
 from sluiceway.connect.worker_settings import worker_default
 from sluiceway.errors import Reason, from_rpc_error
@@ -66,7 +67,8 @@ def default_executor_id() -> str:
 
 @dataclass(frozen=True)
 class AttachSettings:
-    # One control-plane address or several, comma-separated: the agent finds the leader from any.
+    # One control-plane address or several, comma-separated (host:port, [IPv6]:port, host names): the
+    # agent finds the leader from any. Each gets a channel of its own, so TLS checks its own name.
     server: str
     spark_remote: str
     executor_id: str = field(default_factory=default_executor_id)
@@ -86,7 +88,9 @@ class AttachSettings:
 
     @property
     def servers(self) -> list[str]:
-        return [address.strip() for address in self.server.split(",") if address.strip()]
+        """The addresses to attach through, read as the client library reads a target
+        (`sluiceway.common.targets`): one gRPC target, or a comma list of replicas."""
+        return list(parse_targets(self.server)) if self.server.strip() else []
 
 
 class _Targets:

@@ -25,6 +25,7 @@ from types import FrameType
 from typing import NoReturn
 
 from sluiceway.common.logging_setup import configure_logging
+from sluiceway.common.targets import parse_targets
 from sluiceway.common.transport import TransportSecurity, add_arguments
 from sluiceway_executor.attach import AttachSettings, ExecutorAgent, default_executor_id
 from sluiceway_executor.own_config import load_own_config
@@ -47,8 +48,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--server",
         default=os.environ.get("SLUICEWAY_SERVER", "localhost:8083"),
-        help="control-plane address host:port, or several comma-separated (any replica: the executor "
-        "finds the leader from them); default $SLUICEWAY_SERVER or localhost:8083",
+        help="control-plane address host:port, or the replicas' addresses comma-separated (IPv4, "
+        "[IPv6]:port or host names; the executor finds the leader from any of them), as the CLI's "
+        "--server; default $SLUICEWAY_SERVER or localhost:8083",
     )
     parser.add_argument(
         "--spark-remote",
@@ -75,6 +77,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         args.worker_config = load_own_config(args.config)
     except ValueError as exc:  # OwnConfigError too
         parser.error(str(exc))
+    try:
+        parse_targets(args.server)
+    except ValueError as exc:
+        parser.error(f"--server: {exc}")
     if args.max_tasks < 0:
         parser.error("--max-tasks must not be negative")
     if not args.spark_remote.startswith("sc://"):

@@ -30,6 +30,20 @@ DEFAULTS: Final[Mapping[str, str]] = worker_defaults()
 PASSTHROUGH_PREFIXES: Final = WORKER_PASSTHROUGH_PREFIXES
 
 
+@dataclass(frozen=True)
+class RestListener:
+    """One entry of `rest.listeners`: `http://host:port` or `https://host:port`."""
+
+    scheme: str
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
+
+
 class WorkerConfigError(ValueError):
     """A worker setting is missing or malformed; `key` names it."""
 
@@ -101,6 +115,7 @@ class WorkerConfig:
                 "executor.session.timeout.ms", "must exceed executor.heartbeat.interval.ms"
             )
         self.listen_address()
+        self.rest_listeners()
         self._validate_security()
         check_config_providers(self.props, WorkerConfigError)  # config.providers and its parameters
         # The worker's rules for connectors (WorkerPolicy): plugin.path, connector.allowed.paths, the
@@ -154,6 +169,26 @@ class WorkerConfig:
         if not sep or not port.isdigit():
             raise WorkerConfigError("listeners", f"expected host:port, got {first!r}")
         return f"{host or '0.0.0.0'}:{port}"
+
+    def rest_listeners(self) -> list[RestListener]:
+        """The REST API's listeners (Kafka Connect's REST API, rest/); none when rest.listeners is
+        empty, which leaves it off."""
+        listeners = []
+        for entry in (e.strip() for e in self.get("rest.listeners").split(",")):
+            if not entry:
+                continue
+            scheme, sep, address = entry.partition("://")
+            host, colon, port = address.rpartition(":")
+            if not sep or scheme.lower() not in ("http", "https") or not colon or not port.isdigit():
+                raise WorkerConfigError(
+                    "rest.listeners", f"expected http://host:port or https://host:port, got {entry!r}"
+                )
+            if scheme.lower() == "https" and not self.get("tls.certificate.file").strip():
+                raise WorkerConfigError(
+                    "rest.listeners", f"{entry} needs tls.certificate.file and tls.key.file"
+                )
+            listeners.append(RestListener(scheme.lower(), host.strip("[]") or "0.0.0.0", int(port)))
+        return listeners
 
     def advertised_address(self, bound_port: int | None = None) -> str:
         """Where others reach this replica; defaults to this host's name and the bound port."""

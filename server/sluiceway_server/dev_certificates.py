@@ -11,6 +11,9 @@ writes, in that directory:
                                     replicas, as a client certificate
     <name>.pem, <name>.key          CN=<name>, client certificates (admin, operator, viewer,
                                     executor, replica by default)
+    <name>.pem, <name>.key          with `--uri NAME=URI`: a client certificate whose only
+                                    identity is that URI SAN (subject empty), as service meshes
+                                    issue them, e.g. spiffe://example.org/ns/prod/sa/deployer
 
 Private keys are readable by their owner only. These certificates are for development and tests:
 the CA key sits next to the certificates it signs, and nothing revokes them.
@@ -51,6 +54,8 @@ LEAF_DAYS: Final = 825
 # Client names become file names and common names: keep both simple.
 _CLIENT_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _RESERVED: Final = frozenset({"ca", "server"})
+# What a URI SAN of a client certificate must look like here: a scheme, `://`, no spaces.
+_URI: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
 _DNS_NAME: Final = re.compile(
     r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
 )
@@ -91,17 +96,26 @@ def make_dev_certificates(
     clients: Sequence[str] = DEFAULT_CLIENTS,
     *,
     hosts: Sequence[str] = (),
+    uri_clients: Mapping[str, str] | None = None,
 ) -> DevCertificates:
     """Writes a fresh CA, server certificate and client certificates into `directory` (created if
     missing; files already there with the same names are replaced). `hosts` adds DNS names or IP
-    addresses to the server certificate, e.g. the names replicas have in a container network."""
+    addresses to the server certificate, e.g. the names replicas have in a container network.
+    `uri_clients` maps more client names to a URI each: their certificates have an empty subject
+    and that URI as their only (critical) subject alternative name, like a mesh's SPIFFE ones."""
     names = list(dict.fromkeys(clients))
-    for name in names:
+    uri_names = dict(uri_clients or {})
+    for name in [*names, *uri_names]:
         if not _CLIENT_NAME.fullmatch(name) or name in _RESERVED:
             raise ValueError(
                 f"client name {name!r}: use letters, digits, '.', '_' or '-' (up to 64), "
                 f"and not {' or '.join(sorted(_RESERVED))}"
             )
+    for name, uri in uri_names.items():
+        if name in names:
+            raise ValueError(f"client name {name!r} is asked for twice")
+        if not _URI.fullmatch(uri):
+            raise ValueError(f"client {name!r}: {uri!r} is not a URI (scheme://...) without spaces")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
@@ -138,6 +152,19 @@ def make_dev_certificates(
         )
         for name in names
     }
+    for name, uri in uri_names.items():
+        client_pairs[name] = _write(
+            directory,
+            name,
+            *_leaf(
+                None,
+                ca_cert,
+                ca_key,
+                now,
+                usages=[ExtendedKeyUsageOID.CLIENT_AUTH],
+                alt_names=[x509.UniformResourceIdentifier(uri)],
+            ),
+        )
     return DevCertificates(
         directory=directory, ca=ca, server=server, clients=client_pairs, server_names=server_names
     )
@@ -177,7 +204,7 @@ def _key_usage(*, signing: bool, ca: bool) -> x509.KeyUsage:
 
 
 def _leaf(
-    common_name: str,
+    common_name: str | None,
     ca_cert: x509.Certificate,
     ca_key: ec.EllipticCurvePrivateKey,
     now: datetime.datetime,
@@ -186,7 +213,9 @@ def _leaf(
     alt_names: list[x509.GeneralName],
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    subject = x509.Name(
+        [x509.NameAttribute(NameOID.COMMON_NAME, common_name)] if common_name is not None else []
+    )
     builder = (
         _builder(subject, ca_cert.subject, key.public_key(), now, LEAF_DAYS)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
@@ -198,7 +227,8 @@ def _leaf(
         )
     )
     if alt_names:
-        builder = builder.add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
+        # RFC 5280 4.2.1.6: with an empty subject the SAN extension is the identity and is critical.
+        builder = builder.add_extension(x509.SubjectAlternativeName(alt_names), critical=common_name is None)
     return builder.sign(ca_key, hashes.SHA256()), key
 
 
@@ -269,6 +299,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"a client certificate to make, CN=NAME; repeatable (default: {', '.join(DEFAULT_CLIENTS)})",
     )
     parser.add_argument(
+        "--uri",
+        action="append",
+        default=[],
+        metavar="NAME=URI",
+        help="a client certificate NAME.pem with an empty subject and URI as its only identity "
+        "(e.g. a SPIFFE id); repeatable",
+    )
+    parser.add_argument(
         "--host",
         action="append",
         default=[],
@@ -276,8 +314,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="another DNS name or IP address for the replica certificate; repeatable",
     )
     args = parser.parse_args(argv)
+    uri_clients: dict[str, str] = {}
+    for item in args.uri:
+        name, sep, uri = item.partition("=")
+        if not sep:
+            parser.error(f"--uri takes NAME=URI, not {item!r}")
+        uri_clients[name] = uri
+    # Asking only for URI clients makes no CN=... ones.
+    clients = args.client or (() if uri_clients else DEFAULT_CLIENTS)
     try:
-        made = make_dev_certificates(args.directory, args.client or DEFAULT_CLIENTS, hosts=args.host)
+        made = make_dev_certificates(args.directory, clients, hosts=args.host, uri_clients=uri_clients)
     except (ValueError, OSError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1
@@ -289,7 +335,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"for {', '.join(made.server_names)}\n"
     )
     for name, pair in made.clients.items():
-        out.write(f"  client:  {pair.certificate.name} (key {pair.key.name}), CN={name}\n")
+        identity = f"URI {uri_clients[name]}, empty subject" if name in uri_clients else f"CN={name}"
+        out.write(f"  client:  {pair.certificate.name} (key {pair.key.name}), {identity}\n")
     return 0
 
 

@@ -53,7 +53,11 @@ from sluiceway_server.cluster.members import executors_with_live_tasks
 from sluiceway_server.cluster.term import LeaderTerm
 from sluiceway_server.config import WorkerConfig
 from sluiceway_server.herder.herder import Herder
+from sluiceway_server.readiness import HealthReporter, KafkaProbe, Readiness
+from sluiceway_server.rest.app import RestServer
+from sluiceway_server.rest.gateway import GrpcGateway
 from sluiceway_server.security.audit import AuditLog
+from sluiceway_server.security.gateway import GatewaySocket
 from sluiceway_server.security.setup import (
     note_confined_paths,
     replica_transport,
@@ -176,6 +180,12 @@ class ControlPlane:
     advertised_address: str
     background: set[asyncio.Task[None]]
     audit: AuditLog | None = None
+    # Kafka Connect's REST API (rest.listeners), and the private socket it calls this replica on.
+    rest: RestServer | None = None
+    gateway_socket: GatewaySocket | None = None
+    # Liveness and readiness (readiness.py): the REST layer's GET /health reads `readiness` too.
+    readiness: Readiness | None = None
+    health_reporter: HealthReporter | None = None
 
     @property
     def coordinator(self) -> ExecutorCoordinator | None:
@@ -184,14 +194,22 @@ class ControlPlane:
 
     async def stop(self, grace: float = 10.0) -> None:
         log.info("shutting down")
-        await self.health.enter_graceful_shutdown()
+        # Not enter_graceful_shutdown(): it would turn liveness NOT_SERVING as well.
+        if self.health_reporter is not None:
+            await self.health_reporter.stopping()
+        # Calls are still answered meanwhile, so probes see "not ready" before the listener closes.
+        await asyncio.sleep(self.config.seconds("shutdown.drain.ms"))
         for task in self.background:
             task.cancel()
         # The term ends first: its coordinator closes the executors' streams (they keep running
         # their tasks and attach to the next leader), background status writes finish while the
         # stores and the writer still run, and leaving the group lets another replica lead at once.
         await self.leadership.stop()
+        if self.rest is not None:
+            await self.rest.stop()
         await self.server.stop(grace)
+        if self.gateway_socket is not None:
+            self.gateway_socket.remove()
         await self.channels.close()
         await self.herder.stop()
         await self.offsets.stop()
@@ -200,15 +218,6 @@ class ControlPlane:
         if self.audit is not None:
             self.audit.close()
         log.info("stopped")
-
-
-async def _serving_once_led(plane_health: health.aio.HealthServicer, leadership: Leadership) -> None:
-    """SERVING once a leader is known (this replica or another), so a caller that waited for it
-    can send mutations; later elections do not flip it back, clients retry those."""
-    while leadership.leader() is None:
-        await asyncio.sleep(0.1)
-    for name in ("", *SERVICE_NAMES):
-        await plane_health.set(name, health_pb2.HealthCheckResponse.SERVING)
 
 
 async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | None = None) -> ControlPlane:
@@ -249,7 +258,11 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
     await asyncio.gather(*(asyncio.to_thread(s.start, startup_timeout) for s in stores))
 
     tls = listener_tls(config)
-    authenticator = Authenticator(tokens_file(config))
+    rest_listeners = config.rest_listeners()
+    gateway_socket = GatewaySocket() if rest_listeners else None
+    authenticator = Authenticator(
+        tokens_file(config), gateway=None if gateway_socket is None else gateway_socket.trust()
+    )
     audit = AuditLog(config.get("audit.log.file").strip())
     channels = ChannelPool(
         [("grpc.max_receive_message_length", SERVER_MAX_RECEIVE_BYTES)], replica_transport(config, tls)
@@ -266,6 +279,10 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
         port = server.add_secure_port(config.listen_address(), tls.server_credentials())
     if port == 0:
         raise RuntimeError(f"cannot listen on {config.listen_address()}")
+    if gateway_socket is not None:
+        gateway_socket.check_private()
+        if server.add_insecure_port(gateway_socket.target) == 0:
+            raise RuntimeError(f"cannot listen on {gateway_socket.target} for the REST API")
     warn_if_exposed(config, authenticator.enabled, tls is not None)
     advertised = config.advertised_address(port)
     offsets = ConnectorOffsetStorage(
@@ -321,8 +338,19 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
     _add_services(server, config, herder, leadership, term, channels, cluster_id)
 
     health_servicer = health.aio.HealthServicer()
-    for name in ("", *SERVICE_NAMES):  # "" starts as SERVING in grpc's servicer
-        await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+    readiness = Readiness(
+        unreachable_after=config.seconds("readiness.kafka.unreachable.ms"),
+        leader_known=lambda: leadership.leader() is not None,
+        kafka=f"Kafka at {config.get('bootstrap.servers')}",
+    )
+    health_reporter = HealthReporter(
+        readiness,
+        health_servicer,
+        ("", *SERVICE_NAMES),  # "" starts as SERVING in grpc's servicer: set before it serves
+        KafkaProbe(config.get("bootstrap.servers"), config.prefixed("admin.")).check,
+        config.seconds("readiness.kafka.check.interval.ms"),
+    )
+    await health_reporter.publish()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflected = SERVICE_NAMES if config.get_bool("reflection.internal.enable") else PUBLIC_SERVICE_NAMES
     reflection.enable_server_reflection(
@@ -330,8 +358,15 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
         server,
     )
     await server.start()
+    rest = None
+    if gateway_socket is not None:
+        rest = RestServer(
+            config, GrpcGateway(gateway_socket, config.seconds("request.timeout.ms")), readiness
+        )
+        await rest.start(rest_listeners)
     await leadership.start()
-    background = {loop.create_task(_serving_once_led(health_servicer, leadership), name="serving-once-led")}
+    await health_reporter.start()
+    background: set[asyncio.Task[None]] = set()
     log.info(
         "control plane serving",
         extra={"listen": config.listen_address(), "advertised": advertised, "kafka_cluster_id": cluster_id},
@@ -350,6 +385,10 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
         advertised,
         background,
         audit,
+        rest,
+        gateway_socket,
+        readiness=readiness,
+        health_reporter=health_reporter,
     )
 
 

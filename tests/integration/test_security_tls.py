@@ -15,7 +15,7 @@ import pytest
 
 from sluiceway.client import SluicewayClient
 from sluiceway.common.transport import TransportSecurity
-from sluiceway.errors import SluicewayError, UnauthenticatedError
+from sluiceway.errors import PermissionDeniedError, SluicewayError, UnauthenticatedError
 from sluiceway_server.dev_certificates import DevCertificates, make_dev_certificates
 from sluiceway_server.embedded import EmbeddedBroker, EmbeddedSparkConnect
 from tests.conftest import ControlPlaneProcess
@@ -23,11 +23,18 @@ from tests.integration.api_helpers import read_topic
 from tests.integration.pipeline_helpers import attach_executor, committed_offsets
 
 VIEWER = "viewer-token-over-tls-00001"
+# Service-mesh identities: certificates with an empty subject and a SPIFFE id as their URI SAN.
+DEPLOYER = "spiffe://example.org/ns/prod/sa/deployer"
+STRANGER = "spiffe://example.org/ns/prod/sa/stranger"
 
 
 @pytest.fixture(scope="module")
 def certificates(tmp_path_factory: pytest.TempPathFactory) -> DevCertificates:
-    return make_dev_certificates(tmp_path_factory.mktemp("certs"), clients=("admin", "executor", "intruder"))
+    return make_dev_certificates(
+        tmp_path_factory.mktemp("certs"),
+        clients=("admin", "executor", "intruder"),
+        uri_clients={"deployer": DEPLOYER, "stranger": STRANGER},
+    )
 
 
 def mtls(certificates: DevCertificates, client: str | None, token: str | None = None) -> TransportSecurity:
@@ -46,9 +53,11 @@ def tls_plane(
     broker: EmbeddedBroker, certificates: DevCertificates, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ControlPlaneProcess]:
     tokens = tmp_path_factory.mktemp("tls-auth") / "tokens.txt"
-    # Certificate-only principals for the admin, the executor and the replicas; a token for a viewer.
+    # Certificate-only principals for the admin, the executor, the replicas and a mesh workload (by
+    # its SPIFFE id); a token for a viewer.
     tokens.write_text(
         f"admin - admin\nexecutor - executor\nreplica - sluiceway-replica\nviewer {VIEWER} victor\n"
+        f"operator - {DEPLOYER}\n"
     )
     plane = ControlPlaneProcess(
         broker,
@@ -93,6 +102,32 @@ def test_client_library_over_mutual_tls(
             with pytest.raises(SluicewayError) as raised:
                 list(refused.list_connectors())
             assert raised.value.code.name in ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+
+
+def test_a_spiffe_id_is_a_principal(
+    tls_plane: ControlPlaneProcess, certificates: DevCertificates, unique: str
+) -> None:
+    """A certificate whose only identity is a URI SAN gets the role of the `-` line naming that URI:
+    operator calls pass, admin calls are refused; a SPIFFE id in no line authenticates no one."""
+    name = f"spiffe-{unique}"
+    with SluicewayClient(tls_plane.address, timeout=20, security=mtls(certificates, "admin")) as admin:
+        admin.create_connector(
+            name, {"connector.class": "DataGenSource", "topic": name}, initial_state="PAUSED"
+        )
+    with SluicewayClient(tls_plane.address, timeout=20, security=mtls(certificates, "deployer")) as deployer:
+        deployer.stop_connector(name)
+        assert deployer.get_connector(name).name == name
+        with pytest.raises(PermissionDeniedError) as denied:
+            deployer.create_connector(f"{name}-2", {"connector.class": "DataGenSource", "topic": name})
+        assert DEPLOYER in str(denied.value) and "operator" in str(denied.value)
+    with (
+        SluicewayClient(tls_plane.address, timeout=20, security=mtls(certificates, "stranger")) as stranger,
+        pytest.raises(UnauthenticatedError) as unknown,
+    ):
+        stranger.get_connector(name)
+    assert STRANGER in str(unknown.value) and "empty subject" in str(unknown.value)
+    with SluicewayClient(tls_plane.address, timeout=20, security=mtls(certificates, "admin")) as admin:
+        admin.delete_connector(name)
 
 
 def sluiceway_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -95,9 +95,10 @@ def add_global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> No
     group = parser.add_argument_group("global options")
     group.add_argument(
         "--server",
-        metavar="HOST:PORT",
+        metavar="HOST:PORT[,HOST:PORT...]",
         default=default(None),
-        help=f"control-plane address (default: ${TARGET_ENV}, else {DEFAULT_TARGET})",
+        help="control-plane address, or the replicas' addresses comma-separated: calls move on to the "
+        f"next when one fails (default: ${TARGET_ENV}, else {DEFAULT_TARGET})",
     )
     group.add_argument(
         "-o",

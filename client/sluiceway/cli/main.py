@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from sluiceway import __version__
 from sluiceway.cli import cluster, connectors, offsets, output, plugins, topics
 from sluiceway.cli.common import Context, Handler, UsageError, add_global_options
-from sluiceway.client import ConfigInputError
+from sluiceway.client import TARGET_ENV, ConfigInputError, resolve_target
+from sluiceway.common.targets import parse_targets
 from sluiceway.common.transport import TransportSecurity
 from sluiceway.errors import SluicewayError
 
@@ -33,7 +34,8 @@ Sluiceway: Kafka Connect-style data integration with a gRPC control plane and
 executors running every pipeline on Spark.
 
 Client commands talk to the control plane at --server ($SLUICEWAY_SERVER,
-default localhost:8083) and print tables, or protobuf JSON with --output json.
+default localhost:8083; several replicas as HOST:PORT,HOST:PORT,...) and print
+tables, or protobuf JSON with --output json.
 Over TLS: --tls-ca (and --tls-cert/--tls-key for mutual TLS); a bearer token:
 --token-file or --token. Each has an environment variable ($SLUICEWAY_TLS_CA...).
 """
@@ -123,6 +125,14 @@ def _exit_code(exc: SystemExit) -> int:
     return exc.code if isinstance(exc.code, int) else 1
 
 
+def _check_targets(server: str | None) -> None:
+    """A malformed replica list is a usage error naming where it came from, not a failed call."""
+    try:
+        parse_targets(resolve_target(server))
+    except ValueError as exc:
+        raise ValueError(f"{'--server' if server else '$' + TARGET_ENV}: {exc}") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs one command; returns the exit code (0 ok, 1 failed call, 2 usage error)."""
     arguments = list(sys.argv[1:] if argv is None else argv)
@@ -147,6 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command_parser: argparse.ArgumentParser = args.command_parser
     try:
         security = TransportSecurity.from_arguments(args)
+        _check_targets(args.server)
     except ValueError as exc:
         try:
             command_parser.error(str(exc))

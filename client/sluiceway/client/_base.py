@@ -10,7 +10,8 @@ from typing import Any, Final, Protocol, TypeAlias
 
 import grpc
 
-from sluiceway.common.transport import AUTHORIZATION_KEY, TransportSecurity
+from sluiceway.common.targets import LB_POLICY
+from sluiceway.common.transport import AUTHORIZATION_KEY, TransportSecurity, own_connections
 
 DEFAULT_TARGET: Final = "localhost:8083"
 TARGET_ENV: Final = "SLUICEWAY_SERVER"
@@ -30,10 +31,19 @@ TimeoutArg: TypeAlias = float | _Unset | None
 
 
 def resolve_target(target: str | None) -> str:
-    """The explicit target, else $SLUICEWAY_SERVER, else localhost:8083."""
+    """The explicit target, else $SLUICEWAY_SERVER, else localhost:8083: one address or a comma
+    list of replicas (`sluiceway.common.targets.parse_targets` reads it)."""
     if target:
         return target
     return os.environ.get(TARGET_ENV) or DEFAULT_TARGET
+
+
+def channel_options(options: ChannelOptions) -> list[tuple[str, Any]]:
+    """`options` plus the client's own: connections kept to the channel (`own_connections`) and the
+    load-balancing policy `LB_POLICY` (why it is pick_first: sluiceway.common.targets), unless
+    `options` choose a policy themselves."""
+    chosen = any(key in ("grpc.lb_policy_name", "grpc.service_config") for key, _ in options)
+    return own_connections([*options, *([] if chosen else [("grpc.lb_policy_name", LB_POLICY)])])
 
 
 def check_timeout(timeout: float | None) -> float | None:

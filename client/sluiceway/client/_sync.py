@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from types import TracebackType
 from typing import Self, TypeVar
 
@@ -32,6 +32,7 @@ from sluiceway.client._base import (
     PagedResponse,
     TimeoutArg,
     call_timeout,
+    channel_options,
     check_timeout,
     resolve_target,
     transport_settings,
@@ -44,9 +45,12 @@ from sluiceway.client._objects import (
     Task,
     TaskStatus,
 )
+from sluiceway.client._replicas import Replica, Replicas
 from sluiceway.client._requests import ConfigMapping, InitialStateLike, OffsetLike, ViewLike
 from sluiceway.client._retry import Retrier, RetryPolicy, StreamCall
-from sluiceway.common.transport import TransportSecurity, own_connections
+from sluiceway.common.targets import parse_targets
+from sluiceway.common.transport import TransportSecurity
+from sluiceway.errors import from_rpc_error
 
 __all__ = ["SluicewayClient"]
 
@@ -56,10 +60,25 @@ _PageReq = TypeVar("_PageReq", bound=PagedRequest)
 _PageResp = TypeVar("_PageResp", bound=PagedResponse)
 
 
+class _Stubs:
+    """One replica's channel and the service stubs bound to it."""
+
+    def __init__(self, channel: grpc.Channel) -> None:
+        self.channel = channel
+        self.connectors = connectors_pb2_grpc.ConnectorServiceStub(channel)
+        self.plugins = plugins_pb2_grpc.PluginServiceStub(channel)
+        self.offsets = offsets_pb2_grpc.OffsetServiceStub(channel)
+        self.topics = topics_pb2_grpc.TopicServiceStub(channel)
+        self.cluster = cluster_pb2_grpc.ClusterServiceStub(channel)
+
+
 class SluicewayClient:
     """A typed, retrying client of the Sluiceway control plane.
 
-    `target` is `host:port`; it defaults to $SLUICEWAY_SERVER, else `localhost:8083`.
+    `target` is `host:port`, or the replicas of one control plane as `host1:port,host2:port,...`
+    (IPv6 as `[address]:port`); it defaults to $SLUICEWAY_SERVER, else `localhost:8083`. Calls go
+    to one replica and move on to the next when it fails (`sluiceway.common.targets`); a host name
+    that resolves to several addresses is one gRPC channel over all of them, pick_first.
     `timeout` is the overall deadline of each call in seconds, retries included (None: no
     deadline); every method also takes its own `timeout`. Failures raise `SluicewayError`
     subclasses (`sluiceway.errors`). Mutations take an optional `request_id`; without one
@@ -94,24 +113,30 @@ class SluicewayClient:
         self._retrier = retrier if retrier is not None else Retrier(retry)
         self.security, channel_credentials, call_entries = transport_settings(security, credentials, metadata)
         self._metadata = call_entries or None
-        channel_options = own_connections(options)
-        self._channel = (
-            grpc.secure_channel(self.target, channel_credentials, options=channel_options)
-            if channel_credentials is not None
-            else grpc.insecure_channel(self.target, options=channel_options)
-        )
-        self._connectors = connectors_pb2_grpc.ConnectorServiceStub(self._channel)
-        self._plugins = plugins_pb2_grpc.PluginServiceStub(self._channel)
-        self._offsets = offsets_pb2_grpc.OffsetServiceStub(self._channel)
-        self._topics = topics_pb2_grpc.TopicServiceStub(self._channel)
-        self._cluster = cluster_pb2_grpc.ClusterServiceStub(self._channel)
+        self._credentials = channel_credentials
+        self._options = channel_options(options)
+        self._replicas = Replicas(parse_targets(self.target), self._open)
+        # The first replica's channel now, as with a single address; the others when first needed.
+        self._replicas.current()
+
+    def _open(self, address: str) -> _Stubs:
+        if self._credentials is not None:
+            # The channel's authority is `address`, so TLS checks this replica's own host name.
+            return _Stubs(grpc.secure_channel(address, self._credentials, options=self._options))
+        return _Stubs(grpc.insecure_channel(address, options=self._options))
 
     @property
     def retry_policy(self) -> RetryPolicy:
         return self._retrier.policy
 
+    @property
+    def replica_address(self) -> str:
+        """The address calls go to now: the first given, until a failure moves the client on."""
+        return self._replicas.current().address
+
     def close(self) -> None:
-        self._channel.close()
+        for stubs in self._replicas.opened():
+            stubs.channel.close()
 
     def __enter__(self) -> Self:
         return self
@@ -128,17 +153,26 @@ class SluicewayClient:
         return f"SluicewayClient(target={self.target!r})"
 
     def _unary(
-        self, method: grpc.UnaryUnaryMultiCallable[_Req, _Resp], request: _Req, timeout: TimeoutArg
+        self,
+        method: Callable[[_Stubs], grpc.UnaryUnaryMultiCallable[_Req, _Resp]],
+        request: _Req,
+        timeout: TimeoutArg,
     ) -> _Resp:
-        # The same request object, and so the same request_id, goes out on every attempt.
+        # The same request object, and so the same request_id, goes out on every attempt, to
+        # whichever replica is in use when the attempt starts.
         def invoke(attempt_timeout: float | None) -> _Resp:
-            return method(request, timeout=attempt_timeout, metadata=self._metadata)
+            replica = self._replicas.current()
+            try:
+                return method(replica.stubs)(request, timeout=attempt_timeout, metadata=self._metadata)
+            except grpc.RpcError as exc:
+                self._replicas.failed(replica, from_rpc_error(exc).code)
+                raise
 
         return self._retrier.call(call_timeout(timeout, self.timeout), invoke)
 
     def _pages(
         self,
-        method: grpc.UnaryUnaryMultiCallable[_PageReq, _PageResp],
+        method: Callable[[_Stubs], grpc.UnaryUnaryMultiCallable[_PageReq, _PageResp]],
         request: _PageReq,
         timeout: TimeoutArg,
     ) -> Iterator[_PageResp]:
@@ -165,7 +199,9 @@ class SluicewayClient:
         """Creates connector `name` (KIP-980 `initial_state`: RUNNING, PAUSED or STOPPED).
         With `validate_only` the server checks everything and writes nothing."""
         request = _requests.create_connector(name, config, initial_state, validate_only, request_id)
-        return Connector.from_proto(self._unary(self._connectors.CreateConnector, request, timeout))
+        return Connector.from_proto(
+            self._unary(lambda stubs: stubs.connectors.CreateConnector, request, timeout)
+        )
 
     def get_connector(
         self,
@@ -178,7 +214,9 @@ class SluicewayClient:
         """The connector in `view` NAMES, INFO (config, type, tasks, target state), STATUS or
         FULL. `min_config_position` (a mutation's `config_position`) reads your own write."""
         request = _requests.get_connector(name, view, min_config_position)
-        return Connector.from_proto(self._unary(self._connectors.GetConnector, request, timeout))
+        return Connector.from_proto(
+            self._unary(lambda stubs: stubs.connectors.GetConnector, request, timeout)
+        )
 
     def list_connectors_page(
         self,
@@ -191,7 +229,9 @@ class SluicewayClient:
     ) -> ConnectorPage:
         """One page of connectors, sorted by name; pass `next_page_token` on for the next."""
         request = _requests.list_connectors(view, page_size, page_token, min_config_position)
-        return ConnectorPage.from_proto(self._unary(self._connectors.ListConnectors, request, timeout))
+        return ConnectorPage.from_proto(
+            self._unary(lambda stubs: stubs.connectors.ListConnectors, request, timeout)
+        )
 
     def list_connectors(
         self,
@@ -209,7 +249,7 @@ class SluicewayClient:
     def _iter_connectors(
         self, request: connectors_pb2.ListConnectorsRequest, timeout: TimeoutArg
     ) -> Iterator[Connector]:
-        for page in self._pages(self._connectors.ListConnectors, request, timeout):
+        for page in self._pages(lambda stubs: stubs.connectors.ListConnectors, request, timeout):
             for connector in page.connectors:
                 yield Connector.from_proto(connector)
 
@@ -225,7 +265,7 @@ class SluicewayClient:
         """Creates or replaces the whole config; returns the connector and whether it was
         created. With `etag` (from a read), it fails with AbortedError if the connector changed."""
         request = _requests.replace_connector_config(name, config, request_id, etag)
-        response = self._unary(self._connectors.ReplaceConnectorConfig, request, timeout)
+        response = self._unary(lambda stubs: stubs.connectors.ReplaceConnectorConfig, request, timeout)
         return Connector.from_proto(response.connector), response.created
 
     def patch_connector_config(
@@ -241,7 +281,9 @@ class SluicewayClient:
         """Sets the keys in `set` and removes those in `remove` (Kafka Connect's null). With
         `etag` (from a read), it fails with AbortedError if the connector changed."""
         request = _requests.patch_connector_config(name, set, remove, request_id, etag)
-        return Connector.from_proto(self._unary(self._connectors.PatchConnectorConfig, request, timeout))
+        return Connector.from_proto(
+            self._unary(lambda stubs: stubs.connectors.PatchConnectorConfig, request, timeout)
+        )
 
     def delete_connector(
         self,
@@ -258,26 +300,32 @@ class SluicewayClient:
         returns only once its tasks have left the executors and its deleted() callback (KIP-883)
         has ended, and the answer's `deleted_callback` says how that went."""
         request = _requests.delete_connector(name, delete_offsets, wait, request_id, etag)
-        return self._unary(self._connectors.DeleteConnector, request, timeout)
+        return self._unary(lambda stubs: stubs.connectors.DeleteConnector, request, timeout)
 
     def pause_connector(
         self, name: str, *, request_id: str | None = None, timeout: TimeoutArg = UNSET
     ) -> Connector:
         request = _requests.pause_connector(name, request_id)
-        return Connector.from_proto(self._unary(self._connectors.PauseConnector, request, timeout))
+        return Connector.from_proto(
+            self._unary(lambda stubs: stubs.connectors.PauseConnector, request, timeout)
+        )
 
     def resume_connector(
         self, name: str, *, request_id: str | None = None, timeout: TimeoutArg = UNSET
     ) -> Connector:
         request = _requests.resume_connector(name, request_id)
-        return Connector.from_proto(self._unary(self._connectors.ResumeConnector, request, timeout))
+        return Connector.from_proto(
+            self._unary(lambda stubs: stubs.connectors.ResumeConnector, request, timeout)
+        )
 
     def stop_connector(
         self, name: str, *, request_id: str | None = None, timeout: TimeoutArg = UNSET
     ) -> Connector:
         """KIP-875: shuts the connector and its tasks down, keeping its config."""
         request = _requests.stop_connector(name, request_id)
-        return Connector.from_proto(self._unary(self._connectors.StopConnector, request, timeout))
+        return Connector.from_proto(
+            self._unary(lambda stubs: stubs.connectors.StopConnector, request, timeout)
+        )
 
     def restart_connector(
         self,
@@ -290,7 +338,9 @@ class SluicewayClient:
     ) -> ConnectorStatus:
         """KIP-745 restart; returns the status with the restarting instances as RESTARTING."""
         request = _requests.restart_connector(name, include_tasks, only_failed, request_id)
-        return ConnectorStatus.from_proto(self._unary(self._connectors.RestartConnector, request, timeout))
+        return ConnectorStatus.from_proto(
+            self._unary(lambda stubs: stubs.connectors.RestartConnector, request, timeout)
+        )
 
     def list_tasks(
         self, name: str, *, min_config_position: int = 0, timeout: TimeoutArg = UNSET
@@ -299,23 +349,27 @@ class SluicewayClient:
         request = _requests.list_tasks(name, min_config_position)
         return [
             Task.from_proto(task)
-            for page in self._pages(self._connectors.ListTasks, request, timeout)
+            for page in self._pages(lambda stubs: stubs.connectors.ListTasks, request, timeout)
             for task in page.tasks
         ]
 
     def connector_status(self, name: str, *, timeout: TimeoutArg = UNSET) -> ConnectorStatus:
         request = _requests.connector_status(name)
-        return ConnectorStatus.from_proto(self._unary(self._connectors.GetConnectorStatus, request, timeout))
+        return ConnectorStatus.from_proto(
+            self._unary(lambda stubs: stubs.connectors.GetConnectorStatus, request, timeout)
+        )
 
     def task_status(self, name: str, task: int, *, timeout: TimeoutArg = UNSET) -> TaskStatus:
         request = _requests.task_status(name, task)
-        return TaskStatus.from_proto(self._unary(self._connectors.GetTaskStatus, request, timeout))
+        return TaskStatus.from_proto(
+            self._unary(lambda stubs: stubs.connectors.GetTaskStatus, request, timeout)
+        )
 
     def restart_task(
         self, name: str, task: int, *, request_id: str | None = None, timeout: TimeoutArg = UNSET
     ) -> None:
         request = _requests.restart_task(name, task, request_id)
-        self._unary(self._connectors.RestartTask, request, timeout)
+        self._unary(lambda stubs: stubs.connectors.RestartTask, request, timeout)
 
     def watch_status(
         self, name: str | None = None, *, include_initial: bool = True, timeout: float | None = None
@@ -326,8 +380,17 @@ class SluicewayClient:
         request = _requests.watch_status(name, include_initial)
         check_timeout(timeout)
 
+        # The retrier opens the stream again only after a retryable failure (UNAVAILABLE by default) of the
+        # last attempt: the replica that attempt used is then left for the next one.
+        used: list[Replica[_Stubs]] = []
+
         def open_call(attempt_timeout: float | None) -> StreamCall[connectors_pb2.StatusEvent]:
-            return self._connectors.WatchStatus(request, timeout=attempt_timeout, metadata=self._metadata)
+            if used:
+                self._replicas.failed(used[-1], grpc.StatusCode.UNAVAILABLE)
+            used[:] = [self._replicas.current()]
+            return used[0].stubs.connectors.WatchStatus(
+                request, timeout=attempt_timeout, metadata=self._metadata
+            )
 
         return _status_events(self._retrier.stream(timeout, open_call))
 
@@ -341,7 +404,7 @@ class SluicewayClient:
         request = _requests.list_plugins(include_all_types)
         return [
             plugin
-            for page in self._pages(self._plugins.ListPlugins, request, timeout)
+            for page in self._pages(lambda stubs: stubs.plugins.ListPlugins, request, timeout)
             for plugin in page.plugins
         ]
 
@@ -350,7 +413,7 @@ class SluicewayClient:
     ) -> plugins_pb2.PluginConfigDefinition:
         """The config definition of a plugin, by class path or alias."""
         request = _requests.plugin_config(plugin)
-        return self._unary(self._plugins.GetPluginConfigDefinition, request, timeout)
+        return self._unary(lambda stubs: stubs.plugins.GetPluginConfigDefinition, request, timeout)
 
     def validate_config(
         self, config: ConfigMapping, plugin: str | None = None, *, timeout: TimeoutArg = UNSET
@@ -358,13 +421,13 @@ class SluicewayClient:
         """Per-field validation; an invalid config is a successful call with `error_count`.
         Without `plugin` the config's `connector.class` names it."""
         request = _requests.validate_config(config, plugin)
-        return self._unary(self._plugins.ValidateConnectorConfig, request, timeout)
+        return self._unary(lambda stubs: stubs.plugins.ValidateConnectorConfig, request, timeout)
 
     # --- offsets ------------------------------------------------------------------------
 
     def get_offsets(self, name: str, *, timeout: TimeoutArg = UNSET) -> offsets_pb2.ConnectorOffsets:
         request = _requests.get_offsets(name)
-        return self._unary(self._offsets.GetConnectorOffsets, request, timeout)
+        return self._unary(lambda stubs: stubs.offsets.GetConnectorOffsets, request, timeout)
 
     def alter_offsets(
         self,
@@ -377,30 +440,30 @@ class SluicewayClient:
         """KIP-875 alter (connector must be STOPPED): each item is a PartitionOffset or
         `{"partition": {...}, "offset": {...} | None}`; a None offset resets that partition."""
         request = _requests.alter_offsets(name, offsets, request_id)
-        return self._unary(self._offsets.AlterConnectorOffsets, request, timeout)
+        return self._unary(lambda stubs: stubs.offsets.AlterConnectorOffsets, request, timeout)
 
     def reset_offsets(
         self, name: str, *, request_id: str | None = None, timeout: TimeoutArg = UNSET
     ) -> offsets_pb2.ResetConnectorOffsetsResponse:
         request = _requests.reset_offsets(name, request_id)
-        return self._unary(self._offsets.ResetConnectorOffsets, request, timeout)
+        return self._unary(lambda stubs: stubs.offsets.ResetConnectorOffsets, request, timeout)
 
     # --- topics and cluster -------------------------------------------------------------
 
     def active_topics(self, name: str, *, timeout: TimeoutArg = UNSET) -> topics_pb2.ActiveTopics:
         """KIP-558: the topics the connector has used since the last reset."""
         request = _requests.active_topics(name)
-        return self._unary(self._topics.GetActiveTopics, request, timeout)
+        return self._unary(lambda stubs: stubs.topics.GetActiveTopics, request, timeout)
 
     def reset_active_topics(
         self, name: str, *, request_id: str | None = None, timeout: TimeoutArg = UNSET
     ) -> topics_pb2.ResetActiveTopicsResponse:
         """KIP-558: empties the connector's set; succeeds again for a deleted connector."""
         request = _requests.reset_active_topics(name, request_id)
-        return self._unary(self._topics.ResetActiveTopics, request, timeout)
+        return self._unary(lambda stubs: stubs.topics.ResetActiveTopics, request, timeout)
 
     def server_info(self, *, timeout: TimeoutArg = UNSET) -> cluster_pb2.ServerInfo:
-        return self._unary(self._cluster.GetServerInfo, _requests.server_info(), timeout)
+        return self._unary(lambda stubs: stubs.cluster.GetServerInfo, _requests.server_info(), timeout)
 
 
 def _status_events(

@@ -182,11 +182,15 @@ _GROUPS: Final[Mapping[str, tuple[_Row, ...]]] = {
         ("session.timeout.ms", _INT, 10000, _HIGH, _POSITIVE, _CONTROL_PLANE),
         ("listeners", _STRING, "127.0.0.1:8083", _HIGH, _NOT_EMPTY, _CONTROL_PLANE),
         ("advertised.listeners", _STRING, "", _MEDIUM, None, _CONTROL_PLANE),
+        ("rest.listeners", _STRING, "", _MEDIUM, None, _CONTROL_PLANE),
         ("executor.heartbeat.interval.ms", _INT, 3000, _MEDIUM, _POSITIVE, _CONTROL_PLANE),
         ("executor.session.timeout.ms", _INT, 10000, _MEDIUM, _POSITIVE, _CONTROL_PLANE),
         ("plugin.callback.timeout.ms", _INT, 30000, _LOW, _POSITIVE, _CONTROL_PLANE),
         ("request.timeout.ms", _INT, 90000, _LOW, _POSITIVE, _CONTROL_PLANE),
         ("startup.timeout.ms", _INT, 60000, _LOW, _POSITIVE, _CONTROL_PLANE),
+        ("readiness.kafka.check.interval.ms", _INT, 2000, _LOW, _POSITIVE, _CONTROL_PLANE),
+        ("readiness.kafka.unreachable.ms", _INT, 6000, _LOW, _POSITIVE, _CONTROL_PLANE),
+        ("shutdown.drain.ms", _INT, 0, _LOW, _NOT_NEGATIVE, _CONTROL_PLANE),
         ("spark.remote", _STRING, "sc://localhost:15002", _LOW, None, _CONTROL_PLANE),
     ),
     "Connectors": (
@@ -262,6 +266,10 @@ _DOCS: Final[Mapping[str, str]] = {
         "(also the `worker_id` of the connector statuses it writes); empty: this host's name and the "
         "port it bound"
     ),
+    "rest.listeners": (
+        "Kafka Connect's REST API: `http://host:port` or `https://host:port` (TLS from the tls.* keys), "
+        "comma-separated; empty: off. Same calls, roles and audit as the gRPC API"
+    ),
     "executor.heartbeat.interval.ms": "how often executors send a heartbeat",
     "executor.session.timeout.ms": (
         "an executor silent (or disconnected) this long is dropped, its tasks fenced and given to "
@@ -275,6 +283,19 @@ _DOCS: Final[Mapping[str, str]] = {
     ),
     "request.timeout.ms": "deadline of API calls that come without one",
     "startup.timeout.ms": "how long start-up waits for Kafka and the internal topics",
+    "readiness.kafka.check.interval.ms": (
+        "how often the replica asks Kafka for its metadata to decide readiness (the health service "
+        '`""`), each ask waiting up to this long'
+    ),
+    "readiness.kafka.unreachable.ms": (
+        "how long Kafka may go unanswered before the replica reports itself not ready (NOT_SERVING); "
+        "it is ready again at the next answer"
+    ),
+    "shutdown.drain.ms": (
+        "on SIGTERM, how long the replica keeps answering calls, reporting not ready but alive, before "
+        "it stops taking new ones: give it a little more than the readiness probe period of the "
+        "orchestrator or mesh in front of it"
+    ),
     "spark.remote": "accepted; no effect: executors take `--spark-remote`",
     "topic.tracking.enable": (
         "record in the status topic the topics each task writes or reads (KIP-558); `false`: nothing "

@@ -29,8 +29,16 @@ from sluiceway_server.errors import PermissionDeniedError, ServerError, Unauthen
 from sluiceway_server.rpc_methods import MUTATIONS
 from sluiceway_server.security.access import ATTACH, OPEN, allowed
 from sluiceway_server.security.audit import AuditLog
+from sluiceway_server.security.certificates import describe_identity
+from sluiceway_server.security.gateway import (
+    GATEWAY_CERT_SUBJECT,
+    GATEWAY_CERT_URI,
+    GATEWAY_PEER,
+    GatewayTrust,
+)
 from sluiceway_server.security.principals import (
     ANONYMOUS,
+    AmbiguousCertificateError,
     Principal,
     Role,
     TokensFile,
@@ -60,13 +68,31 @@ def _is_loopback(peer: str) -> bool:
     return kind == "unix" or is_loopback_host(rest.rsplit(":", 1)[0])
 
 
+def _certificate_identity(
+    context: Context, metadata: Metadata, from_gateway: bool
+) -> tuple[str | None, list[str]]:
+    """The client certificate's subject (None without a certificate) and URI SANs. `peer_uri` holds
+    only the URI SANs; `x509_subject_alternative_name` mixes them with DNS names and addresses, and
+    `peer_spiffe_id` is left out when a certificate has more than one URI SAN. A call from the REST
+    layer carries those of the certificate its HTTP caller showed (security/gateway.py)."""
+    if from_gateway:
+        subject = next((str(v) for k, v in metadata if k == GATEWAY_CERT_SUBJECT), None)
+        return subject, [str(v) for k, v in metadata if k == GATEWAY_CERT_URI]
+    auth = context.auth_context()
+    subjects = list(auth.get("x509_subject") or [])
+    subject = subjects[0].decode("utf-8", errors="replace") if subjects else None
+    return subject, [uri.decode("utf-8", errors="replace") for uri in auth.get("peer_uri") or []]
+
+
 class Authenticator:
     """Finds and checks the principal of a call. Without a tokens file authentication is off:
     every caller is `anonymous` with every right, except that an executor may attach only from
     this host (an executor elsewhere must authenticate, as it receives connector configs)."""
 
-    def __init__(self, tokens: TokensFile | None) -> None:
+    def __init__(self, tokens: TokensFile | None, gateway: GatewayTrust | None = None) -> None:
         self._tokens = tokens
+        # Set when the REST API is on: how to know its calls (security/gateway.py).
+        self._gateway = gateway
 
     @property
     def enabled(self) -> bool:
@@ -83,7 +109,8 @@ class Authenticator:
                     metadata={"method": method},
                 )
             return ANONYMOUS
-        return self._forwarded(self._authenticate(self._tokens, metadata, context), metadata)
+        from_gateway = self._gateway is not None and self._gateway.is_gateway(context.peer(), metadata)
+        return self._forwarded(self._authenticate(self._tokens, metadata, context, from_gateway), metadata)
 
     def authorize(self, principal: Principal, method: str) -> None:
         """Raises PermissionDeniedError unless the principal's role may call `method`."""
@@ -94,7 +121,9 @@ class Authenticator:
             )
 
     @staticmethod
-    def _authenticate(tokens: TokensFile, metadata: Metadata, context: Context) -> Principal:
+    def _authenticate(
+        tokens: TokensFile, metadata: Metadata, context: Context, from_gateway: bool = False
+    ) -> Principal:
         authorization = [str(v) for k, v in metadata if k == "authorization"]
         if authorization:
             value = authorization[0]
@@ -104,14 +133,17 @@ class Authenticator:
             if found is None:
                 raise UnauthenticatedError("The bearer token is not valid")
             return found
-        subjects = list(context.auth_context().get("x509_subject") or [])
-        if subjects:
-            subject = subjects[0].decode("utf-8", errors="replace")
-            found = tokens.by_certificate(subject)
+        subject, uris = _certificate_identity(context, metadata, from_gateway)
+        if subject is not None or uris:
+            try:
+                found = tokens.by_certificate_identity(subject, uris)
+            except AmbiguousCertificateError as exc:
+                raise UnauthenticatedError(str(exc), metadata={"uris": ",".join(uris)}) from None
             if found is None:
                 raise UnauthenticatedError(
-                    f"The client certificate's subject {subject} is not in the tokens file",
-                    metadata={"subject": subject},
+                    f"No principal in the tokens file for the client certificate with "
+                    f"{describe_identity(subject, uris)}",
+                    metadata={"subject": subject or "", "uris": ",".join(uris)},
                 )
             return found
         raise UnauthenticatedError("This server needs credentials: a bearer token or a client certificate")
@@ -221,17 +253,29 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 principal = authenticator.identify(method, metadata, context)
                 authenticator.authorize(principal, method)
             except ServerError as exc:
-                log.info("refused %s from %s: %s", method, context.peer(), exc.message)
+                log.info("refused %s from %s: %s", method, _peer(context, metadata), exc.message)
                 status = status_for(exc)
                 if method in MUTATIONS:
                     audit.record(
-                        principal, method, _connector_of(request, method), status.code.name, context.peer()
+                        principal,
+                        method,
+                        _connector_of(request, method),
+                        status.code.name,
+                        _peer(context, metadata),
                     )
                 await context.abort_with_status(status)
                 raise AssertionError("abort_with_status returned") from None  # pragma: no cover
             current_principal.set(principal)
 
         return _wrap(handler, admit, _ignore)
+
+
+def _peer(context: Context, metadata: Metadata) -> str:
+    """The caller's address for logs and the audit line: a REST caller's own, not the gateway's socket."""
+    peer: str = context.peer()
+    if peer.startswith("unix:"):
+        return next((str(v) for k, v in metadata if k == GATEWAY_PEER), peer)
+    return peer
 
 
 def _connector_of(request: Any, method: str = "") -> str:
@@ -266,6 +310,7 @@ class AuditInterceptor(grpc.aio.ServerInterceptor):
         if handler is None or method not in MUTATIONS:
             return handler
         audit = self._audit
+        metadata = tuple(details.invocation_metadata or ())
 
         async def nothing(request: Any, context: Context) -> None:
             return None
@@ -278,6 +323,8 @@ class AuditInterceptor(grpc.aio.ServerInterceptor):
                 outcome = "OK"
             else:
                 outcome = "CANCELLED" if isinstance(error, asyncio.CancelledError) else "UNKNOWN"
-            audit.record(current_principal.get(), method, _connector_of(request), outcome, context.peer())
+            audit.record(
+                current_principal.get(), method, _connector_of(request), outcome, _peer(context, metadata)
+            )
 
         return _wrap(handler, nothing, record)

@@ -24,6 +24,7 @@ from sluiceway.errors import Reason
 from sluiceway_server.api.errors import status_for
 from sluiceway_server.errors import UnavailableError
 from sluiceway_server.rpc_methods import METHODS, MUTATIONS
+from sluiceway_server.security.gateway import GATEWAY_KEYS
 from sluiceway_server.security.principals import Principal, current_principal
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ MUTATION_REQUESTS: Final = _mutation_types(output=False)
 
 # Metadata gRPC sets itself, which would confuse the next hop, and the caller's credentials and
 # claimed identity: the forwarding replica authenticates as itself and states whom it authenticated.
+# The REST gateway's keys (its secret above all) stay on this replica.
 _NOT_PASSED_ON: Final = frozenset(
     {
         "user-agent",
@@ -64,6 +66,7 @@ _NOT_PASSED_ON: Final = frozenset(
         "authorization",
         FORWARDED_PRINCIPAL,
         FORWARDED_ROLE,
+        *GATEWAY_KEYS,
     }
 )
 

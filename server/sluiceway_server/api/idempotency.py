@@ -88,6 +88,22 @@ class RequestIdCache:
             return recorded  # type: ignore[return-value]  # the method's own response type
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._entries[key] = _Entry(fingerprint, future, now)
+        # The call runs in a task of its own: a caller that goes away (its connection, or the
+        # replica that forwarded it, died) must not stop a mutation half-way, written but not
+        # answered, or its retry would act again. The retry waits for this answer instead.
+        work = asyncio.ensure_future(self._settle(method, request_id, fingerprint, key, future, call))
+        work.add_done_callback(_retrieve)
+        return await asyncio.shield(work)
+
+    async def _settle(
+        self,
+        method: str,
+        request_id: str,
+        fingerprint: bytes,
+        key: tuple[str, str],
+        future: asyncio.Future[Any],
+        call: Callable[[], Awaitable[R]],
+    ) -> R:
         try:
             response = await call()
         except BaseException as exc:
@@ -125,6 +141,13 @@ class RequestIdCache:
                 violations=[FieldViolation("request_id", "already used for a different request")],
             )
         return response_type.FromString(payload)
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Marks the outcome of a call whose caller left as seen (its failure is the caller's and
+    any retry's, not an unhandled one)."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _digest(fingerprint: bytes) -> str:
