@@ -91,6 +91,7 @@ class Reason(StrEnum):
     CONNECTOR_ERROR = auto()
     ETAG_MISMATCH = auto()
     LIMIT_EXCEEDED = auto()
+    LOGGER_NOT_FOUND = auto()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -249,6 +250,7 @@ REASON_ERRORS: Mapping[Reason, type[SluicewayError]] = {
     Reason.CONNECTOR_NOT_FOUND: NotFoundError,
     Reason.TASK_NOT_FOUND: NotFoundError,
     Reason.PLUGIN_NOT_FOUND: NotFoundError,
+    Reason.LOGGER_NOT_FOUND: NotFoundError,
     Reason.CONNECTOR_ALREADY_EXISTS: AlreadyExistsError,
     Reason.INVALID_CONFIG: InvalidArgumentError,
     Reason.INVALID_REQUEST: InvalidArgumentError,

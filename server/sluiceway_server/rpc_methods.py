@@ -31,12 +31,14 @@ from sluiceway.api.v1 import (
 
 __all__ = [
     "ADMIN_CALLS",
+    "AUDITED",
     "EXECUTOR_CALLS",
     "LEADER_ONLY",
     "METHODS",
     "MUTATIONS",
     "OPERATOR_CALLS",
     "READS",
+    "REPLICA_LOCAL",
     "VIEWER_CALLS",
     "method_path",
     "policy",
@@ -84,6 +86,11 @@ READS: Final = _kind(annotations_pb2.METHOD_KIND_READ)
 MUTATIONS: Final = _kind(annotations_pb2.METHOD_KIND_MUTATION)
 # Served by the leader alone and never forwarded (the executors' attach stream).
 LEADER_ONLY: Final = _kind(annotations_pb2.METHOD_KIND_LEADER_ONLY)
+# Change only the replica that receives them (its log levels): never forwarded.
+REPLICA_LOCAL: Final = _kind(annotations_pb2.METHOD_KIND_REPLICA_LOCAL)
+# Every call that changes something, which the audit log records: mutations where they are
+# carried out (the leader), replica-local changes where they arrive.
+AUDITED: Final = MUTATIONS | REPLICA_LOCAL
 
 # The calls that need exactly this role (the ranking of roles is security/access.py's business).
 VIEWER_CALLS: Final = _role(annotations_pb2.ROLE_VIEWER)

@@ -283,3 +283,27 @@ def _json_values(text: str) -> list[Any]:
         while position < len(text) and text[position].isspace():
             position += 1
     return values
+
+
+def test_admin_loggers_set_this_replicas_levels(http: Http) -> None:
+    listed = http.get("/admin/loggers")
+    assert listed.status == 200
+    assert "root" in listed.body
+    assert set(listed.body["root"]) == {"level", "last_modified"}
+    changed = http.put("/admin/loggers/sluiceway_server.rest", {"level": "DEBUG"})
+    assert changed.status == 200, changed.body
+    assert changed.body == ["sluiceway_server.rest"]
+    one = http.get("/admin/loggers/sluiceway_server.rest").body
+    assert one["level"] == "DEBUG"
+    assert isinstance(one["last_modified"], int)
+    assert http.get("/admin/loggers").body["sluiceway_server.rest"]["level"] == "DEBUG"
+    assert http.put("/admin/loggers/sluiceway_server.rest", {"level": "INFO"}).status == 200
+    bad = http.put("/admin/loggers/sluiceway_server.rest", {"level": "LOUD"})
+    assert bad.status == 400
+    assert "LOUD" in bad.body["message"]
+    assert http.put("/admin/loggers/sluiceway_server.rest", {}).status == 400
+    assert http.put("/admin/loggers/sluiceway_server.rest?scope=cluster", {"level": "DEBUG"}).status == 400
+    assert http.get("/admin/loggers/sluiceway_server.rest").body["level"] == "INFO"  # unchanged
+    missing = http.get("/admin/loggers/no.such.logger")
+    assert missing.status == 404
+    assert missing.body["reason"] == "LOGGER_NOT_FOUND"

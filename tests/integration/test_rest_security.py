@@ -49,7 +49,7 @@ def secured_rest(
 
 def _call(http: Http, route: Route, connector: str) -> Answer:
     path = route.path.replace("{connector}", connector).replace("{task}", "0")
-    path = path.replace("{plugin}", "DataGenSourceConnector")
+    path = path.replace("{plugin}", "DataGenSourceConnector").replace("{logger}", "sluiceway_server.rest")
     bodies: dict[str, object] = {
         "CreateConnectorRequest": {
             "name": f"{connector}-new",
@@ -58,6 +58,7 @@ def _call(http: Http, route: Route, connector: str) -> Answer:
         "Config": {"connector.class": "DataGenSource", "topic": "x"},
         "ConfigPatch": {"topic": "y"},
         "ConnectorOffsets": {"offsets": [{"partition": {"task": 0}, "offset": None}]},
+        "LoggerLevel": {"level": "INFO"},
     }
     return http.request(route.method, path, bodies.get(route.request or "") if route.request else None)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import subprocess
 import sys
 import uuid
@@ -17,10 +18,11 @@ from sluiceway.client import SluicewayClient
 from sluiceway.common.transport import TransportSecurity
 from sluiceway.errors import PermissionDeniedError, SluicewayError, UnauthenticatedError
 from sluiceway_server.dev_certificates import DevCertificates, make_dev_certificates
-from sluiceway_server.embedded import EmbeddedBroker, EmbeddedSparkConnect
+from sluiceway_server.embedded import EmbeddedBroker, EmbeddedSparkConnect, free_port
 from tests.conftest import ControlPlaneProcess
 from tests.integration.api_helpers import read_topic
 from tests.integration.pipeline_helpers import attach_executor, committed_offsets
+from tests.integration.rest_helpers import Http
 
 VIEWER = "viewer-token-over-tls-00001"
 # Service-mesh identities: certificates with an empty subject and a SPIFFE id as their URI SAN.
@@ -69,6 +71,8 @@ def tls_plane(
             "tls.client.auth": "required",
             "tls.ca.file": str(certificates.ca_file),
             "auth.tokens.file": str(tokens),
+            # Kafka Connect's REST API over HTTPS with the same client certificates.
+            "rest.listeners": f"https://127.0.0.1:{free_port()}",
         },
         security=mtls(certificates, "admin"),
     ).start()
@@ -128,6 +132,45 @@ def test_a_spiffe_id_is_a_principal(
     assert STRANGER in str(unknown.value) and "empty subject" in str(unknown.value)
     with SluicewayClient(tls_plane.address, timeout=20, security=mtls(certificates, "admin")) as admin:
         admin.delete_connector(name)
+
+
+def https(
+    plane: ControlPlaneProcess, certificates: DevCertificates, client: str | None, token: str | None = None
+) -> Http:
+    """The REST listener of `plane`, reached with `client`'s certificate (or none) and a token."""
+    context = ssl.create_default_context(cafile=str(certificates.ca_file))
+    if client is not None:
+        pair = certificates.client(client)
+        context.load_cert_chain(str(pair.certificate), str(pair.key))
+    return Http(plane.settings["rest.listeners"], token=token, context=context, timeout=20)
+
+
+def test_rest_over_mutual_tls_knows_certificates_as_grpc_does(
+    tls_plane: ControlPlaneProcess, certificates: DevCertificates, unique: str
+) -> None:
+    """On an https:// REST listener the client certificate is the principal, by its subject or its
+    SPIFFE id, with the roles the gRPC listener gives it; without one the handshake fails."""
+    name = f"rest-tls-{unique}"
+    admin = https(tls_plane, certificates, "admin")
+    created = admin.post(
+        "/connectors", {"name": name, "config": {"connector.class": "DataGenSource", "topic": name}}
+    )
+    assert created.status == 201, created.body
+    deployer = https(tls_plane, certificates, "deployer")
+    assert deployer.put(f"/connectors/{name}/stop").status == 204
+    assert deployer.get(f"/connectors/{name}").body["name"] == name
+    denied = deployer.delete(f"/connectors/{name}")
+    assert denied.status == 403
+    assert DEPLOYER in denied.body["message"]
+    stranger = https(tls_plane, certificates, "stranger").get("/connectors")
+    assert stranger.status == 401
+    assert STRANGER in stranger.body["message"]
+    assert https(tls_plane, certificates, "intruder").get("/connectors").status == 401
+    # A token still decides who the caller is when one is sent, as on the gRPC listener.
+    assert https(tls_plane, certificates, "intruder", VIEWER).get(f"/connectors/{name}").status == 200
+    with pytest.raises((ssl.SSLError, ConnectionError)):
+        https(tls_plane, certificates, None, VIEWER).get("/connectors")
+    assert admin.delete(f"/connectors/{name}").status == 204
 
 
 def sluiceway_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

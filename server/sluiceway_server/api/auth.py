@@ -26,7 +26,7 @@ from sluiceway_server.api.forwarding import (
     MUTATION_REQUESTS,
 )
 from sluiceway_server.errors import PermissionDeniedError, ServerError, UnauthenticatedError
-from sluiceway_server.rpc_methods import MUTATIONS
+from sluiceway_server.rpc_methods import AUDITED
 from sluiceway_server.security.access import ATTACH, OPEN, allowed
 from sluiceway_server.security.audit import AuditLog
 from sluiceway_server.security.certificates import describe_identity
@@ -255,7 +255,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             except ServerError as exc:
                 log.info("refused %s from %s: %s", method, _peer(context, metadata), exc.message)
                 status = status_for(exc)
-                if method in MUTATIONS:
+                if method in AUDITED:
                     audit.record(
                         principal,
                         method,
@@ -307,7 +307,7 @@ class AuditInterceptor(grpc.aio.ServerInterceptor):
     ) -> MethodHandler | None:
         handler = await continuation(details)
         method: str = details.method
-        if handler is None or method not in MUTATIONS:
+        if handler is None or method not in AUDITED:
             return handler
         audit = self._audit
         metadata = tuple(details.invocation_metadata or ())

@@ -1,4 +1,5 @@
-"""ClusterService: who this replica is, who leads, the members, and the leader's executors."""
+"""ClusterService: who this replica is, who leads, the members, the leader's executors, and this
+replica's log levels."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ import grpc
 
 import sluiceway
 from sluiceway.api.v1 import cluster_pb2, cluster_pb2_grpc
+from sluiceway.errors import FieldViolation, Reason
 from sluiceway_server.api.convert import timestamp
 from sluiceway_server.api.errors import mapped
 from sluiceway_server.api.forwarding import FORWARDED_BY, LeaderChannels
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
 from sluiceway_server.cluster.leadership import Leadership
+from sluiceway_server.errors import InvalidArgumentError, NotFoundError
 from sluiceway_server.herder.herder import Herder
+from sluiceway_server.log_levels import LoggerLevel, LogLevelError, LogLevels, UnknownLoggerError
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +29,8 @@ _LEADER_QUERY_SECONDS = 2.0
 
 
 class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
-    """ClusterService on a control-plane replica: `GetServerInfo`.
+    """ClusterService on a control-plane replica: `GetServerInfo`, and the log levels of this
+    replica's own loggers (`ListLoggers`, `GetLogger`, `SetLoggerLevel`: log_levels.py).
 
     Owns the facts fixed at start-up (Kafka cluster id, group id); the rest is read at each call:
     the leader from this replica's Leadership, the members from the cluster topic (replicas whose
@@ -54,6 +59,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
         self.kafka_cluster_id = kafka_cluster_id
         self.group_id = group_id
         self.member_max_age_ms = member_max_age_ms
+        self.log_levels = LogLevels()
 
     @mapped
     async def GetServerInfo(
@@ -91,6 +97,37 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
             info.executors.extend(await self._leader_executors(leader.address))
         return info
 
+    @mapped
+    async def ListLoggers(
+        self, request: cluster_pb2.ListLoggersRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> cluster_pb2.ListLoggersResponse:
+        return cluster_pb2.ListLoggersResponse(loggers=[_logger(e) for e in self.log_levels.all()])
+
+    @mapped
+    async def GetLogger(
+        self, request: cluster_pb2.GetLoggerRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> cluster_pb2.Logger:
+        try:
+            return _logger(self.log_levels.get(request.name))
+        except UnknownLoggerError as exc:
+            raise NotFoundError(
+                str(exc), reason=Reason.LOGGER_NOT_FOUND, metadata={"logger": request.name}
+            ) from None
+
+    @mapped
+    async def SetLoggerLevel(
+        self, request: cluster_pb2.SetLoggerLevelRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> cluster_pb2.SetLoggerLevelResponse:
+        try:
+            changed = self.log_levels.set(request.name, request.level)
+        except LogLevelError as exc:
+            field = "level" if request.name and request.name == request.name.strip() else "name"
+            raise InvalidArgumentError(
+                str(exc), reason=Reason.INVALID_REQUEST, violations=[FieldViolation(field, str(exc))]
+            ) from None
+        log.info("log level of %s set to %s (%s)", request.name, request.level.upper(), ", ".join(changed))
+        return cluster_pb2.SetLoggerLevelResponse(loggers=changed)
+
     @staticmethod
     def _executors(coordinator: ExecutorCoordinator) -> list[cluster_pb2.ExecutorInfo]:
         return [
@@ -124,3 +161,10 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
 
 def _forwarded(context: grpc.aio.ServicerContext[Any, Any]) -> bool:
     return any(key == FORWARDED_BY for key, _ in (context.invocation_metadata() or ()))
+
+
+def _logger(entry: LoggerLevel) -> cluster_pb2.Logger:
+    logger = cluster_pb2.Logger(name=entry.name, level=entry.level)
+    if entry.last_modified_ms is not None:
+        logger.last_modified.CopyFrom(timestamp(entry.last_modified_ms))
+    return logger

@@ -16,13 +16,15 @@ from sluiceway.errors import Reason, SluicewayError
 
 __all__ = ["HTTP_STATUS_BY_REASON", "RestError", "error_response", "http_status"]
 
-# One row per reason the control plane sends (tests/unit/server/test_rest_bodies.py checks it). Kafka Connect answers a request that times out, and
-# a connector that throws, with 500; it answers "rebalance in progress" with 409, where we have no
-# rebalance but can be between leaders, which is 503 with Retry-After.
+# One row per reason the control plane sends (tests/unit/server/test_rest_bodies.py checks it).
+# Kafka Connect answers a request that times out, and a connector that throws, with 500; it
+# answers "rebalance in progress" with 409, where we have no rebalance but can be between
+# leaders, which is 503 with Retry-After.
 HTTP_STATUS_BY_REASON: Final[Mapping[Reason, int]] = {
     Reason.CONNECTOR_NOT_FOUND: 404,
     Reason.TASK_NOT_FOUND: 404,
     Reason.PLUGIN_NOT_FOUND: 404,
+    Reason.LOGGER_NOT_FOUND: 404,
     Reason.CONNECTOR_ALREADY_EXISTS: 409,
     Reason.INVALID_CONFIG: 400,
     Reason.INVALID_REQUEST: 400,

@@ -116,6 +116,38 @@ async def openapi(x: Exchange) -> web.StreamResponse:
     return _json(x.openapi())
 
 
+def _logger_level(logger: cluster_pb2.Logger) -> dict[str, Any]:
+    modified = logger.last_modified.ToMilliseconds() if logger.HasField("last_modified") else None
+    return {"level": logger.level, "last_modified": modified}
+
+
+async def list_loggers(x: Exchange) -> web.StreamResponse:
+    answer = await x.gateway.call(x.gateway.cluster.ListLoggers, cluster_pb2.ListLoggersRequest(), x.caller)
+    return _json({logger.name: _logger_level(logger) for logger in answer.loggers})
+
+
+async def get_logger(x: Exchange) -> web.StreamResponse:
+    request = cluster_pb2.GetLoggerRequest(name=x.path("logger"))
+    return _json(_logger_level(await x.gateway.call(x.gateway.cluster.GetLogger, request, x.caller)))
+
+
+async def set_logger_level(x: Exchange) -> web.StreamResponse:
+    # Kafka Connect's default scope is this worker; an unknown scope falls back to it, as there.
+    if x.request.query.get("scope", "worker").lower() == "cluster":
+        raise RestError(
+            400,
+            "scope=cluster is not served: each replica keeps its own log levels; set them on each "
+            "replica (scope=worker, the default)",
+        )
+    body = await x.body()
+    level = body.get("level") if isinstance(body, dict) else None
+    if not isinstance(level, str):
+        raise RestError(400, 'The body must name the new level: {"level": "DEBUG"}')
+    request = cluster_pb2.SetLoggerLevelRequest(name=x.path("logger"), level=level)
+    answer = await x.gateway.call(x.gateway.cluster.SetLoggerLevel, request, x.caller)
+    return _json(list(answer.loggers))
+
+
 # --- connectors ------------------------------------------------------------------------------
 
 

@@ -55,6 +55,16 @@ SCHEMAS: Final[dict[str, dict[str, Any]]] = {
         message=_STRING,
     ),
     "Config": _CONFIG,
+    "LoggerLevel": _object(
+        ["level"],
+        level={"type": "string", "enum": ["TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"]},
+        last_modified={
+            "type": ["integer", "null"],
+            "description": "When it was last set, in ms; null: at start-up.",
+        },
+    ),
+    "Loggers": {"type": "object", "additionalProperties": _ref("LoggerLevel")},
+    "LoggerNames": _STRINGS,
     "ConfigPatch": {"type": "object", "additionalProperties": {"type": ["string", "null"]}},
     "CreateConnectorRequest": _object(
         ["name", "config"],

@@ -20,6 +20,10 @@ def _rpc(module: object, service: str, method: str) -> str:
     return method_path(module.DESCRIPTOR.services_by_name[service], method)  # type: ignore[attr-defined]
 
 
+def _cluster(method: str) -> str:
+    return _rpc(cluster_pb2, "ClusterService", method)
+
+
 def _connectors(method: str) -> str:
     return _rpc(connectors_pb2, "ConnectorService", method)
 
@@ -80,7 +84,7 @@ ROUTES: Final[tuple[Route, ...]] = (
         "/",
         handlers.root,
         "Version and commit of this control plane, and the Kafka cluster it keeps its state in",
-        (_rpc(cluster_pb2, "ClusterService", "GetServerInfo"),),
+        (_cluster("GetServerInfo"),),
         200,
         response="ServerInfo",
         tag="cluster",
@@ -96,6 +100,38 @@ ROUTES: Final[tuple[Route, ...]] = (
         tag="cluster",
     ),
     Route("GET", "/openapi.json", handlers.openapi, "This document", (), 200, tag="cluster"),
+    Route(
+        "GET",
+        "/admin/loggers",
+        handlers.list_loggers,
+        "This replica's root logger and every logger with a level of its own (KIP-495)",
+        (_cluster("ListLoggers"),),
+        200,
+        response="Loggers",
+        tag="admin",
+    ),
+    Route(
+        "GET",
+        "/admin/loggers/{logger}",
+        handlers.get_logger,
+        "The level one logger of this replica logs at",
+        (_cluster("GetLogger"),),
+        200,
+        response="LoggerLevel",
+        tag="admin",
+    ),
+    Route(
+        "PUT",
+        "/admin/loggers/{logger}",
+        handlers.set_logger_level,
+        "Set the level of a logger of this replica and of the loggers below it with a level of their own",
+        (_cluster("SetLoggerLevel"),),
+        200,
+        request="LoggerLevel",
+        response="LoggerNames",
+        query=(Query("scope", "string", "`worker` (the default): this replica; `cluster` is refused."),),
+        tag="admin",
+    ),
     Route(
         "GET",
         "/connectors",

@@ -611,6 +611,16 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
     def __init__(self, fake: FakeControlPlane) -> None:
         self.fake = fake
 
+    # The log-level calls are not part of what these tests exercise.
+    def ListLoggers(self, request: Any, context: Any) -> Any:
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "not in this fake")
+
+    def GetLogger(self, request: Any, context: Any) -> Any:
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "not in this fake")
+
+    def SetLoggerLevel(self, request: Any, context: Any) -> Any:
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "not in this fake")
+
     def GetServerInfo(self, request: Any, context: Any) -> Any:
         self.fake.enter("GetServerInfo", request, context)
         leader = cluster_pb2.Member(

@@ -8,6 +8,7 @@ import ipaddress
 from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -131,6 +132,16 @@ class _Ca:
 class _Info(cluster_pb2_grpc.ClusterServiceServicer):
     def __init__(self, name: str) -> None:
         self.name = name
+
+    # The log-level calls are not part of what these tests exercise.
+    def ListLoggers(self, request: Any, context: Any) -> Any:  # noqa: N802
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "not in this fake")
+
+    def GetLogger(self, request: Any, context: Any) -> Any:  # noqa: N802
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "not in this fake")
+
+    def SetLoggerLevel(self, request: Any, context: Any) -> Any:  # noqa: N802
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "not in this fake")
 
     def GetServerInfo(  # noqa: N802
         self, request: cluster_pb2.GetServerInfoRequest, context: grpc.ServicerContext

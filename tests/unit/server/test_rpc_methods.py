@@ -20,6 +20,7 @@ from sluiceway_server.rpc_methods import (
     MUTATIONS,
     OPERATOR_CALLS,
     READS,
+    REPLICA_LOCAL,
     VIEWER_CALLS,
     policy,
 )
@@ -58,8 +59,10 @@ def test_every_rpc_states_its_kind_and_role() -> None:
 
 def test_the_server_classifies_every_rpc_of_the_protos() -> None:
     assert set(METHODS) == set(_protos_methods())
-    assert not READS & MUTATIONS and not READS & LEADER_ONLY and not MUTATIONS & LEADER_ONLY
-    assert set(METHODS) == READS | MUTATIONS | LEADER_ONLY
+    kinds = (READS, MUTATIONS, LEADER_ONLY, REPLICA_LOCAL)
+    assert sum(len(kind) for kind in kinds) == len(METHODS)
+    assert set(METHODS) == READS | MUTATIONS | LEADER_ONLY | REPLICA_LOCAL
+    assert _paths("ClusterService", "SetLoggerLevel") == REPLICA_LOCAL
 
 
 def test_the_mutations() -> None:
@@ -97,7 +100,7 @@ def test_the_reads() -> None:
         *_paths("OffsetService", "GetConnectorOffsets"),
         *_paths("TopicService", "GetActiveTopics"),
         *_paths("PluginService", "ListPlugins", "GetPluginConfigDefinition", "ValidateConnectorConfig"),
-        *_paths("ClusterService", "GetServerInfo"),
+        *_paths("ClusterService", "GetServerInfo", "ListLoggers", "GetLogger"),
     } == READS
 
 
@@ -114,6 +117,7 @@ def test_the_role_each_call_needs() -> None:
         ),
         *_paths("OffsetService", "AlterConnectorOffsets", "ResetConnectorOffsets"),
         *_paths("TopicService", "ResetActiveTopics"),
+        *_paths("ClusterService", "SetLoggerLevel"),
     } == OPERATOR_CALLS
     admin = _paths(
         "ConnectorService",

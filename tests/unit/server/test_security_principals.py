@@ -11,7 +11,7 @@ from sluiceway.api.v1 import connectors_pb2, executor_pb2
 from sluiceway_server.api.auth import Authenticator, _connector_of, _is_loopback
 from sluiceway_server.api.forwarding import FORWARDED_BY, FORWARDED_PRINCIPAL, FORWARDED_ROLE
 from sluiceway_server.errors import PermissionDeniedError, UnauthenticatedError
-from sluiceway_server.rpc_methods import MUTATIONS, READS
+from sluiceway_server.rpc_methods import AUDITED, READS
 from sluiceway_server.security.access import ADMIN_CALLS, ATTACH, OPERATOR_CALLS, REFLECTION, allowed
 from sluiceway_server.security.principals import Principal, Role, TokensFile, TokensFileError, token_digest
 
@@ -81,7 +81,7 @@ def test_tokens_file_that_cannot_be_read(tmp_path: Path) -> None:
 
 
 def test_roles_cover_every_call_and_nest() -> None:
-    assert OPERATOR_CALLS | ADMIN_CALLS == MUTATIONS
+    assert OPERATOR_CALLS | ADMIN_CALLS == AUDITED
     assert not OPERATOR_CALLS & ADMIN_CALLS
     for method in READS | REFLECTION:
         assert all(allowed(role, method) for role in (Role.VIEWER, Role.OPERATOR, Role.ADMIN, Role.REPLICA))

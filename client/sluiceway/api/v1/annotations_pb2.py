@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import descriptor_pb2 as google_dot_protobuf_dot_descriptor__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"sluiceway/api/v1/annotations.proto\x12\x10sluiceway.api.v1\x1a google/protobuf/descriptor.proto\"`\n\x0cMethodPolicy\x12*\n\x04kind\x18\x01 \x01(\x0e\x32\x1c.sluiceway.api.v1.MethodKind\x12$\n\x04role\x18\x02 \x01(\x0e\x32\x16.sluiceway.api.v1.Role*v\n\nMethodKind\x12\x1b\n\x17METHOD_KIND_UNSPECIFIED\x10\x00\x12\x14\n\x10METHOD_KIND_READ\x10\x01\x12\x18\n\x14METHOD_KIND_MUTATION\x10\x02\x12\x1b\n\x17METHOD_KIND_LEADER_ONLY\x10\x03*c\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bROLE_VIEWER\x10\x01\x12\x11\n\rROLE_OPERATOR\x10\x02\x12\x0e\n\nROLE_ADMIN\x10\x03\x12\x11\n\rROLE_EXECUTOR\x10\x04:W\n\rmethod_policy\x12\x1e.google.protobuf.MethodOptions\x18\xaa\x8c\x03 \x01(\x0b\x32\x1e.sluiceway.api.v1.MethodPolicyBU\n\x13io.sluiceway.api.v1P\x01Z<github.com/sluiceway/sluiceway/gen/go/sluiceway/api/v1;apiv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"sluiceway/api/v1/annotations.proto\x12\x10sluiceway.api.v1\x1a google/protobuf/descriptor.proto\"`\n\x0cMethodPolicy\x12*\n\x04kind\x18\x01 \x01(\x0e\x32\x1c.sluiceway.api.v1.MethodKind\x12$\n\x04role\x18\x02 \x01(\x0e\x32\x16.sluiceway.api.v1.Role*\x95\x01\n\nMethodKind\x12\x1b\n\x17METHOD_KIND_UNSPECIFIED\x10\x00\x12\x14\n\x10METHOD_KIND_READ\x10\x01\x12\x18\n\x14METHOD_KIND_MUTATION\x10\x02\x12\x1b\n\x17METHOD_KIND_LEADER_ONLY\x10\x03\x12\x1d\n\x19METHOD_KIND_REPLICA_LOCAL\x10\x04*c\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bROLE_VIEWER\x10\x01\x12\x11\n\rROLE_OPERATOR\x10\x02\x12\x0e\n\nROLE_ADMIN\x10\x03\x12\x11\n\rROLE_EXECUTOR\x10\x04:W\n\rmethod_policy\x12\x1e.google.protobuf.MethodOptions\x18\xaa\x8c\x03 \x01(\x0b\x32\x1e.sluiceway.api.v1.MethodPolicyBU\n\x13io.sluiceway.api.v1P\x01Z<github.com/sluiceway/sluiceway/gen/go/sluiceway/api/v1;apiv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,10 +33,10 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sluiceway.api.v1.annotation
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\023io.sluiceway.api.v1P\001Z<github.com/sluiceway/sluiceway/gen/go/sluiceway/api/v1;apiv1'
-  _globals['_METHODKIND']._serialized_start=188
-  _globals['_METHODKIND']._serialized_end=306
-  _globals['_ROLE']._serialized_start=308
-  _globals['_ROLE']._serialized_end=407
+  _globals['_METHODKIND']._serialized_start=189
+  _globals['_METHODKIND']._serialized_end=338
+  _globals['_ROLE']._serialized_start=340
+  _globals['_ROLE']._serialized_end=439
   _globals['_METHODPOLICY']._serialized_start=90
   _globals['_METHODPOLICY']._serialized_end=186
 # @@protoc_insertion_point(module_scope)

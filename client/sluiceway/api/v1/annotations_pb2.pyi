@@ -39,6 +39,10 @@ class _MethodKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MethodKind
     """Served by the leader only and never passed on: a replica that does not lead refuses the call
     with UNAVAILABLE (NOT_LEADER or NO_LEADER), and the caller finds the leader itself.
     """
+    METHOD_KIND_REPLICA_LOCAL: _MethodKind.ValueType  # 4
+    """Changes the replica that receives the call and nothing else (its own log levels): never
+    passed on, carried out and audited where it arrives.
+    """
 
 class MethodKind(_MethodKind, metaclass=_MethodKindEnumTypeWrapper):
     """Where a call is answered in a control-plane cluster."""
@@ -57,6 +61,10 @@ METHOD_KIND_LEADER_ONLY: MethodKind.ValueType  # 3
 """Served by the leader only and never passed on: a replica that does not lead refuses the call
 with UNAVAILABLE (NOT_LEADER or NO_LEADER), and the caller finds the leader itself.
 """
+METHOD_KIND_REPLICA_LOCAL: MethodKind.ValueType  # 4
+"""Changes the replica that receives the call and nothing else (its own log levels): never
+passed on, carried out and audited where it arrives.
+"""
 Global___MethodKind: _TypeAlias = MethodKind  # noqa: Y015
 
 class _Role:
@@ -70,7 +78,9 @@ class _RoleEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Role.ValueType],
     ROLE_VIEWER: _Role.ValueType  # 1
     """Reads: connectors, tasks, statuses, offsets, topics, plugins, the cluster."""
     ROLE_OPERATOR: _Role.ValueType  # 2
-    """Runs connectors: pause, resume, stop, restart, and changes to offsets and active topics."""
+    """Runs connectors: pause, resume, stop, restart, changes to offsets and active topics, and a
+    replica's log levels.
+    """
     ROLE_ADMIN: _Role.ValueType  # 3
     """Defines connectors: create, change configs, delete."""
     ROLE_EXECUTOR: _Role.ValueType  # 4
@@ -88,7 +98,9 @@ ROLE_UNSPECIFIED: Role.ValueType  # 0
 ROLE_VIEWER: Role.ValueType  # 1
 """Reads: connectors, tasks, statuses, offsets, topics, plugins, the cluster."""
 ROLE_OPERATOR: Role.ValueType  # 2
-"""Runs connectors: pause, resume, stop, restart, and changes to offsets and active topics."""
+"""Runs connectors: pause, resume, stop, restart, changes to offsets and active topics, and a
+replica's log levels.
+"""
 ROLE_ADMIN: Role.ValueType  # 3
 """Defines connectors: create, change configs, delete."""
 ROLE_EXECUTOR: Role.ValueType  # 4

@@ -166,3 +166,141 @@ class ServerInfo(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ServerInfo: _TypeAlias = ServerInfo  # noqa: Y015
+
+@_typing.final
+class Logger(_message.Message):
+    """A logger of a control-plane replica (a Python logger, named by its dotted name; `root` is the
+    root logger).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    LEVEL_FIELD_NUMBER: _builtins.int
+    LAST_MODIFIED_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    level: _builtins.str
+    """The level it logs at, in Kafka Connect's words: TRACE, DEBUG, INFO, WARN, ERROR, FATAL or OFF.
+    A logger without a level of its own has its nearest ancestor's.
+    """
+    @_builtins.property
+    def last_modified(self) -> _timestamp_pb2.Timestamp:
+        """When SetLoggerLevel last set it; unset for a level set at start-up."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        level: _builtins.str = ...,
+        last_modified: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["last_modified", b"last_modified"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["last_modified", b"last_modified", "level", b"level", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Logger: _TypeAlias = Logger  # noqa: Y015
+
+@_typing.final
+class ListLoggersRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListLoggersRequest: _TypeAlias = ListLoggersRequest  # noqa: Y015
+
+@_typing.final
+class ListLoggersResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LOGGERS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def loggers(self) -> _containers.RepeatedCompositeFieldContainer[Global___Logger]:
+        """Sorted by name, `root` first."""
+
+    def __init__(
+        self,
+        *,
+        loggers: _abc.Iterable[Global___Logger] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["loggers", b"loggers"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListLoggersResponse: _TypeAlias = ListLoggersResponse  # noqa: Y015
+
+@_typing.final
+class GetLoggerRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The dotted logger name, or `root`."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetLoggerRequest: _TypeAlias = GetLoggerRequest  # noqa: Y015
+
+@_typing.final
+class SetLoggerLevelRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    LEVEL_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The dotted logger name, or `root`. A logger that does not exist yet is created."""
+    level: _builtins.str
+    """TRACE, DEBUG, INFO, WARN, ERROR, FATAL or OFF, in any case."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        level: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["level", b"level", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetLoggerLevelRequest: _TypeAlias = SetLoggerLevelRequest  # noqa: Y015
+
+@_typing.final
+class SetLoggerLevelResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LOGGERS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def loggers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The loggers whose level was set: the one named and those below it with a level of their own."""
+
+    def __init__(
+        self,
+        *,
+        loggers: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["loggers", b"loggers"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetLoggerLevelResponse: _TypeAlias = SetLoggerLevelResponse  # noqa: Y015

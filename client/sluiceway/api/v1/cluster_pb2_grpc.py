@@ -40,6 +40,21 @@ class ClusterServiceStub:
                 request_serializer=sluiceway_dot_api_dot_v1_dot_cluster__pb2.GetServerInfoRequest.SerializeToString,
                 response_deserializer=sluiceway_dot_api_dot_v1_dot_cluster__pb2.ServerInfo.FromString,
                 _registered_method=True)
+        self.ListLoggers = channel.unary_unary(
+                '/sluiceway.api.v1.ClusterService/ListLoggers',
+                request_serializer=sluiceway_dot_api_dot_v1_dot_cluster__pb2.ListLoggersRequest.SerializeToString,
+                response_deserializer=sluiceway_dot_api_dot_v1_dot_cluster__pb2.ListLoggersResponse.FromString,
+                _registered_method=True)
+        self.GetLogger = channel.unary_unary(
+                '/sluiceway.api.v1.ClusterService/GetLogger',
+                request_serializer=sluiceway_dot_api_dot_v1_dot_cluster__pb2.GetLoggerRequest.SerializeToString,
+                response_deserializer=sluiceway_dot_api_dot_v1_dot_cluster__pb2.Logger.FromString,
+                _registered_method=True)
+        self.SetLoggerLevel = channel.unary_unary(
+                '/sluiceway.api.v1.ClusterService/SetLoggerLevel',
+                request_serializer=sluiceway_dot_api_dot_v1_dot_cluster__pb2.SetLoggerLevelRequest.SerializeToString,
+                response_deserializer=sluiceway_dot_api_dot_v1_dot_cluster__pb2.SetLoggerLevelResponse.FromString,
+                _registered_method=True)
 
 
 class ClusterServiceServicer:
@@ -52,6 +67,31 @@ class ClusterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListLoggers(self, request, context):
+        """The log levels of the answering replica: its root logger and every logger whose level is set.
+        Kafka Connect: GET /admin/loggers.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetLogger(self, request, context):
+        """One logger of the answering replica, with the level it logs at. Kafka Connect:
+        GET /admin/loggers/{logger}.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetLoggerLevel(self, request, context):
+        """Sets the level of a logger of the answering replica and of every logger below it that has a
+        level of its own, until the replica restarts. Kafka Connect: PUT /admin/loggers/{logger} with
+        its default scope, `worker`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -59,6 +99,21 @@ def add_ClusterServiceServicer_to_server(servicer, server):
                     servicer.GetServerInfo,
                     request_deserializer=sluiceway_dot_api_dot_v1_dot_cluster__pb2.GetServerInfoRequest.FromString,
                     response_serializer=sluiceway_dot_api_dot_v1_dot_cluster__pb2.ServerInfo.SerializeToString,
+            ),
+            'ListLoggers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListLoggers,
+                    request_deserializer=sluiceway_dot_api_dot_v1_dot_cluster__pb2.ListLoggersRequest.FromString,
+                    response_serializer=sluiceway_dot_api_dot_v1_dot_cluster__pb2.ListLoggersResponse.SerializeToString,
+            ),
+            'GetLogger': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetLogger,
+                    request_deserializer=sluiceway_dot_api_dot_v1_dot_cluster__pb2.GetLoggerRequest.FromString,
+                    response_serializer=sluiceway_dot_api_dot_v1_dot_cluster__pb2.Logger.SerializeToString,
+            ),
+            'SetLoggerLevel': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetLoggerLevel,
+                    request_deserializer=sluiceway_dot_api_dot_v1_dot_cluster__pb2.SetLoggerLevelRequest.FromString,
+                    response_serializer=sluiceway_dot_api_dot_v1_dot_cluster__pb2.SetLoggerLevelResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -89,6 +144,87 @@ class ClusterService:
             '/sluiceway.api.v1.ClusterService/GetServerInfo',
             sluiceway_dot_api_dot_v1_dot_cluster__pb2.GetServerInfoRequest.SerializeToString,
             sluiceway_dot_api_dot_v1_dot_cluster__pb2.ServerInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListLoggers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluiceway.api.v1.ClusterService/ListLoggers',
+            sluiceway_dot_api_dot_v1_dot_cluster__pb2.ListLoggersRequest.SerializeToString,
+            sluiceway_dot_api_dot_v1_dot_cluster__pb2.ListLoggersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetLogger(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluiceway.api.v1.ClusterService/GetLogger',
+            sluiceway_dot_api_dot_v1_dot_cluster__pb2.GetLoggerRequest.SerializeToString,
+            sluiceway_dot_api_dot_v1_dot_cluster__pb2.Logger.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetLoggerLevel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluiceway.api.v1.ClusterService/SetLoggerLevel',
+            sluiceway_dot_api_dot_v1_dot_cluster__pb2.SetLoggerLevelRequest.SerializeToString,
+            sluiceway_dot_api_dot_v1_dot_cluster__pb2.SetLoggerLevelResponse.FromString,
             options,
             channel_credentials,
             insecure,

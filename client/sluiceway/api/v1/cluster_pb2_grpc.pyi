@@ -34,6 +34,19 @@ class ClusterServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> ClusterServiceAsyncStub: ...
     GetServerInfo: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.GetServerInfoRequest, _cluster_pb2.ServerInfo]
+    ListLoggers: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.ListLoggersRequest, _cluster_pb2.ListLoggersResponse]
+    """The log levels of the answering replica: its root logger and every logger whose level is set.
+    Kafka Connect: GET /admin/loggers.
+    """
+    GetLogger: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.GetLoggerRequest, _cluster_pb2.Logger]
+    """One logger of the answering replica, with the level it logs at. Kafka Connect:
+    GET /admin/loggers/{logger}.
+    """
+    SetLoggerLevel: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.SetLoggerLevelRequest, _cluster_pb2.SetLoggerLevelResponse]
+    """Sets the level of a logger of the answering replica and of every logger below it that has a
+    level of its own, until the replica restarts. Kafka Connect: PUT /admin/loggers/{logger} with
+    its default scope, `worker`.
+    """
 
 @_typing.type_check_only
 class ClusterServiceAsyncStub(ClusterServiceStub):
@@ -41,6 +54,19 @@ class ClusterServiceAsyncStub(ClusterServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     GetServerInfo: _aio.UnaryUnaryMultiCallable[_cluster_pb2.GetServerInfoRequest, _cluster_pb2.ServerInfo]  # type: ignore[assignment]
+    ListLoggers: _aio.UnaryUnaryMultiCallable[_cluster_pb2.ListLoggersRequest, _cluster_pb2.ListLoggersResponse]  # type: ignore[assignment]
+    """The log levels of the answering replica: its root logger and every logger whose level is set.
+    Kafka Connect: GET /admin/loggers.
+    """
+    GetLogger: _aio.UnaryUnaryMultiCallable[_cluster_pb2.GetLoggerRequest, _cluster_pb2.Logger]  # type: ignore[assignment]
+    """One logger of the answering replica, with the level it logs at. Kafka Connect:
+    GET /admin/loggers/{logger}.
+    """
+    SetLoggerLevel: _aio.UnaryUnaryMultiCallable[_cluster_pb2.SetLoggerLevelRequest, _cluster_pb2.SetLoggerLevelResponse]  # type: ignore[assignment]
+    """Sets the level of a logger of the answering replica and of every logger below it that has a
+    level of its own, until the replica restarts. Kafka Connect: PUT /admin/loggers/{logger} with
+    its default scope, `worker`.
+    """
 
 class ClusterServiceServicer(metaclass=_abc_1.ABCMeta):
     """The control-plane cluster. Kafka Connect: GET /."""
@@ -51,5 +77,36 @@ class ClusterServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _cluster_pb2.GetServerInfoRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_cluster_pb2.ServerInfo, _abc.Awaitable[_cluster_pb2.ServerInfo]]: ...
+
+    @_abc_1.abstractmethod
+    def ListLoggers(
+        self,
+        request: _cluster_pb2.ListLoggersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_cluster_pb2.ListLoggersResponse, _abc.Awaitable[_cluster_pb2.ListLoggersResponse]]:
+        """The log levels of the answering replica: its root logger and every logger whose level is set.
+        Kafka Connect: GET /admin/loggers.
+        """
+
+    @_abc_1.abstractmethod
+    def GetLogger(
+        self,
+        request: _cluster_pb2.GetLoggerRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_cluster_pb2.Logger, _abc.Awaitable[_cluster_pb2.Logger]]:
+        """One logger of the answering replica, with the level it logs at. Kafka Connect:
+        GET /admin/loggers/{logger}.
+        """
+
+    @_abc_1.abstractmethod
+    def SetLoggerLevel(
+        self,
+        request: _cluster_pb2.SetLoggerLevelRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_cluster_pb2.SetLoggerLevelResponse, _abc.Awaitable[_cluster_pb2.SetLoggerLevelResponse]]:
+        """Sets the level of a logger of the answering replica and of every logger below it that has a
+        level of its own, until the replica restarts. Kafka Connect: PUT /admin/loggers/{logger} with
+        its default scope, `worker`.
+        """
 
 def add_ClusterServiceServicer_to_server(servicer: ClusterServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

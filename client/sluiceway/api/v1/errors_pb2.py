@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dsluiceway/api/v1/errors.proto\x12\x10sluiceway.api.v1*\xd5\x04\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12\x17\n\x13\x43ONNECTOR_NOT_FOUND\x10\x01\x12\x12\n\x0eTASK_NOT_FOUND\x10\x02\x12\x14\n\x10PLUGIN_NOT_FOUND\x10\x03\x12\x1c\n\x18\x43ONNECTOR_ALREADY_EXISTS\x10\x04\x12\x12\n\x0eINVALID_CONFIG\x10\x05\x12\x13\n\x0fINVALID_REQUEST\x10\x06\x12\x13\n\x0fINVALID_OFFSETS\x10\x07\x12\x19\n\x15\x43ONNECTOR_NOT_STOPPED\x10\x08\x12\x19\n\x15\x43ONSUMER_GROUP_ACTIVE\x10\t\x12\x1e\n\x1a\x43ONNECTOR_REJECTED_OFFSETS\x10\n\x12\r\n\tNO_LEADER\x10\x0b\x12\x0e\n\nNOT_LEADER\x10\x0c\x12\x17\n\x13STORAGE_UNAVAILABLE\x10\r\x12\x1b\n\x17TOPIC_TRACKING_DISABLED\x10\x0e\x12!\n\x1dTOPIC_TRACKING_RESET_DISABLED\x10\x0f\x12\x15\n\x11REQUEST_TIMED_OUT\x10\x10\x12\x12\n\x0ePLUGIN_TIMEOUT\x10\x11\x12\x14\n\x10STALE_GENERATION\x10\x12\x12\x15\n\x11REQUEST_ID_REUSED\x10\x13\x12\x13\n\x0fUNAUTHENTICATED\x10\x14\x12\x12\n\x0eNOT_AUTHORIZED\x10\x15\x12\x13\n\x0f\x43ONNECTOR_ERROR\x10\x16\x12\x11\n\rETAG_MISMATCH\x10\x17\x12\x12\n\x0eLIMIT_EXCEEDED\x10\x18\x42U\n\x13io.sluiceway.api.v1P\x01Z<github.com/sluiceway/sluiceway/gen/go/sluiceway/api/v1;apiv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dsluiceway/api/v1/errors.proto\x12\x10sluiceway.api.v1*\xeb\x04\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12\x17\n\x13\x43ONNECTOR_NOT_FOUND\x10\x01\x12\x12\n\x0eTASK_NOT_FOUND\x10\x02\x12\x14\n\x10PLUGIN_NOT_FOUND\x10\x03\x12\x1c\n\x18\x43ONNECTOR_ALREADY_EXISTS\x10\x04\x12\x12\n\x0eINVALID_CONFIG\x10\x05\x12\x13\n\x0fINVALID_REQUEST\x10\x06\x12\x13\n\x0fINVALID_OFFSETS\x10\x07\x12\x19\n\x15\x43ONNECTOR_NOT_STOPPED\x10\x08\x12\x19\n\x15\x43ONSUMER_GROUP_ACTIVE\x10\t\x12\x1e\n\x1a\x43ONNECTOR_REJECTED_OFFSETS\x10\n\x12\r\n\tNO_LEADER\x10\x0b\x12\x0e\n\nNOT_LEADER\x10\x0c\x12\x17\n\x13STORAGE_UNAVAILABLE\x10\r\x12\x1b\n\x17TOPIC_TRACKING_DISABLED\x10\x0e\x12!\n\x1dTOPIC_TRACKING_RESET_DISABLED\x10\x0f\x12\x15\n\x11REQUEST_TIMED_OUT\x10\x10\x12\x12\n\x0ePLUGIN_TIMEOUT\x10\x11\x12\x14\n\x10STALE_GENERATION\x10\x12\x12\x15\n\x11REQUEST_ID_REUSED\x10\x13\x12\x13\n\x0fUNAUTHENTICATED\x10\x14\x12\x12\n\x0eNOT_AUTHORIZED\x10\x15\x12\x13\n\x0f\x43ONNECTOR_ERROR\x10\x16\x12\x11\n\rETAG_MISMATCH\x10\x17\x12\x12\n\x0eLIMIT_EXCEEDED\x10\x18\x12\x14\n\x10LOGGER_NOT_FOUND\x10\x19\x42U\n\x13io.sluiceway.api.v1P\x01Z<github.com/sluiceway/sluiceway/gen/go/sluiceway/api/v1;apiv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,5 +33,5 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\023io.sluiceway.api.v1P\001Z<github.com/sluiceway/sluiceway/gen/go/sluiceway/api/v1;apiv1'
   _globals['_ERRORREASON']._serialized_start=52
-  _globals['_ERRORREASON']._serialized_end=649
+  _globals['_ERRORREASON']._serialized_end=671
 # @@protoc_insertion_point(module_scope)

@@ -103,6 +103,8 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     Metadata `limit` names it (e.g. `max.config.bytes`), `max` is its value and `actual` what the
     request had; BadRequest names the field at fault.
     """
+    LOGGER_NOT_FOUND: _ErrorReason.ValueType  # 25
+    """NOT_FOUND: no logger of that name exists in the replica that answered."""
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """The `reason` of the google.rpc.ErrorInfo attached to every error Sluiceway returns.
@@ -191,4 +193,6 @@ LIMIT_EXCEEDED: ErrorReason.ValueType  # 24
 Metadata `limit` names it (e.g. `max.config.bytes`), `max` is its value and `actual` what the
 request had; BadRequest names the field at fault.
 """
+LOGGER_NOT_FOUND: ErrorReason.ValueType  # 25
+"""NOT_FOUND: no logger of that name exists in the replica that answered."""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
