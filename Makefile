@@ -36,7 +36,8 @@ bench-install: install
 run: install
 	$(VENV)/bin/sluiceway dev
 
-# The same stack with three control-plane replicas (gRPC on 8083-8085, REST on 8086-8088) forming one cluster.
+# The same stack with three control-plane replicas (gRPC on 8083-8085, REST on 8086-8088, metrics on
+# 8089-8091) forming one cluster.
 run-cluster: install
 	$(VENV)/bin/sluiceway dev --replicas 3
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from sluiceway.common.metrics_endpoint import MetricsListenerError, parse_metrics_listener
 from sluiceway.common.properties import PropertiesSyntaxError, env_overrides, load_properties
 from sluiceway.connect.config import ConfigException
 from sluiceway.connect.config_providers import check_config_providers
@@ -116,6 +117,10 @@ class WorkerConfig:
             )
         self.listen_address()
         self.rest_listeners()
+        try:
+            parse_metrics_listener(self.get("metrics.listeners"))
+        except MetricsListenerError as exc:
+            raise WorkerConfigError("metrics.listeners", str(exc)) from None
         self._validate_security()
         check_config_providers(self.props, WorkerConfigError)  # config.providers and its parameters
         # The worker's rules for connectors (WorkerPolicy): plugin.path, connector.allowed.paths, the

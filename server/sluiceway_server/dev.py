@@ -300,15 +300,23 @@ def _run(args: argparse.Namespace, log_dir: Path, running: list[_Child]) -> int:
         replicas: list[ManagedProcess] = []
         for number, address in enumerate(addresses):
             name = "control-plane" if args.replicas == 1 else f"control-plane-{number}"
-            # Kafka Connect's REST API next to the gRPC ports: 8084 beside a single replica on 8083.
-            rest = f"http://127.0.0.1:{port + args.replicas + number}"
+            # Kafka Connect's REST API next to the gRPC ports (8084 beside a single replica on 8083),
+            # or any free port when that one is taken.
+            rest = f"http://127.0.0.1:{_preferred_port(port + args.replicas + number)}"
+            # Prometheus metrics after those (8085 for a single replica).
+            metrics = f"http://127.0.0.1:{_preferred_port(port + 2 * args.replicas + number)}"
             _say(f"sluiceway dev: starting {name}")
             plane_argv = control_plane_argv(
                 broker.bootstrap_servers,
                 # This host only: the development stack runs without authentication.
                 address,
                 None,
-                {**_SINGLE_BROKER_SETTINGS, "advertised.listeners": address, "rest.listeners": rest},
+                {
+                    **_SINGLE_BROKER_SETTINGS,
+                    "advertised.listeners": address,
+                    "rest.listeners": rest,
+                    "metrics.listeners": metrics,
+                },
             )
             plane = spawn(name, plane_argv, log_dir, env=_child_env(), rotation=LOG_ROTATION)
             running.append((plane, plane.stop))
@@ -322,6 +330,7 @@ def _run(args: argparse.Namespace, log_dir: Path, running: list[_Child]) -> int:
             where = f"{address}, pid {plane.process.pid} (this host only, no authentication)"
             rows.append((f"{name} (gRPC)", where))
             rows.append((f"{name} (Kafka Connect REST)", f"{rest} (this host only, no authentication)"))
+            rows.append((f"{name} (Prometheus metrics)", f"{metrics}/metrics"))
 
         _say("sluiceway dev: starting an executor")
         executor = spawn(

@@ -31,12 +31,14 @@ from sluiceway.api.v1 import (
     topics_pb2_grpc,
 )
 from sluiceway.common.limits import SERVER_MAX_RECEIVE_BYTES
+from sluiceway.common.metrics_endpoint import MetricsEndpoint, parse_metrics_listener
 from sluiceway.connect.config_providers import ConfigProviders
 from sluiceway.connect.plugins import PluginRegistry
 from sluiceway.connect.worker_policy import WorkerPolicy
 from sluiceway_executor.connectors import BUILT_IN_CONNECTORS
 from sluiceway_executor.transforms import built_in_plugins
 from sluiceway_server.api.auth import AuditInterceptor, Authenticator, AuthInterceptor
+from sluiceway_server.api.call_metrics import MetricsInterceptor
 from sluiceway_server.api.cluster import ClusterServicer
 from sluiceway_server.api.connectors import ConnectorServicer
 from sluiceway_server.api.executors import ExecutorServicer
@@ -52,7 +54,9 @@ from sluiceway_server.cluster.leadership import Leadership
 from sluiceway_server.cluster.members import executors_with_live_tasks
 from sluiceway_server.cluster.term import LeaderTerm
 from sluiceway_server.config import WorkerConfig
+from sluiceway_server.errors import ServerError
 from sluiceway_server.herder.herder import Herder
+from sluiceway_server.metrics import ControlPlaneMetrics
 from sluiceway_server.readiness import HealthReporter, KafkaProbe, Readiness
 from sluiceway_server.rest.app import RestServer
 from sluiceway_server.rest.gateway import GrpcGateway
@@ -186,6 +190,9 @@ class ControlPlane:
     # Liveness and readiness (readiness.py): the REST layer's GET /health reads `readiness` too.
     readiness: Readiness | None = None
     health_reporter: HealthReporter | None = None
+    # Prometheus metrics (metrics.listeners): the instruments, and their endpoint when served.
+    metrics: ControlPlaneMetrics | None = None
+    metrics_endpoint: MetricsEndpoint | None = None
 
     @property
     def coordinator(self) -> ExecutorCoordinator | None:
@@ -217,6 +224,8 @@ class ControlPlane:
             await asyncio.to_thread(store.stop)
         if self.audit is not None:
             self.audit.close()
+        if self.metrics_endpoint is not None:
+            self.metrics_endpoint.stop()
         log.info("stopped")
 
 
@@ -267,10 +276,16 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
     channels = ChannelPool(
         [("grpc.max_receive_message_length", SERVER_MAX_RECEIVE_BYTES)], replica_transport(config, tls)
     )
-    forwarding = ForwardingInterceptor(channels)
+    metrics = ControlPlaneMetrics()
+    forwarding = ForwardingInterceptor(channels, metrics)
     server = grpc.aio.server(
-        # Outermost first: every call is admitted before it is forwarded, audited or served.
-        interceptors=[AuthInterceptor(authenticator, audit), forwarding, AuditInterceptor(audit)],
+        # Outermost first: every call is counted, then admitted before it is forwarded, audited or served.
+        interceptors=[
+            MetricsInterceptor(metrics),
+            AuthInterceptor(authenticator, audit),
+            forwarding,
+            AuditInterceptor(audit),
+        ],
         options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", SERVER_MAX_RECEIVE_BYTES)],
     )
     if tls is None:
@@ -347,7 +362,9 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
         readiness,
         health_servicer,
         ("", *SERVICE_NAMES),  # "" starts as SERVING in grpc's servicer: set before it serves
-        KafkaProbe(config.get("bootstrap.servers"), config.prefixed("admin.")).check,
+        KafkaProbe(
+            config.get("bootstrap.servers"), config.prefixed("admin."), config.get("config.storage.topic")
+        ).check,
         config.seconds("readiness.kafka.check.interval.ms"),
     )
     await health_reporter.publish()
@@ -358,15 +375,23 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
         server,
     )
     await server.start()
+    # Before readiness turns SERVING, so whoever waits for that can scrape at once.
+    metrics_endpoint = None
+    metrics_listener = parse_metrics_listener(config.get("metrics.listeners"))
+    if metrics_listener is not None:
+        metrics_endpoint = MetricsEndpoint.start(*metrics_listener, metrics.registry)
+        log.info("metrics served", extra={"metrics_url": metrics_endpoint.url})
     rest = None
     if gateway_socket is not None:
-        rest = RestServer(
-            config, GrpcGateway(gateway_socket, config.seconds("request.timeout.ms")), readiness
-        )
+        gateway = GrpcGateway(gateway_socket, config.seconds("request.timeout.ms"))
+        rest = RestServer(config, gateway, readiness, metrics)
         await rest.start(rest_listeners)
     await leadership.start()
     await health_reporter.start()
     background: set[asyncio.Task[None]] = set()
+    background.add(
+        loop.create_task(_refresh_metrics(metrics, herder, leadership, term), name="metrics-refresh")
+    )
     log.info(
         "control plane serving",
         extra={"listen": config.listen_address(), "advertised": advertised, "kafka_cluster_id": cluster_id},
@@ -389,7 +414,40 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
         gateway_socket,
         readiness=readiness,
         health_reporter=health_reporter,
+        metrics=metrics,
+        metrics_endpoint=metrics_endpoint,
     )
+
+
+# How often the state gauges are read anew; a scrape sees values at most this old.
+_METRICS_REFRESH_SECONDS = 1.0
+
+
+async def _refresh_metrics(
+    metrics: ControlPlaneMetrics, herder: Herder, leadership: Leadership, term: LeaderTerm
+) -> None:
+    """Keeps the state gauges current, from the same views the status API answers from (a task
+    without a status record yet is UNASSIGNED there too), read on the event loop where they live."""
+    while True:
+        connectors: dict[str, str] = {}
+        tasks: list[tuple[str, int, str]] = []
+        for name in herder.connector_names():
+            try:
+                view = herder.connector_status(name)
+            except ServerError:  # deleted since the names were read
+                continue
+            connectors[name] = view.connector.state.value
+            tasks.extend((name, task.task, task.status.state.value) for task in view.tasks)
+        leader = leadership.leader()
+        coordinator = term.coordinator
+        metrics.set_cluster_state(
+            connectors,
+            tasks,
+            leading=leadership.leading,
+            leader_epoch=leader.epoch if leader is not None else 0,
+            executors=len(coordinator.executors()) if coordinator is not None else 0,
+        )
+        await asyncio.sleep(_METRICS_REFRESH_SECONDS)
 
 
 def _leadership(

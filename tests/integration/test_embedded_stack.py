@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import re
 import shlex
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -254,6 +256,11 @@ def test_dev_stack_runs_the_quickstart_and_stops_everything_on_ctrl_c(
     assert "sc://127.0.0.1:" in banner
     assert str(log_dir) in banner
     assert {p.name for p in log_dir.iterdir()} >= STACK_LOGS
+    # The table names Kafka Connect's REST API, which answers there.
+    rest = re.search(r"\(Kafka Connect REST\)\s+(http://127\.0\.0\.1:\d+)", banner)
+    assert rest is not None, banner
+    with urllib.request.urlopen(f"{rest.group(1)}/connectors", timeout=10) as answer:
+        assert json.loads(answer.read()) == []
 
     # README quickstart: make run, then the commands the table offers, leave Parquet holding exactly
     # the generated records.

@@ -270,8 +270,10 @@ def test_a_follower_forwards_over_mutual_tls_as_a_replica(
 ) -> None:
     """The follower reaches the leader with its own certificate (CN=sluiceway-replica, role
     replica) and passes on the admin's identity."""
+    # Its own REST port: the leader's is taken.
+    settings = {**tls_plane.settings, "rest.listeners": f"https://127.0.0.1:{free_port()}"}
     follower = ControlPlaneProcess(
-        tls_plane.broker, tls_plane.suffix, settings=dict(tls_plane.settings), security=tls_plane.security
+        tls_plane.broker, tls_plane.suffix, settings=settings, security=tls_plane.security
     ).start(lead=False)
     name = f"tls-forwarded-{unique}"
     try:

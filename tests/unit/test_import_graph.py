@@ -65,7 +65,7 @@ LAYERS: Mapping[str, tuple[frozenset[str], ...]] = {
         frozenset({"herder"}),
         frozenset({"status_writer"}),
         frozenset({"storage"}),
-        frozenset({"config", "rpc_methods", "dev_certificates", "log_files", "log_levels"}),
+        frozenset({"config", "rpc_methods", "dev_certificates", "log_files", "log_levels", "metrics"}),
         frozenset({"errors", "model"}),
     ),
     "sluiceway_executor": (

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import grpc
@@ -25,6 +25,7 @@ from sluiceway_server.api.forwarding import (
     FORWARDED_ROLE,
     MUTATION_REQUESTS,
 )
+from sluiceway_server.api.wrapping import wrap_handler
 from sluiceway_server.errors import PermissionDeniedError, ServerError, UnauthenticatedError
 from sluiceway_server.rpc_methods import AUDITED
 from sluiceway_server.security.access import ATTACH, OPEN, allowed
@@ -166,61 +167,6 @@ class Authenticator:
         return Principal(name or "", forwarded_role, "forwarded")
 
 
-def _wrap(
-    handler: MethodHandler, before: Callable[[Any, Context], Awaitable[None]], after: Callable[..., None]
-) -> MethodHandler:
-    """`handler` with `before(request, context)` awaited first and `after(request, context, error)`
-    called when it ends. Streaming requests pass None as the request."""
-    if handler.unary_unary is not None:
-        inner_uu: Any = handler.unary_unary
-
-        async def unary_unary(request: Any, context: Context) -> Any:
-            await before(request, context)
-            try:
-                response = await inner_uu(request, context)
-            except BaseException as exc:
-                after(request, context, exc)
-                raise
-            after(request, context, None)
-            return response
-
-        return grpc.unary_unary_rpc_method_handler(
-            unary_unary, handler.request_deserializer, handler.response_serializer
-        )
-    if handler.unary_stream is not None:
-        inner_us: Any = handler.unary_stream
-
-        async def unary_stream(request: Any, context: Context) -> AsyncIterator[Any]:
-            await before(request, context)
-            async for item in inner_us(request, context):
-                yield item
-
-        return grpc.unary_stream_rpc_method_handler(
-            unary_stream, handler.request_deserializer, handler.response_serializer
-        )
-    if handler.stream_stream is not None:
-        inner_ss: Any = handler.stream_stream
-
-        async def stream_stream(requests: Any, context: Context) -> AsyncIterator[Any]:
-            await before(None, context)
-            async for item in inner_ss(requests, context):
-                yield item
-
-        return grpc.stream_stream_rpc_method_handler(
-            stream_stream, handler.request_deserializer, handler.response_serializer
-        )
-    inner_su: Any = handler.stream_unary
-    assert inner_su is not None
-
-    async def stream_unary(requests: Any, context: Context) -> Any:
-        await before(None, context)
-        return await inner_su(requests, context)
-
-    return grpc.stream_unary_rpc_method_handler(
-        stream_unary, handler.request_deserializer, handler.response_serializer
-    )
-
-
 def _ignore(*_: object) -> None:
     return None
 
@@ -267,7 +213,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 raise AssertionError("abort_with_status returned") from None  # pragma: no cover
             current_principal.set(principal)
 
-        return _wrap(handler, admit, _ignore)
+        return wrap_handler(handler, admit, _ignore)
 
 
 def _peer(context: Context, metadata: Metadata) -> str:
@@ -327,4 +273,4 @@ class AuditInterceptor(grpc.aio.ServerInterceptor):
                 current_principal.get(), method, _connector_of(request), outcome, _peer(context, metadata)
             )
 
-        return _wrap(handler, nothing, record)
+        return wrap_handler(handler, nothing, record)

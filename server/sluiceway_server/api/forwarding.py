@@ -12,6 +12,7 @@ With no leader known, mutations fail UNAVAILABLE with RetryInfo."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
 
@@ -23,6 +24,7 @@ from sluiceway.common.transport import TransportSecurity
 from sluiceway.errors import Reason
 from sluiceway_server.api.errors import status_for
 from sluiceway_server.errors import UnavailableError
+from sluiceway_server.metrics import ControlPlaneMetrics
 from sluiceway_server.rpc_methods import METHODS, MUTATIONS
 from sluiceway_server.security.gateway import GATEWAY_KEYS
 from sluiceway_server.security.principals import Principal, current_principal
@@ -121,9 +123,10 @@ class ForwardingInterceptor(grpc.aio.ServerInterceptor):
     before the replica knows its own address; until then every mutation answers NO_LEADER.
     """
 
-    def __init__(self, channels: LeaderChannels) -> None:
+    def __init__(self, channels: LeaderChannels, metrics: ControlPlaneMetrics | None = None) -> None:
         self._directory: LeaderDirectory | None = None
         self._channels = channels
+        self._metrics = metrics
 
     def use(self, directory: LeaderDirectory) -> None:
         self._directory = directory
@@ -158,11 +161,13 @@ class ForwardingInterceptor(grpc.aio.ServerInterceptor):
             ).unary_unary(method)
             # The authentication interceptor admitted the caller before this runs.
             identity = forwarded_identity(current_principal.get())
+            began = time.monotonic()
             try:
                 response: bytes = await call(
                     request, timeout=context.time_remaining(), metadata=(*passed_on, *identity)
                 )
             except grpc.aio.AioRpcError as exc:
+                self._measure(method, exc.code().name, began)
                 if exc.code() == grpc.StatusCode.UNAVAILABLE and not exc.trailing_metadata():
                     # The leader did not answer at all: it may be going away.
                     log.info("forwarding %s to the leader at %s failed: %s", method, address, exc.details())
@@ -170,9 +175,16 @@ class ForwardingInterceptor(grpc.aio.ServerInterceptor):
                         status_for(not_leader(f"The leader at {address} could not be reached; retry shortly"))
                     )
                 await context.abort(exc.code(), exc.details() or "", tuple(exc.trailing_metadata() or ()))
+            self._measure(method, "OK", began)
             return response
 
         return forward
+
+    def _measure(self, method: str, code: str, began: float) -> None:
+        if self._metrics is not None:
+            name = method.rsplit("/", 1)[-1]
+            self._metrics.forwarded.labels(name, code).inc()
+            self._metrics.forwarding_seconds.labels(name).observe(time.monotonic() - began)
 
 
 def _failing(error: UnavailableError) -> MethodHandler:

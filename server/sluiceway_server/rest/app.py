@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import logging
 import ssl
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from sluiceway.errors import SluicewayError
 from sluiceway_server.config import RestListener, WorkerConfig
+from sluiceway_server.metrics import ControlPlaneMetrics
 from sluiceway_server.rest.errors import RestError, error_response
 from sluiceway_server.rest.gateway import Caller, GrpcGateway
 from sluiceway_server.rest.handlers import Exchange, HealthSource
@@ -89,8 +92,32 @@ async def _kafka_errors(
         return error_response(RestError(500, "The control plane failed to answer; its log has the details"))
 
 
-def build_app(gateway: GrpcGateway, health: HealthSource | None) -> web.Application:
-    app = web.Application(middlewares=[_kafka_errors], client_max_size=8 * 1024 * 1024)
+def _measured(metrics: ControlPlaneMetrics) -> Middleware:
+    """Counts and times each request by its route's template (`/connectors/{connector}`), so the
+    series do not grow with connector names; requests no route matched count as `unmatched`."""
+
+    @web.middleware
+    async def measure(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        began = time.monotonic()
+        response = await handler(request)
+        resource = request.match_info.route.resource
+        route = resource.canonical if resource is not None else "unmatched"
+        metrics.rest_handled.labels(request.method, route, str(response.status)).inc()
+        metrics.rest_seconds.labels(request.method, route).observe(time.monotonic() - began)
+        return response
+
+    return measure
+
+
+def build_app(
+    gateway: GrpcGateway, health: HealthSource | None, metrics: ControlPlaneMetrics | None = None
+) -> web.Application:
+    middlewares: list[Middleware] = [_kafka_errors]
+    if metrics is not None:
+        middlewares.insert(0, _measured(metrics))  # outermost: it sees the status of every answer
+    app = web.Application(middlewares=middlewares, client_max_size=8 * 1024 * 1024)
     app[_GATEWAY] = gateway
     app[_HEALTH] = health
     for route in ROUTES:
@@ -101,10 +128,16 @@ def build_app(gateway: GrpcGateway, health: HealthSource | None) -> web.Applicat
 class RestServer:
     """The REST listeners of one replica, on its event loop."""
 
-    def __init__(self, config: WorkerConfig, gateway: GrpcGateway, health: HealthSource | None) -> None:
+    def __init__(
+        self,
+        config: WorkerConfig,
+        gateway: GrpcGateway,
+        health: HealthSource | None,
+        metrics: ControlPlaneMetrics | None = None,
+    ) -> None:
         self._config = config
         self._gateway = gateway
-        self._runner = web.AppRunner(build_app(gateway, health), access_log=None)
+        self._runner = web.AppRunner(build_app(gateway, health, metrics), access_log=None)
         self.urls: list[str] = []
 
     async def start(self, listeners: Sequence[RestListener]) -> None:
