@@ -54,9 +54,9 @@ from sluiceway_server.cluster.leadership import Leadership
 from sluiceway_server.cluster.members import executors_with_live_tasks
 from sluiceway_server.cluster.term import LeaderTerm
 from sluiceway_server.config import WorkerConfig
-from sluiceway_server.errors import ServerError
 from sluiceway_server.herder.herder import Herder
 from sluiceway_server.metrics import ControlPlaneMetrics
+from sluiceway_server.model import State
 from sluiceway_server.readiness import HealthReporter, KafkaProbe, Readiness
 from sluiceway_server.rest.app import RestServer
 from sluiceway_server.rest.gateway import GrpcGateway
@@ -389,9 +389,10 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
     await leadership.start()
     await health_reporter.start()
     background: set[asyncio.Task[None]] = set()
-    background.add(
-        loop.create_task(_refresh_metrics(metrics, herder, leadership, term), name="metrics-refresh")
-    )
+    if metrics_endpoint is not None:  # no gauges to keep while nobody can scrape them
+        background.add(
+            loop.create_task(_refresh_metrics(metrics, herder, leadership, term), name="metrics-refresh")
+        )
     log.info(
         "control plane serving",
         extra={"listen": config.listen_address(), "advertised": advertised, "kafka_cluster_id": cluster_id},
@@ -426,18 +427,21 @@ _METRICS_REFRESH_SECONDS = 1.0
 async def _refresh_metrics(
     metrics: ControlPlaneMetrics, herder: Herder, leadership: Leadership, term: LeaderTerm
 ) -> None:
-    """Keeps the state gauges current, from the same views the status API answers from (a task
-    without a status record yet is UNASSIGNED there too), read on the event loop where they live."""
+    """Keeps the state gauges current while metrics are served. It reads what the status API
+    reads (a task without a status record is UNASSIGNED there too) with plain lookups in the
+    config snapshot and the status store, cheap enough for the event loop with many connectors:
+    the connector type, which asks the plugin registry, is not needed here."""
+    status = herder.status_store
     while True:
+        snapshot = herder.snapshot()
         connectors: dict[str, str] = {}
         tasks: list[tuple[str, int, str]] = []
-        for name in herder.connector_names():
-            try:
-                view = herder.connector_status(name)
-            except ServerError:  # deleted since the names were read
-                continue
-            connectors[name] = view.connector.state.value
-            tasks.extend((name, task.task, task.status.state.value) for task in view.tasks)
+        for name in snapshot.connectors():
+            record = status.get_connector(name)
+            connectors[name] = (record.state if record is not None else State.UNASSIGNED).value
+            for task in range(len(snapshot.tasks(name))):
+                found = status.get_task(name, task)
+                tasks.append((name, task, (found.state if found is not None else State.UNASSIGNED).value))
         leader = leadership.leader()
         coordinator = term.coordinator
         metrics.set_cluster_state(
