@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from sluiceway.common.listeners import listener_url, split_listener
 from sluiceway.common.metrics_endpoint import MetricsListenerError, parse_metrics_listener
 from sluiceway.common.properties import PropertiesSyntaxError, env_overrides, load_properties
 from sluiceway.connect.config import ConfigException
@@ -41,8 +42,7 @@ class RestListener:
 
     @property
     def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.scheme}://{host}:{self.port}"
+        return listener_url(self.scheme, self.host, self.port)
 
 
 class WorkerConfigError(ValueError):
@@ -182,17 +182,16 @@ class WorkerConfig:
         for entry in (e.strip() for e in self.get("rest.listeners").split(",")):
             if not entry:
                 continue
-            scheme, sep, address = entry.partition("://")
-            host, colon, port = address.rpartition(":")
-            if not sep or scheme.lower() not in ("http", "https") or not colon or not port.isdigit():
+            scheme, host, port = split_listener(entry)
+            if scheme not in ("http", "https") or not port.isdigit():
                 raise WorkerConfigError(
                     "rest.listeners", f"expected http://host:port or https://host:port, got {entry!r}"
                 )
-            if scheme.lower() == "https" and not self.get("tls.certificate.file").strip():
+            if scheme == "https" and not self.get("tls.certificate.file").strip():
                 raise WorkerConfigError(
                     "rest.listeners", f"{entry} needs tls.certificate.file and tls.key.file"
                 )
-            listeners.append(RestListener(scheme.lower(), host.strip("[]") or "0.0.0.0", int(port)))
+            listeners.append(RestListener(scheme, host, int(port)))
         return listeners
 
     def advertised_address(self, bound_port: int | None = None) -> str:

@@ -56,7 +56,6 @@ from sluiceway_server.cluster.term import LeaderTerm
 from sluiceway_server.config import WorkerConfig
 from sluiceway_server.herder.herder import Herder
 from sluiceway_server.metrics import ControlPlaneMetrics
-from sluiceway_server.model import State
 from sluiceway_server.readiness import HealthReporter, KafkaProbe, Readiness
 from sluiceway_server.rest.app import RestServer
 from sluiceway_server.rest.gateway import GrpcGateway
@@ -427,21 +426,16 @@ _METRICS_REFRESH_SECONDS = 1.0
 async def _refresh_metrics(
     metrics: ControlPlaneMetrics, herder: Herder, leadership: Leadership, term: LeaderTerm
 ) -> None:
-    """Keeps the state gauges current while metrics are served. It reads what the status API
-    reads (a task without a status record is UNASSIGNED there too) with plain lookups in the
-    config snapshot and the status store, cheap enough for the event loop with many connectors:
-    the connector type, which asks the plugin registry, is not needed here."""
-    status = herder.status_store
+    """Keeps the state gauges current while metrics are served, from the herder's plain lookups
+    (cheap enough for the event loop with many connectors)."""
     while True:
-        snapshot = herder.snapshot()
         connectors: dict[str, str] = {}
         tasks: list[tuple[str, int, str]] = []
-        for name in snapshot.connectors():
-            record = status.get_connector(name)
-            connectors[name] = (record.state if record is not None else State.UNASSIGNED).value
-            for task in range(len(snapshot.tasks(name))):
-                found = status.get_task(name, task)
-                tasks.append((name, task, (found.state if found is not None else State.UNASSIGNED).value))
+        for name, task, state in herder.instance_states():
+            if task is None:
+                connectors[name] = state.value
+            else:
+                tasks.append((name, task, state.value))
         leader = leadership.leader()
         coordinator = term.coordinator
         metrics.set_cluster_state(

@@ -11,6 +11,8 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
 
+from sluiceway.common.listeners import listener_url, split_listener
+
 __all__ = ["MetricsEndpoint", "MetricsListenerError", "parse_metrics_listener"]
 
 
@@ -23,13 +25,12 @@ def parse_metrics_listener(text: str) -> tuple[str, int] | None:
     first = next((entry.strip() for entry in text.split(",") if entry.strip()), "")
     if not first:
         return None
-    scheme, sep, address = first.partition("://")
-    host, colon, port = address.rpartition(":")
-    if sep and scheme.lower() != "http":
+    scheme, host, port = split_listener(first)
+    if scheme and scheme != "http":
         raise MetricsListenerError(f"metrics are served over http only, got {first!r}")
-    if not colon or not port.isdigit() or int(port) > 65535:
+    if not scheme or not port.isdigit() or int(port) > 65535:
         raise MetricsListenerError(f"expected http://HOST:PORT (port 0: any free port), got {first!r}")
-    return host.strip("[]") or "0.0.0.0", int(port)
+    return host, int(port)
 
 
 @dataclass
@@ -51,8 +52,7 @@ class MetricsEndpoint:
 
     @property
     def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/metrics"
+        return f"{listener_url('http', self.host, self.port)}/metrics"
 
     def stop(self) -> None:
         self.server.shutdown()

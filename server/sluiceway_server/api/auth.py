@@ -10,7 +10,6 @@ from a caller with the `replica` role, and refused from anyone else."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
@@ -25,7 +24,7 @@ from sluiceway_server.api.forwarding import (
     FORWARDED_ROLE,
     MUTATION_REQUESTS,
 )
-from sluiceway_server.api.wrapping import wrap_handler
+from sluiceway_server.api.wrapping import call_outcome, wrap_handler
 from sluiceway_server.errors import PermissionDeniedError, ServerError, UnauthenticatedError
 from sluiceway_server.rpc_methods import AUDITED
 from sluiceway_server.security.access import ATTACH, OPEN, allowed
@@ -262,13 +261,7 @@ class AuditInterceptor(grpc.aio.ServerInterceptor):
             return None
 
         def record(request: Any, context: Context, error: BaseException | None) -> None:
-            code = context.code()
-            if isinstance(code, grpc.StatusCode):
-                outcome = code.name
-            elif error is None:
-                outcome = "OK"
-            else:
-                outcome = "CANCELLED" if isinstance(error, asyncio.CancelledError) else "UNKNOWN"
+            outcome = call_outcome(context, error)
             audit.record(
                 current_principal.get(), method, _connector_of(request), outcome, _peer(context, metadata)
             )

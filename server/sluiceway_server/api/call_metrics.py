@@ -3,14 +3,13 @@ calls refused by authentication or answered by forwarding are counted too."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import grpc
 
-from sluiceway_server.api.wrapping import wrap_handler
+from sluiceway_server.api.wrapping import call_outcome, wrap_handler
 from sluiceway_server.metrics import ControlPlaneMetrics
 
 __all__ = ["MetricsInterceptor"]
@@ -18,15 +17,6 @@ __all__ = ["MetricsInterceptor"]
 if TYPE_CHECKING:  # generic only in the stubs
     MethodHandler: TypeAlias = grpc.RpcMethodHandler[Any, Any]
 Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
-
-
-def _outcome(context: Context, error: BaseException | None) -> str:
-    code = context.code()
-    if isinstance(code, grpc.StatusCode):
-        return code.name
-    if error is None:
-        return "OK"
-    return "CANCELLED" if isinstance(error, asyncio.CancelledError) else "UNKNOWN"
 
 
 class MetricsInterceptor(grpc.aio.ServerInterceptor):
@@ -52,6 +42,6 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
 
         def end(request: Any, context: Context, error: BaseException | None) -> None:
             seconds.observe(time.monotonic() - began[0])
-            handled.labels(service, method, _outcome(context, error)).inc()
+            handled.labels(service, method, call_outcome(context, error)).inc()
 
         return wrap_handler(handler, start, end)

@@ -3,12 +3,13 @@ a function called when it ends, as the server interceptors (api/auth.py, api/met
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import grpc
 
-__all__ = ["wrap_handler"]
+__all__ = ["call_outcome", "wrap_handler"]
 
 if TYPE_CHECKING:  # generic only in the stubs
     MethodHandler: TypeAlias = grpc.RpcMethodHandler[Any, Any]
@@ -85,3 +86,14 @@ def wrap_handler(
     return grpc.stream_unary_rpc_method_handler(
         stream_unary, handler.request_deserializer, handler.response_serializer
     )
+
+
+def call_outcome(context: Context, error: BaseException | None) -> str:
+    """How a call ended, as a gRPC code name, for `after` callbacks: the code the handler set, else
+    OK when it returned, CANCELLED when it was cancelled, UNKNOWN when it raised."""
+    code = context.code()
+    if isinstance(code, grpc.StatusCode):
+        return code.name
+    if error is None:
+        return "OK"
+    return "CANCELLED" if isinstance(error, asyncio.CancelledError) else "UNKNOWN"

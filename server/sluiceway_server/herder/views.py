@@ -60,7 +60,11 @@ class InstanceStatusView:
     records_dead_lettered: int = 0
 
     @classmethod
-    def of(cls, record: ConnectorStatusRecord | TaskStatusRecord) -> InstanceStatusView:
+    def of(cls, record: ConnectorStatusRecord | TaskStatusRecord | None) -> InstanceStatusView:
+        """The status a record says; without one, UNASSIGNED: no executor (or, for a connector,
+        no replica) has picked the instance up yet."""
+        if record is None:
+            return cls(State.UNASSIGNED)
         task: tuple[int, int, str, int, int, int] = (0, 0, "", 0, 0, 0)
         if isinstance(record, TaskStatusRecord):
             task = (

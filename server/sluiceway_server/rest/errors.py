@@ -5,9 +5,8 @@ connector, 409 for one that exists, 400 for a bad config; we add the reason itse
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 import grpc
 from aiohttp import web
@@ -87,20 +86,14 @@ def _message(error: SluicewayError) -> str:
     )
 
 
-def _json_response(
-    status: int, body: dict[str, Any], headers: Mapping[str, str] | None = None
-) -> web.Response:
-    return web.Response(
-        status=status, text=json.dumps(body), content_type="application/json", headers=dict(headers or {})
-    )
-
-
 def error_response(failure: SluicewayError | RestError) -> web.Response:
     """The Kafka Connect error body for a failed call or a refused request."""
     if isinstance(failure, RestError):
-        return _json_response(failure.status, {"error_code": failure.status, "message": failure.message})
+        return web.json_response(
+            {"error_code": failure.status, "message": failure.message}, status=failure.status
+        )
     status = http_status(failure)
-    body: dict[str, Any] = {"error_code": status, "message": _message(failure)}
+    body = {"error_code": status, "message": _message(failure)}
     if failure.reason:
         body["reason"] = failure.reason
     headers: dict[str, str] = {}
@@ -108,4 +101,4 @@ def error_response(failure: SluicewayError | RestError) -> web.Response:
         headers["WWW-Authenticate"] = 'Bearer realm="sluiceway"'
     if failure.retry_delay is not None or status == 503:
         headers["Retry-After"] = str(max(1, round(failure.retry_delay or 1)))
-    return _json_response(status, body, headers)
+    return web.json_response(body, status=status, headers=headers)
