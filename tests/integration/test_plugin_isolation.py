@@ -1,8 +1,10 @@
 """A plugin whose config(), validate() and start() are slow never stalls the API: while its calls
-are under way, every read RPC of the real control plane answers within 100 ms."""
+are under way, every read RPC of the real control plane answers at its usual speed: a median under
+100 ms, and not one call held up for anything like a slow callback's 1.5 s."""
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -17,7 +19,10 @@ from tests.integration.api_helpers import Stubs, failure, wait_until
 pytestmark = pytest.mark.integration
 
 SLOW = "testing_connectors.SlowSourceConnector"
-LIMIT = 0.1  # seconds
+MEDIAN_LIMIT = 0.1  # seconds
+# A call queued behind a slow callback would wait at least 1.5 s; a third of that leaves room for the
+# scheduler of a loaded 2-core machine without letting a real stall through.
+WORST_LIMIT = 0.5
 
 
 @pytest.fixture
@@ -117,8 +122,11 @@ def test_slow_plugin_callbacks_never_stall_reads(stubs: Stubs, unique: str) -> N
     assert "validate.delay.ms" in {key.name for key in outcomes["definition"].keys}
     for name, measured in latencies.items():
         assert len(measured) >= 10, f"{name} was called only {len(measured)} times"
-        worst = max(measured)
-        assert worst < LIMIT, f"{name} took {worst * 1000:.0f} ms while the slow plugin ran"
+        typical, worst = statistics.median(measured), max(measured)
+        assert typical < MEDIAN_LIMIT, (
+            f"{name} took {typical * 1000:.0f} ms (median) while the slow plugin ran"
+        )
+        assert worst < WORST_LIMIT, f"{name} took {worst * 1000:.0f} ms once while the slow plugin ran"
 
     # start() ran on the connector's own thread: the connector gets to RUNNING.
     wait_until(
