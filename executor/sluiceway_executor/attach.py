@@ -49,6 +49,7 @@ from sluiceway_executor.own_config import merge_worker_config
 from sluiceway_executor.pipelines.pipeline import PipelineFactory
 from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_executor.runner import DEFAULT_COMMIT_TIMEOUT_S, SessionKeeper, TaskRunner
+from sluiceway_executor.task_metrics import ExecutorMetrics
 from sluiceway_executor.task_table import TaskTable
 
 __all__ = ["AttachSettings", "ExecutorAgent", "default_executor_id", "leader_redirect"]
@@ -85,6 +86,8 @@ class AttachSettings:
     security: TransportSecurity = field(default_factory=TransportSecurity)
     # The executor's own worker settings (own_config.load_own_config), laid over Welcome's.
     worker_config: Mapping[str, str] = field(default_factory=dict)
+    # Where this executor serves its Prometheus metrics (empty: it does not), for `cluster info`.
+    metrics_url: str = ""
 
     @property
     def servers(self) -> list[str]:
@@ -200,6 +203,7 @@ class ExecutorAgent:
         *,
         committer_factory: CommitterFactory | None = None,
         sessions: SessionKeeper | None = None,
+        metrics: ExecutorMetrics | None = None,
     ) -> None:
         self.settings = settings
         self.tasks = TaskTable(
@@ -209,6 +213,7 @@ class ExecutorAgent:
             max_poll_interval=settings.max_poll_interval,
             commit_timeout=settings.commit_timeout,
             sessions=sessions,
+            metrics=metrics,
         )
         self._stopping = threading.Event()
         self._lock = threading.Lock()
@@ -304,6 +309,7 @@ class ExecutorAgent:
             host=settings.host,
             spark_remote=settings.spark_remote,
             max_tasks=settings.max_tasks,
+            metrics_url=settings.metrics_url,
         )
         # Above gRPC's 4 MiB default on purpose: the control plane packs assignments into smaller
         # messages, but one task's configs may be larger, and it never sends more than this. Opened
@@ -387,11 +393,11 @@ class ExecutorAgent:
         )
 
     def _heartbeats(self, session: _Session) -> None:
-        # A sign of life only. Its running_tasks stays empty: the leader never read it, and the
-        # tasks an executor runs are listed once, in its Hello.
-        beat = executor_pb2.ExecutorMessage(heartbeat=executor_pb2.Heartbeat())
+        # A sign of life, with each task's progress (the leader shows it in the task's status). Its
+        # running_tasks stays empty: the tasks an executor runs are listed once, in its Hello.
         while not session.wait_closed(session.heartbeat_interval):
-            session.send(beat)
+            beat = executor_pb2.Heartbeat(progress=self.tasks.progress_reports())
+            session.send(executor_pb2.ExecutorMessage(heartbeat=beat))
 
     def _dispatch(self, session: _Session, kind: str | None, message: executor_pb2.ControllerMessage) -> None:
         handler = None if kind is None else self._handlers.get(kind)

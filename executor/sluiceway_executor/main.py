@@ -17,6 +17,7 @@ import argparse
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -24,12 +25,15 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
+import sluiceway
 from sluiceway.common.logging_setup import configure_logging
+from sluiceway.common.metrics_endpoint import MetricsEndpoint, MetricsListenerError, parse_metrics_listener
 from sluiceway.common.targets import parse_targets
 from sluiceway.common.transport import TransportSecurity, add_arguments
 from sluiceway_executor.attach import AttachSettings, ExecutorAgent, default_executor_id
 from sluiceway_executor.own_config import load_own_config
 from sluiceway_executor.spark_sessions import SparkSessions
+from sluiceway_executor.task_metrics import ExecutorMetrics
 
 __all__ = ["main", "parse_args"]
 
@@ -37,6 +41,7 @@ log = logging.getLogger("sluiceway_executor")
 
 _SPARK_WAIT_WARNING_S = 30.0
 _SPARK_CLOSE_TIMEOUT_S = 5.0
+_EVERY_INTERFACE = frozenset({"", "0.0.0.0", "::"})
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -83,6 +88,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error(f"--server: {exc}")
     if args.max_tasks < 0:
         parser.error("--max-tasks must not be negative")
+    try:
+        # Its own key only: the control plane's metrics.listeners (in Welcome) is the control plane's.
+        args.metrics_listener = parse_metrics_listener(args.worker_config.get("metrics.listeners", ""))
+    except MetricsListenerError as exc:
+        parser.error(f"metrics.listeners: {exc}")
     if not args.spark_remote.startswith("sc://"):
         parser.error(
             f"--spark-remote must be a Spark Connect URL (sc://host:port), got {args.spark_remote!r}"
@@ -108,6 +118,9 @@ def main(argv: list[str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
 
+    executor_id = args.id or default_executor_id()
+    metrics = ExecutorMetrics(executor_id, sluiceway.__version__)
+    endpoint = _serve_metrics(args.metrics_listener, metrics)
     started = time.monotonic()
     # On its own thread: a call to a Spark Connect server that is not up yet may take a while to
     # give up, and a signal must still end the process meanwhile.
@@ -131,10 +144,11 @@ def main(argv: list[str]) -> int:
     settings = AttachSettings(
         server=args.server,
         spark_remote=args.spark_remote,
-        executor_id=args.id or default_executor_id(),
+        executor_id=executor_id,
         max_tasks=args.max_tasks,
         security=args.security,
         worker_config=args.worker_config,
+        metrics_url="" if endpoint is None else endpoint.url,
     )
     # One plugin registry: pipelines and offset committers find a task's connector plugin alike.
     registry = PluginRegistry.discover(built_in=BUILT_IN_CONNECTORS)
@@ -143,12 +157,15 @@ def main(argv: list[str]) -> int:
         SparkPipelineFactory(sessions, registry),
         committer_factory=KafkaCommitterFactory(registry),
         sessions=sessions,
+        metrics=metrics,
     )
     attach = threading.Thread(target=agent.run, name="attach", daemon=True)
     attach.start()
     transport = "mutual TLS" if args.security.mutual_tls else "TLS" if args.security.uses_tls else "plaintext"
+    served = "" if endpoint is None else f"; metrics at {endpoint.url}"
     print(
-        f"sluiceway executor {settings.executor_id} attaching to {settings.server} ({transport})", flush=True
+        f"sluiceway executor {settings.executor_id} attaching to {settings.server} ({transport}){served}",
+        flush=True,
     )
     code = 0
     while not stop.wait(0.5):
@@ -161,11 +178,26 @@ def main(argv: list[str]) -> int:
     closed = threading.Thread(target=sessions.close, name="spark-close", daemon=True)
     closed.start()
     closed.join(_SPARK_CLOSE_TIMEOUT_S)
+    if endpoint is not None:
+        endpoint.stop()
     log.info("executor %s stopped", settings.executor_id)
     if closed.is_alive():
         # Spark Connect is unreachable and its client would retry on exit: do not hang on it.
         _exit_now(code)
     return code
+
+
+def _serve_metrics(listener: tuple[str, int] | None, metrics: ExecutorMetrics) -> MetricsEndpoint | None:
+    """Starts `/metrics` on ``listener`` (None: metrics are not served). A listener on every
+    interface is reported under the host's name, the address others reach it at."""
+    if listener is None:
+        return None
+    host, port = listener
+    endpoint = MetricsEndpoint.start(host, port, metrics.registry)
+    if host in _EVERY_INTERFACE:
+        endpoint.host = socket.gethostname()
+    log.info("serving metrics at %s", endpoint.url)
+    return endpoint
 
 
 def _exit_now(code: int) -> NoReturn:

@@ -6,10 +6,10 @@ committer (which fences any earlier holder of the task's commits, see ``offset_c
 committer opened for a pipeline that then fails to start commits nothing and is closed), reports
 RUNNING once both are done, then runs one batch after another and commits each batch's offsets to
 Kafka itself before the next batch (a pipeline that plans ahead plans that batch meanwhile, see
-``PlansAhead``). A paused
+``PlansAhead``), and tells its host of each committed batch (the executor's metrics). A paused
 assignment reports PAUSED and runs no pipeline, no committer and no batches. Offsets are committed
-only after the batch's data is durable, so a batch is either committed whole or redone whole: at
-least once, with at most one duplicate batch per interruption.
+only after the batch's data is durable: a batch is committed whole or redone whole (at least once,
+at most one duplicate batch per interruption).
 
 The runner needs the control plane only to report its status and the topics it uses (``TaskHost``):
 it goes on when the stream to the control plane is down. When a commit is FENCED, another executor
@@ -59,6 +59,7 @@ from sluiceway.connect.config_providers import (
     hide_resolved,
 )
 from sluiceway.connect.restart_config import RestartPolicy
+from sluiceway_executor.committer_opening import CommitterOpening
 from sluiceway_executor.failures import FailureKind, classify
 from sluiceway_executor.offset_commits import CommitOutcome, CommitStatus, CommitterFactory, OffsetCommitter
 from sluiceway_executor.pipelines.idle import IDLE_AFTER_S, Idleness, IdleTracker
@@ -95,7 +96,7 @@ COUNTS_REPORT_INTERVAL_S: Final = 5.0
 
 class TaskHost(Protocol):
     """Where the runner reports to the control plane (the executor's agent, whichever attach stream
-    is open). Neither call waits for the control plane or fails when it is unreachable."""
+    is open) and its metrics. No call waits for the control plane or fails when it is unreachable."""
 
     def send_status(
         self,
@@ -112,6 +113,8 @@ class TaskHost(Protocol):
     ) -> None: ...
 
     def send_active_topics(self, spec: TaskSpec, topics: list[str]) -> None: ...
+
+    def batch_committed(self, spec: TaskSpec, outcome: BatchOutcome, commit_seconds: float) -> None: ...
 
 
 class SessionKeeper(Protocol):
@@ -131,45 +134,6 @@ class CommitRejected(Exception):  # noqa: N818 - names what happened, like Commi
     def __init__(self, error: str, *, transient: bool) -> None:
         super().__init__(error)
         self.transient = transient
-
-
-@dataclasses.dataclass
-class _Opened:
-    committer: OffsetCommitter | None  # None when the factory failed
-    error: Exception | None
-    seconds: float
-
-
-class _CommitterOpening:
-    """A task's committer built and opened on a thread of its own (``wait`` gives the outcome).
-    A committer whose ``open`` failed is still handed back, to be closed."""
-
-    def __init__(
-        self, factory: CommitterFactory, spec: TaskSpec, worker_config: Mapping[str, str], timeout: float
-    ) -> None:
-        self._opened = _Opened(None, None, 0.0)
-        self._thread = threading.Thread(
-            target=self._open,
-            args=(factory, spec, worker_config, timeout),
-            name=f"open-{spec.name}",
-            daemon=True,
-        )
-        self._thread.start()
-
-    def _open(
-        self, factory: CommitterFactory, spec: TaskSpec, worker_config: Mapping[str, str], timeout: float
-    ) -> None:
-        began = time.monotonic()
-        try:
-            self._opened.committer = factory(spec, worker_config)
-            self._opened.committer.open(timeout)
-        except Exception as exc:
-            self._opened.error = exc
-        self._opened.seconds = time.monotonic() - began
-
-    def wait(self) -> _Opened:
-        self._thread.join()
-        return self._opened
 
 
 class TaskRunner:
@@ -371,7 +335,7 @@ class TaskRunner:
             return self._failure("starting the task failed", traceback.format_exc(), exc, session)
         # The committer opens (a Kafka round trip or more) while the pipeline starts (for a sink,
         # reading what its files already hold).
-        opening = _CommitterOpening(
+        opening = CommitterOpening(
             self._committer_factory, resolved, self._worker_config, self._commit_timeout
         )
         began = time.monotonic()
@@ -472,6 +436,7 @@ class TaskRunner:
             ran = time.monotonic()
             if not self._finish_batch(pipeline, committer, outcome):
                 return
+            self._host.batch_committed(self.spec, outcome, time.monotonic() - ran)
             if idleness.observe(empty=outcome.empty, end_of_data=outcome.end_of_data):
                 self._report_idleness(idleness.state)
             elif self._counts_due():

@@ -8,7 +8,9 @@ runners' ``TaskHost``: a status report goes out through the stream open at the t
 remembered (with the generation and fingerprint of the assignment) so that the next ``Hello``
 lists every task with its last state (and, when RUNNING, its idle detail and record counts). While
 no stream is open, reports are only remembered and active-topic reports are dropped; after each
-Welcome every runner reports its topics again.
+Welcome every runner reports its topics again. The table also keeps the executor's metrics of its
+tasks (``task_metrics.py``): the state each reported, the batches each committed; a task's series
+go when the task leaves the executor.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Protocol
 from sluiceway.api.v1 import common_pb2, executor_pb2
 from sluiceway.common.generations import generation_label
 from sluiceway_executor.offset_commits import CommitterFactory
-from sluiceway_executor.pipelines.pipeline import PipelineFactory
+from sluiceway_executor.pipelines.pipeline import BatchOutcome, PipelineFactory
 from sluiceway_executor.pipelines.spec import TaskSpec
 from sluiceway_executor.runner import (
     DEFAULT_COMMIT_TIMEOUT_S,
@@ -32,6 +34,7 @@ from sluiceway_executor.runner import (
     SessionKeeper,
     TaskRunner,
 )
+from sluiceway_executor.task_metrics import ExecutorMetrics
 
 __all__ = ["Outlet", "TaskTable"]
 
@@ -67,8 +70,10 @@ class TaskTable:
         max_poll_interval: float = DEFAULT_MAX_POLL_INTERVAL_S,
         commit_timeout: float = DEFAULT_COMMIT_TIMEOUT_S,
         sessions: SessionKeeper | None = None,
+        metrics: ExecutorMetrics | None = None,
     ) -> None:
         self._pipeline_factory = pipeline_factory
+        self.metrics = metrics if metrics is not None else ExecutorMetrics("", "")
         self._sessions = sessions
         self._committer_factory = committer_factory
         self._poll_interval = poll_interval
@@ -162,6 +167,7 @@ class TaskTable:
         with self._lock:
             current = self._runners.get(spec.name)
             if current is not None and current.spec.generation == spec.generation:
+                self.metrics.task(spec.connector, spec.task_index).reported(state)
                 self._reported[spec.name] = _Reported(
                     spec.generation,
                     state,
@@ -186,6 +192,26 @@ class TaskTable:
                     )
                 )
             )
+
+    def batch_committed(self, spec: TaskSpec, outcome: BatchOutcome, commit_seconds: float) -> None:
+        with self._lock:
+            # A runner told to stop may still commit its last batch; its task's series are gone.
+            if spec.name not in self._runners:
+                return
+            meter = self.metrics.task(spec.connector, spec.task_index)
+        meter.committed(outcome, commit_seconds)
+
+    def progress_reports(self) -> list[executor_pb2.TaskProgressReport]:
+        """The progress of every running task that is not paused, for the next heartbeat."""
+        with self._lock:
+            specs = [r.spec for r in self._runners.values() if r.alive and not r.spec.paused]
+            meters = [(spec, self.metrics.task(spec.connector, spec.task_index)) for spec in specs]
+        return [
+            executor_pb2.TaskProgressReport(
+                task=spec.name, generation=spec.generation, progress=meter.progress()
+            )
+            for spec, meter in meters
+        ]
 
     # ------------------------------------------------------------------ reading
 
@@ -287,6 +313,7 @@ class TaskTable:
                     del self._runners[runner.name]
                     self._reported.pop(runner.name, None)
                     self._retiring[runner.name] = runner
+                    self.metrics.forget(runner.spec.connector, runner.spec.task_index)
         for runner in runners:
             runner.stop(commit=commit)
         if not runners and then is None:

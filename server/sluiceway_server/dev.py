@@ -333,11 +333,14 @@ def _run(args: argparse.Namespace, log_dir: Path, running: list[_Child]) -> int:
             rows.append((f"{name} (Prometheus metrics)", f"{metrics}/metrics"))
 
         _say("sluiceway dev: starting an executor")
+        # Its metrics after the replicas' (8086 beside a single replica), through the variable an
+        # executor takes its own worker keys from.
+        executor_metrics = f"http://127.0.0.1:{_preferred_port(port + 3 * args.replicas)}"
         executor = spawn(
             "executor",
             executor_argv(",".join(addresses), spark.remote),
             log_dir,
-            env=_child_env(),
+            env={**_child_env(), "SLUICEWAY_METRICS_LISTENERS": executor_metrics},
             rotation=LOG_ROTATION,
         )
         running.append((executor, executor.stop))
@@ -346,6 +349,7 @@ def _run(args: argparse.Namespace, log_dir: Path, running: list[_Child]) -> int:
                 lambda: _executor_attached(channel), EXECUTOR_ATTACH_TIMEOUT_S, executor, interval=0.5
             )
         rows.append(("executor", f"pid {executor.process.pid}, Spark Connect {spark.remote}"))
+        rows.append(("executor (Prometheus metrics)", f"{executor_metrics}/metrics"))
         if not attached:
             notes.append(
                 f"the executor has not attached after {EXECUTOR_ATTACH_TIMEOUT_S:.0f}s; "

@@ -46,6 +46,7 @@ from sluiceway_server.api.forwarding import MUTATION_RESPONSES, ChannelPool, For
 from sluiceway_server.api.idempotency import RequestIdCache
 from sluiceway_server.api.offsets import OffsetServicer
 from sluiceway_server.api.plugins import PluginServicer
+from sluiceway_server.api.task_progress import ProgressSource
 from sluiceway_server.api.topics import TopicServicer
 from sluiceway_server.cluster.answers import RecordedAnswers
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
@@ -510,7 +511,13 @@ def _add_services(
         response_types=MUTATION_RESPONSES,
     )
     connectors_pb2_grpc.add_ConnectorServiceServicer_to_server(
-        ConnectorServicer(herder, request_ids, default_timeout), server
+        ConnectorServicer(
+            herder,
+            request_ids,
+            default_timeout,
+            progress=ProgressSource(leadership, lambda: term.coordinator, channels),
+        ),
+        server,
     )
     offsets_pb2_grpc.add_OffsetServiceServicer_to_server(
         OffsetServicer(herder.offsets, request_ids, default_timeout), server

@@ -24,6 +24,7 @@ from pathlib import Path
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql import SparkSession
 
 from sluiceway_server.embedded import EmbeddedSparkConnect, free_port
@@ -276,6 +277,17 @@ def test_dev_stack_runs_the_quickstart_and_stops_everything_on_ctrl_c(
         assert counts == (100_000, 100_000), f"{counts}\n{output.text()}"
     finally:
         spark.stop()
+    # The executor's metrics, where the table says, counted those records.
+    executor_metrics = re.search(r"executor \(Prometheus metrics\)\s+(http://\S+)", banner)
+    assert executor_metrics is not None, banner
+    with urllib.request.urlopen(executor_metrics.group(1), timeout=10) as answer:
+        written = [
+            sample.value
+            for family in text_string_to_metric_families(answer.read().decode())
+            for sample in family.samples
+            if sample.name == "sluiceway_task_records_written_total"
+        ]
+    assert sum(written) >= 2 * 100_000, written  # by the source to Kafka, by the sink to the lake
     readme_quickstart_after_the_pipeline(cli_path(banner), port, spark_connect.remote, lake)
 
     process.send_signal(signal.SIGINT)

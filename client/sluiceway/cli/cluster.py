@@ -50,11 +50,12 @@ def _info(ctx: Context, args: argparse.Namespace) -> int:
                     len(e.tasks),
                     output.timestamp_label(e.last_heartbeat_time),
                     e.version or "-",
+                    e.metrics_url or "-",
                 ]
                 for e in info.executors
             ]
             output.print_table(
-                ["EXECUTOR", "HOST", "SPARK", "TASKS", "LAST HEARTBEAT", "VERSION"], rows, ctx.out
+                ["EXECUTOR", "HOST", "SPARK", "TASKS", "LAST HEARTBEAT", "VERSION", "METRICS"], rows, ctx.out
             )
             ctx.write("\n")
             tasks = [[e.id, task] for e in info.executors for task in e.tasks]

@@ -20,6 +20,7 @@ from sluiceway.cli.common import (
     named_config_from_inputs,
     read_config_inputs,
 )
+from sluiceway.cli.top import add_top_command
 from sluiceway.client import connector_id
 from sluiceway.common.traces import summarize_trace
 
@@ -125,6 +126,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="add whole traces and recent errors",
     )
+
+    add_top_command(group)
 
     p = add_command(group, "tasks", "show a connector's task configs", _tasks)
     p.add_argument("name", metavar="NAME")
@@ -241,14 +244,16 @@ def _print_notices(ctx: Context, connector: connectors_pb2.Connector) -> None:
 
 def _status_rows(status: connectors_pb2.ConnectorStatus) -> list[list[object]]:
     rows: list[list[object]] = []
-    instances = [("connector", status.connector)] + [
-        (f"task {task.id}", task.status) for task in status.tasks
-    ]
-    for label, instance in instances:
+    instances: list[tuple[str, connectors_pb2.InstanceStatus, tuple[str, str]]] = [
+        ("connector", status.connector, ("", ""))
+    ] + [(f"task {task.id}", task.status, output.progress_labels(task)) for task in status.tasks]
+    for label, instance, (rate, lag) in instances:
         rows.append(
             [
                 label,
                 _state_text(instance),
+                rate,
+                lag,
                 instance.worker_id or "-",
                 output.generation_label(instance.generation),
                 output.timestamp_label(instance.update_time),
@@ -260,7 +265,9 @@ def _status_rows(status: connectors_pb2.ConnectorStatus) -> list[list[object]]:
 
 def _print_status(ctx: Context, status: connectors_pb2.ConnectorStatus, *, verbose: bool = False) -> None:
     output.print_table(
-        ["INSTANCE", "STATE", "WORKER", "GENERATION", "UPDATED", "ERROR"], _status_rows(status), ctx.out
+        ["INSTANCE", "STATE", "RATE", "LAG", "WORKER", "GENERATION", "UPDATED", "ERROR"],
+        _status_rows(status),
+        ctx.out,
     )
     if not verbose:
         return

@@ -14,7 +14,7 @@ import grpc
 from google.protobuf import json_format, timestamp_pb2
 from google.protobuf.message import Message
 
-from sluiceway.api.v1 import common_pb2, plugins_pb2
+from sluiceway.api.v1 import common_pb2, connectors_pb2, plugins_pb2
 from sluiceway.common.secrets import masked_config
 from sluiceway.common.transport import TransportSecurity
 from sluiceway.errors import Reason, SluicewayError
@@ -116,6 +116,18 @@ def plugin_type_label(kind: plugins_pb2.PluginType.ValueType) -> str:
 def enum_label(enum_type: Any, value: int, prefix: str = "") -> str:
     """Any other enum: its name without `prefix`, or "-" when unset."""
     return _value_name(enum_type, value, prefix) or "-"
+
+
+def progress_labels(task: connectors_pb2.TaskStatus) -> tuple[str, str]:
+    """A task's RATE and LAG cells: records per second over the last minute, and a sink's records
+    not yet committed; "-" where the status has none (no executor runs the task, or it is a source's
+    lag)."""
+    if not task.HasField("progress"):
+        return "-", "-"
+    progress = task.progress
+    per_second = progress.records_per_second
+    rate = f"{per_second:,.0f}/s" if per_second >= 10 else f"{per_second:.1f}/s"
+    return rate, f"{progress.lag:,}" if progress.HasField("lag") else "-"
 
 
 def timestamp_label(ts: timestamp_pb2.Timestamp) -> str:

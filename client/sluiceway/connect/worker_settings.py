@@ -183,7 +183,7 @@ _GROUPS: Final[Mapping[str, tuple[_Row, ...]]] = {
         ("listeners", _STRING, "127.0.0.1:8083", _HIGH, _NOT_EMPTY, _CONTROL_PLANE),
         ("advertised.listeners", _STRING, "", _MEDIUM, None, _CONTROL_PLANE),
         ("rest.listeners", _STRING, "", _MEDIUM, None, _CONTROL_PLANE),
-        ("metrics.listeners", _STRING, "", _MEDIUM, None, _CONTROL_PLANE),
+        ("metrics.listeners", _STRING, "", _MEDIUM, None, _BOTH),
         ("executor.heartbeat.interval.ms", _INT, 3000, _MEDIUM, _POSITIVE, _CONTROL_PLANE),
         ("executor.session.timeout.ms", _INT, 10000, _MEDIUM, _POSITIVE, _CONTROL_PLANE),
         ("plugin.callback.timeout.ms", _INT, 30000, _LOW, _POSITIVE, _CONTROL_PLANE),
@@ -269,7 +269,8 @@ _DOCS: Final[Mapping[str, str]] = {
     ),
     "metrics.listeners": (
         "Prometheus metrics on `/metrics`: `http://host:port` (port 0: any free port, written in the "
-        "log); empty: off"
+        "log); empty: off. An executor takes it from its own config or `SLUICEWAY_METRICS_LISTENERS` "
+        "only, never from the control plane's, and shows the address it got in `cluster info`"
     ),
     "rest.listeners": (
         "Kafka Connect's REST API: `http://host:port` or `https://host:port` (TLS from the tls.* keys), "

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from sluiceway.common.offsets import OffsetPair
+from sluiceway_executor.pipelines.observed import Tally
 from sluiceway_executor.pipelines.spec import TaskSpec
 
 __all__ = [
@@ -46,7 +47,10 @@ class BatchOutcome:
     task said it has nothing more to read after this batch (``SourceBatch.end_of_data``).
     ``skipped``: records left out because they failed a converter or a transform
     (``errors.tolerance=all``); ``dead_letters``: those of them the commit writes to the
-    dead-letter queue."""
+    dead-letter queue. ``read`` and ``written``: the records (and bytes) the batch took in and
+    handed on, as Spark counted them in the batch's own job (None where it did not, see
+    ``observed``). ``backlog`` (sinks): the records each partition still holds after the batch,
+    from the end offsets its plan fetched."""
 
     records: int | None
     offsets: list[OffsetPair] = field(default_factory=list)
@@ -55,6 +59,9 @@ class BatchOutcome:
     end_of_data: bool = False
     skipped: int = 0
     dead_letters: tuple[ProducedRecord, ...] = ()
+    read: Tally | None = None
+    written: Tally | None = None
+    backlog: Mapping[tuple[str, int], int] | None = None
 
     @property
     def empty(self) -> bool:

@@ -57,6 +57,7 @@ from sluiceway_executor.pipelines.error_handling import (
 )
 from sluiceway_executor.pipelines.failure_isolation import is_data_error
 from sluiceway_executor.pipelines.loading import worker_policy
+from sluiceway_executor.pipelines.observed import Observed
 from sluiceway_executor.pipelines.pipeline import BatchOutcome
 from sluiceway_executor.pipelines.sink_errors import (
     RAW_COLUMN,
@@ -157,6 +158,10 @@ class SinkPipeline:
             raise ConnectException(f"a sink connector may not read internal topics: {', '.join(internal)}")
         # The next batch's ranges and the seconds they took to plan, when planned ahead.
         self._ahead: tuple[list[PartitionRange], float] | None = None
+        # What each partition holds past the last plan's ranges (the lag once that batch commits),
+        # and the counts of the batch being written (see observed.py).
+        self._backlog: dict[TopicPartitionKey, int] = {}
+        self._observed: tuple[Observed, Observed] | None = None
         # Records seen while the last plan was made: what the converters may expect.
         self._sample = RecordSample()
         self._sizer = BatchSizer(batch_limits(spec.connector_config))
@@ -268,6 +273,9 @@ class SinkPipeline:
         pending = plan_ranges(committed, earliest, ends, None)
         self._limit = limit = self._sizer.next_limit()
         shares = share_records({r.key: r.count for r in pending}, limit)
+        self._backlog = {(tp.topic, tp.partition): 0 for tp in mine} | {
+            r.key: r.count - shares[r.key] for r in pending
+        }
         return [
             PartitionRange(r.topic, r.partition, r.start, r.start + shares[r.key])
             for r in pending
@@ -341,12 +349,15 @@ class SinkPipeline:
     def _write_once(
         self, task: DataFrameSinkTask, raw: DataFrame, context: BatchContext
     ) -> list[FailedRecord]:
+        # Counted in the job that writes the batch (or the checkpoint before it); a retry counts anew.
+        read, written = self._observed = (Observed("read"), Observed("written"))
+        raw = read.watch(raw)
         if not self._errors.tolerant:
-            task.write_batch(self.converted(raw), context)
+            task.write_batch(written.watch(self.converted(raw)), context)
             return []
         staged = self._checked(raw)
         failed = failed_records(staged)
-        task.write_batch(without_failed(staged), context)
+        task.write_batch(written.watch(without_failed(staged)), context)
         return failed
 
     def _first_failure(self, ranges: list[PartitionRange]) -> FailedRecord | None:
@@ -413,8 +424,9 @@ class SinkPipeline:
             ranges = self.plan()
             plan_step = {"plan": time.monotonic() - began}
         planned = time.monotonic()
+        backlog, self._observed = dict(self._backlog), None
         if not ranges and not self._replay:
-            return BatchOutcome(records=0, steps=plan_step)
+            return BatchOutcome(records=0, steps=plan_step, backlog=backlog)
         raw = self.read(ranges)
         context = BatchContext(
             self.spec.connector,
@@ -441,6 +453,8 @@ class SinkPipeline:
         dead = [*(self._replayed(replay) if replay else []), *failed] if self._errors.dlq_topic else []
         read = {r.key for r in ranges}
         handling, connector, index = self._errors, self.spec.connector, self.spec.task_index
+        tallies = (None, None) if self._observed is None else (o.tally() for o in self._observed)
+        read_tally, written_tally = tallies
         return BatchOutcome(
             records=records,
             offsets=sink_offsets(ranges) + sink_offsets([r for r in replay if r.key not in read]),
@@ -448,6 +462,9 @@ class SinkPipeline:
             steps={**plan_step, "write": written - planned},
             skipped=len(failed),
             dead_letters=tuple(f.dead_letter(handling, connector, index) for f in dead),
+            read=read_tally,
+            written=written_tally,
+            backlog=backlog,
         )
 
     def _write_diagnosed(

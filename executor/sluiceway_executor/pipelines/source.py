@@ -62,6 +62,7 @@ from sluiceway_executor.pipelines.failure_isolation import (
     with_row_ids,
 )
 from sluiceway_executor.pipelines.loading import worker_policy
+from sluiceway_executor.pipelines.observed import Observed, Tally
 from sluiceway_executor.pipelines.pipeline import BatchOutcome, canonical, merge_offsets
 from sluiceway_executor.pipelines.spec import TaskSpec, batch_limits
 from sluiceway_executor.record_errors import ERROR_COLUMN, Stage, has_error_column, marked, with_error_column
@@ -144,6 +145,9 @@ class SourcePipeline:
             spec.task_config.get(TOPIC_CONFIG) or spec.connector_config.get(TOPIC_CONFIG) or ""
         ).strip()
         self._sizer = BatchSizer(batch_limits(spec.connector_config))
+        # The counts of the batch under way: what its task read, and each write to Kafka.
+        self._read: Observed | None = None
+        self._writes: list[Observed] = []
         producer_config = kafka_client_config(worker_config, "producer", spec.connector_config)
         self._bootstrap = producer_config.pop("bootstrap.servers")
         self._producer_config = producer_config
@@ -197,6 +201,7 @@ class SourcePipeline:
             self._heartbeats.reset()
         began = time.monotonic()
         limit = self._sizer.next_limit()
+        self._read, self._writes = None, []
         if self._task is not None:
             outcome = self._dataframe_batch(self._task, batch_id, heartbeat, limit)
         else:
@@ -204,7 +209,19 @@ class SourcePipeline:
         took = time.monotonic() - began
         if not outcome.empty:
             self._sizer.observe(limit, outcome.records, took)
-        return dataclasses.replace(outcome, steps={"write": took})
+        read = outcome.read if self._read is None else self._read.tally()
+        return dataclasses.replace(outcome, steps={"write": took}, read=read, written=self._written())
+
+    def _written(self) -> Tally | None:
+        """What the batch's writes to Kafka counted (heartbeat records too); None when one of them
+        has no count."""
+        tallies = [observed.tally() for observed in self._writes]
+        if not tallies or any(tally is None for tally in tallies):
+            return None
+        counted = [tally for tally in tallies if tally is not None]
+        sizes = [tally.bytes for tally in counted]
+        size = None if any(b is None for b in sizes) else sum(b for b in sizes if b is not None)
+        return Tally(sum(tally.records for tally in counted), size)
 
     def _dataframe_batch(
         self, task: DataFrameSourceTask, batch_id: int, heartbeat: bool, limit: int
@@ -220,7 +237,8 @@ class SourcePipeline:
         offsets = merge_offsets(beat.offsets, batch.offsets)
         if batch.data is None:
             return BatchOutcome(records=0, offsets=offsets, topics=beat.topics, end_of_data=batch.end_of_data)
-        data = batch.data
+        self._read = Observed("read")
+        data = self._read.watch(batch.data)
         skipped, pinned = 0, False
         if self._errors.tolerant:
             out, skipped = self._tolerated(with_error_column(data))
@@ -399,7 +417,13 @@ class SourcePipeline:
             out = records.select(*_WRITTEN_COLUMNS)
         self._write(out, written)
         # Heartbeat records are not data: a batch of nothing else counts as empty for the runner.
-        return BatchOutcome(records=count - heartbeats, offsets=offsets, topics=written, skipped=skipped)
+        return BatchOutcome(
+            records=count - heartbeats,
+            offsets=offsets,
+            topics=written,
+            skipped=skipped,
+            read=Tally(count - heartbeats),
+        )
 
     def _reconverted(
         self, records: DataFrame, written: frozenset[str]
@@ -446,8 +470,11 @@ class SourcePipeline:
                 "may not write to; nothing of the batch was written"
             )
         self._topic_creator.ensure(topics)
+        observed = Observed("written")
+        self._writes.append(observed)
         writer = (
-            out.write.format(_FORMAT)
+            observed.watch(out)
+            .write.format(_FORMAT)
             .mode("append")
             .option("bootstrap.servers", self._bootstrap)
             .option("producer.config", json.dumps(self._producer_config))

@@ -15,7 +15,7 @@ from sluiceway.api.v1 import cluster_pb2, cluster_pb2_grpc
 from sluiceway.errors import FieldViolation, Reason
 from sluiceway_server.api.convert import timestamp
 from sluiceway_server.api.errors import mapped
-from sluiceway_server.api.forwarding import FORWARDED_BY, LeaderChannels
+from sluiceway_server.api.forwarding import FORWARDED_BY, LeaderChannels, is_forwarded
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
 from sluiceway_server.cluster.leadership import Leadership
 from sluiceway_server.errors import InvalidArgumentError, NotFoundError
@@ -93,7 +93,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
         coordinator = self._coordinator()
         if coordinator is not None:
             info.executors.extend(self._executors(coordinator))
-        elif leader is not None and not _forwarded(context):
+        elif leader is not None and not is_forwarded(context):
             info.executors.extend(await self._leader_executors(leader.address))
         return info
 
@@ -141,6 +141,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
                     int((time.time() - (time.monotonic() - m.last_heartbeat)) * 1000)
                 ),
                 tasks=sorted(t.name for t in m.owned),
+                metrics_url=m.metrics_url,
             )
             for m in coordinator.executors()
         ]
@@ -157,10 +158,6 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
             log.info("the leader at %s did not list its executors: %s", address, exc.code().name)
             return []
         return list(answer.executors)
-
-
-def _forwarded(context: grpc.aio.ServicerContext[Any, Any]) -> bool:
-    return any(key == FORWARDED_BY for key, _ in (context.invocation_metadata() or ()))
 
 
 def _logger(entry: LoggerLevel) -> cluster_pb2.Logger:

@@ -16,6 +16,7 @@ from sluiceway_server.api.errors import abort, invalid_request, mapped
 from sluiceway_server.api.idempotency import RequestIdCache
 from sluiceway_server.api.names import connector_name, format_connector, format_task, task_name
 from sluiceway_server.api.paging import page_request, take, within_bytes
+from sluiceway_server.api.task_progress import ProgressSource, with_progress
 from sluiceway_server.errors import ServerError
 from sluiceway_server.herder.deadlines import with_deadline
 from sluiceway_server.herder.herder import Herder
@@ -51,8 +52,15 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
     loses nothing.
     """
 
-    def __init__(self, herder: Herder, request_ids: RequestIdCache, default_timeout: float) -> None:
+    def __init__(
+        self,
+        herder: Herder,
+        request_ids: RequestIdCache,
+        default_timeout: float,
+        progress: ProgressSource | None = None,
+    ) -> None:
         self.herder = herder
+        self.progress = progress
         self.request_ids = request_ids
         self.default_timeout = default_timeout
 
@@ -255,14 +263,21 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
     async def GetConnectorStatus(
         self, request: connectors_pb2.GetConnectorStatusRequest, context: Context
     ) -> connectors_pb2.ConnectorStatus:
-        return convert.connector_status(self.herder.connector_status(connector_name(request.name)))
+        name = connector_name(request.name)
+        status = convert.connector_status(self.herder.connector_status(name))
+        if self.progress is not None:
+            with_progress(status.tasks, await self.progress.of(name, context))
+        return status
 
     @mapped
     async def GetTaskStatus(
         self, request: connectors_pb2.GetTaskStatusRequest, context: Context
     ) -> connectors_pb2.TaskStatus:
         connector, task = task_name(request.name)
-        return convert.task_status(self.herder.task_status(connector, task))
+        status = convert.task_status(self.herder.task_status(connector, task))
+        if self.progress is not None:
+            with_progress([status], await self.progress.of(connector, context))
+        return status
 
     @mapped
     async def RestartTask(

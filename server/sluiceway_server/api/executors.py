@@ -88,6 +88,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             ("executor_id", hello.executor_id),
             ("host", hello.host),
             ("spark_remote", hello.spark_remote),
+            ("metrics_url", hello.metrics_url),
         ):
             # They go into logs, statuses and GetServerInfo as they are.
             if len(value) > MAX_EXECUTOR_ID_LENGTH:

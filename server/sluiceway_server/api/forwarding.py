@@ -93,6 +93,11 @@ class LeaderChannels(Protocol):
         ...
 
 
+def is_forwarded(context: grpc.aio.ServicerContext[Any, Any]) -> bool:
+    """Whether another replica passed this call on (it then carries FORWARDED_BY)."""
+    return any(key == FORWARDED_BY for key, _ in (context.invocation_metadata() or ()))
+
+
 def forwarded_identity(principal: Principal) -> tuple[tuple[str, str], ...]:
     """What a forwarding replica adds to the call it passes on."""
     return ((FORWARDED_PRINCIPAL, principal.name), (FORWARDED_ROLE, principal.role.value))

@@ -246,6 +246,7 @@ class ExecutorCoordinator:
             host=hello.host,
             spark_remote=hello.spark_remote,
             version=hello.version,
+            metrics_url=hello.metrics_url,
             max_tasks=max(hello.max_tasks, 0),
             attach_time=time.time(),
             last_heartbeat=time.monotonic(),
@@ -552,6 +553,9 @@ class ExecutorCoordinator:
         if handler is not None:
             await handler(self, member, message)
 
+    async def _on_heartbeat(self, member: Member, message: executor_pb2.ExecutorMessage) -> None:
+        member.record_progress(message.heartbeat.progress)
+
     async def _on_task_status(self, member: Member, message: executor_pb2.ExecutorMessage) -> None:
         await record_status_report(self.status, member, message.task_status, self._snapshot)
 
@@ -570,9 +574,10 @@ class ExecutorCoordinator:
         # Its tasks stopped and committed what they will: no fencing needed.
         self.release(member, "it shut down", fence=False)
 
-    # What each kind of executor message does besides showing that the executor is alive (all a
-    # Heartbeat does); a kind missing here (a second Hello) does nothing more.
+    # What each kind of executor message does besides showing that the executor is alive (a
+    # Heartbeat also brings its tasks' progress); a kind missing here (a second Hello) does nothing more.
     _HANDLERS: Final[Mapping[str, _Handler]] = {
+        "heartbeat": _on_heartbeat,
         "task_status": _on_task_status,
         "active_topics": _on_active_topics,
         "revocation_ack": _on_revocation_ack,

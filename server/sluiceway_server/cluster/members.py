@@ -58,6 +58,8 @@ class Member:
     spark_remote: str
     version: str
     max_tasks: int
+    # Its Prometheus endpoint, as its Hello said (empty: none).
+    metrics_url: str
     attach_time: float
     last_heartbeat: float
     outbox: asyncio.Queue[executor_pb2.ControllerMessage | None]
@@ -68,6 +70,8 @@ class Member:
     disconnected_at: float | None = None
     # Restarts asked for while it was disconnected; carried out once it attaches again.
     restarts: set[TaskId] = field(default_factory=set)
+    # Its tasks' progress from its last heartbeat, with the generation each was measured under.
+    progress: dict[TaskId, tuple[int, common_pb2.TaskProgress]] = field(default_factory=dict)
     # The status writes of the tasks it adopted on attach; its status reports wait for them.
     status_writes: asyncio.Task[None] | None = None
     # Who attached it (api/auth.py); "" while authentication is off.
@@ -87,6 +91,16 @@ class Member:
         if not self.closed:
             self.closed = True
             self.outbox.put_nowait(None)
+
+    def record_progress(self, reports: Iterable[executor_pb2.TaskProgressReport]) -> None:
+        """A heartbeat's progress reports replace the earlier ones (a task missing there has none)."""
+        progress = {}
+        for report in reports:
+            try:
+                progress[TaskId.parse(report.task)] = (report.generation, report.progress)
+            except ValueError:
+                continue
+        self.progress = progress
 
     def revocation_acknowledged(self, names: Iterable[str]) -> None:
         """The executor stopped these tasks after their revocation: they are no longer its. A name
@@ -357,3 +371,15 @@ def executors_with_live_tasks(store: StatusStore) -> dict[str, str]:
             if record.state in LIVE_STATES and record.worker_id:
                 holders[record.worker_id] = holders.get(record.worker_id) or record.worker_principal
     return holders
+
+
+def task_progress(members: Iterable[Member], connector: str) -> dict[str, common_pb2.TaskProgress]:
+    """The progress of the connector's tasks by task name, each from the member that holds the task
+    under the generation it measured it in (a report from before a move or restart is not used)."""
+    found = {}
+    for member in members:
+        for task, (generation, progress) in member.progress.items():
+            owned = member.owned.get(task)
+            if task.connector == connector and owned is not None and owned.generation == generation:
+                found[task.name] = progress
+    return found

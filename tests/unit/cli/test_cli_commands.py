@@ -132,9 +132,18 @@ def test_get_shows_config_and_status(cli: Cli) -> None:
     assert "Name:          alpha\n" in out
     assert "State:         RUNNING on replica-1\n" in out
     assert _lines(out.split("\n\n")[1])[0] == ["KEY", "VALUE"]
-    assert (
-        "task 1     FAILED   executor-1  2.2         2023-11-14T22:13:20Z  KafkaDeliveryError: deliv" in out
-    )
+    task_1 = next(line for line in out.splitlines() if line.startswith("task 1 "))
+    assert task_1.split()[:8] == [
+        "task",
+        "1",
+        "FAILED",
+        "-",
+        "-",
+        "executor-1",
+        "2.2",
+        "2023-11-14T22:13:20Z",
+    ]
+    assert "KafkaDeliveryError: deliv" in task_1
     data = cli.json("connectors", "get", "connectors/alpha", "--view", "info")
     assert data["name"] == "connectors/alpha"
     assert data["tasks"] == ["connectors/alpha/tasks/0", "connectors/alpha/tasks/1"]
@@ -214,15 +223,27 @@ def test_restart(cli: Cli) -> None:
 def test_status_table_is_readable(cli: Cli) -> None:
     out = cli("connectors", "status", "alpha")
     header, *rows = out.splitlines()[2:]
-    assert header.split() == ["INSTANCE", "STATE", "WORKER", "GENERATION", "UPDATED", "ERROR"]
+    assert header.split() == ["INSTANCE", "STATE", "RATE", "LAG", "WORKER", "GENERATION", "UPDATED", "ERROR"]
     # The error is the exception closest to the cause, type and message; the generation reads as
     # leader epoch . assignment; UPDATED is the time of the last change.
     assert rows[0].split() == ["connector", "RUNNING", "replica-1", "2", "2023-11-14T22:13:20Z"]
-    assert rows[1].split() == ["task", "0", "RUNNING", "executor-1", "2.1", "2023-11-14T22:13:20Z"]
-    assert rows[2].split(maxsplit=6) == [
+    # RATE is records per second over the last minute, LAG a sink's records not yet committed.
+    assert rows[1].split() == [
+        "task",
+        "0",
+        "RUNNING",
+        "1,234/s",
+        "25,000",
+        "executor-1",
+        "2.1",
+        "2023-11-14T22:13:20Z",
+    ]
+    assert rows[2].split(maxsplit=8) == [
         "task",
         "1",
         "FAILED",
+        "-",
+        "-",
         "executor-1",
         "2.2",
         "2023-11-14T22:13:20Z",
@@ -384,3 +405,21 @@ def test_a_task_waiting_for_an_automatic_restart_shows_which_and_when() -> None:
     rows = _status_rows(status)
     assert rows[0][1] == "RUNNING"
     assert rows[1][1] == "RESTARTING (restart 2 at 2023-11-14T22:13:27Z)"
+
+
+def test_top_prints_one_snapshot_when_not_on_a_terminal(cli: Cli) -> None:
+    out = cli("connectors", "top")
+    title, header, *rows = [line for line in out.splitlines() if line.strip()]
+    assert title.strip().endswith(": 2 connector(s), 3 task(s)")
+    assert header.split() == ["CONNECTOR", "TASK", "STATE", "RATE", "LAG", "RESTARTS", "WORKER"]
+    assert rows[0].split() == ["alpha", "0", "RUNNING", "1,234/s", "25,000", "0", "executor-1"]
+    assert rows[1].split() == ["alpha", "1", "FAILED", "-", "-", "-", "executor-1"]
+    assert rows[2].split()[:3] == ["beta", "0", "RUNNING"]
+    listed = cli.json("connectors", "top")
+    assert [(t["connector"], t["task"], t["state"]) for t in listed] == [
+        ("alpha", 0, "RUNNING"),
+        ("alpha", 1, "FAILED"),
+        ("beta", 0, "RUNNING"),
+    ]
+    assert listed[0]["progress"]["lag"] == "25000"
+    cli("connectors", "top", "--interval", "0", code=2)

@@ -213,7 +213,7 @@ class FakeControlPlane:
             if stored.failed_task == index:
                 task_state = common_pb2.STATE_FAILED
                 trace = FAILED_TASK_TRACE
-            status.tasks.add(
+            task = status.tasks.add(
                 name=f"connectors/{connector}/tasks/{index}",
                 id=index,
                 status=connectors_pb2.InstanceStatus(
@@ -224,6 +224,11 @@ class FakeControlPlane:
                     update_time=updated,
                 ),
             )
+            if task_state == common_pb2.STATE_RUNNING:
+                # As an executor measures it: a sink's lag; a rate over the last minute.
+                task.progress.records_per_second = 1234.4 if index == 0 else 2.25
+                if index == 0:
+                    task.progress.lag = 25_000
         return status
 
     def view(

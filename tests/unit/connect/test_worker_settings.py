@@ -95,6 +95,8 @@ def test_the_executor_reads_the_same_variables_as_before() -> None:
                 "key.converter",
                 "value.converter",
                 "header.converter",
+                # Since issue 35: the executor's own /metrics endpoint.
+                "metrics.listeners",
             }
         )
         == ENV_KEYS

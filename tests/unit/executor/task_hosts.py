@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sluiceway.api.v1 import common_pb2
+from sluiceway_executor.pipelines.pipeline import BatchOutcome
 from sluiceway_executor.pipelines.spec import TaskSpec
 
 TIMEOUT = 10.0
@@ -31,6 +32,7 @@ class Report:
 class RecordingHost:
     def __init__(self) -> None:
         self.reports: list[Report] = []
+        self.batches: list[BatchOutcome] = []
         self._cond = threading.Condition()
 
     def send_status(
@@ -64,6 +66,9 @@ class RecordingHost:
 
     def send_active_topics(self, spec: TaskSpec, topics: list[str]) -> None:
         pass
+
+    def batch_committed(self, spec: TaskSpec, outcome: BatchOutcome, commit_seconds: float) -> None:
+        self.batches.append(outcome)
 
     def wait_for(self, check: Callable[[list[Report]], bool], timeout: float = TIMEOUT) -> list[Report]:
         deadline = time.monotonic() + timeout

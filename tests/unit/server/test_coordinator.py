@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient
 from sluiceway.api.v1 import common_pb2, executor_pb2
 from sluiceway.common.offsets import map_from_proto, offsets_from_proto, sink_offsets_change
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator, Member
-from sluiceway_server.cluster.members import desired_tasks, executors_with_live_tasks
+from sluiceway_server.cluster.members import desired_tasks, executors_with_live_tasks, task_progress
 from sluiceway_server.errors import PermissionDeniedError, UnavailableError
 from sluiceway_server.herder.active_topics import ActiveTopicTracker
 from sluiceway_server.model import ConnectorType, State, TargetState, TaskId
@@ -602,6 +602,38 @@ def test_after_the_grace_tasks_of_executors_that_did_not_return_are_fenced_then_
         record = store.get_task("c", 0)
         assert record is not None and record.worker_id == "gone"
         assert record.state is State.UNASSIGNED and record.generation > TERM << 32
+        await coordinator.stop()
+        store.stop()
+
+    asyncio.run(scenario())
+
+
+def test_heartbeats_bring_the_progress_of_the_tasks_each_executor_holds() -> None:
+    async def scenario() -> None:
+        store = status_store()
+        coordinator = make_coordinator(store)
+        coordinator.start()
+        member = await attached(coordinator, "e1")
+        (task, owned), *others = sorted(member.owned.items())
+        reports = [
+            executor_pb2.TaskProgressReport(
+                task=task.name,
+                generation=owned.generation,
+                progress=common_pb2.TaskProgress(records_per_second=12.5, lag=40),
+            ),
+            # Measured under an older generation (before a restart), and of no task at all: unused.
+            *(executor_pb2.TaskProgressReport(task=t.name, generation=o.generation - 1) for t, o in others),
+            executor_pb2.TaskProgressReport(task="not a task name"),
+        ]
+        beat = executor_pb2.Heartbeat(progress=reports)
+        await coordinator.handle(member, executor_pb2.ExecutorMessage(heartbeat=beat))
+        found = task_progress(coordinator.executors(), "c")
+        assert list(found) == [task.name]
+        assert (found[task.name].records_per_second, found[task.name].lag) == (12.5, 40)
+        assert task_progress(coordinator.executors(), "other") == {}
+        # The next heartbeat replaces it all: a task missing there has no progress.
+        await coordinator.handle(member, executor_pb2.ExecutorMessage(heartbeat=executor_pb2.Heartbeat()))
+        assert task_progress(coordinator.executors(), "c") == {}
         await coordinator.stop()
         store.stop()
 

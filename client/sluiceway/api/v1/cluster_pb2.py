@@ -26,7 +26,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from sluiceway.api.v1 import annotations_pb2 as sluiceway_dot_api_dot_v1_dot_annotations__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1esluiceway/api/v1/cluster.proto\x12\x10sluiceway.api.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"sluiceway/api/v1/annotations.proto\"\x16\n\x14GetServerInfoRequest\"V\n\x06Member\x12\n\n\x02id\x18\x01 \x01(\t\x12\x1a\n\x12\x61\x64vertised_address\x18\x02 \x01(\t\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x03\x12\x0e\n\x06leader\x18\x04 \x01(\x08\"\xc8\x01\n\x0c\x45xecutorInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x14\n\x0cspark_remote\x18\x03 \x01(\t\x12/\n\x0b\x61ttach_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x37\n\x13last_heartbeat_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05tasks\x18\x06 \x03(\t\x12\x0f\n\x07version\x18\x07 \x01(\t\"\xaa\x02\n\nServerInfo\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0e\n\x06\x63ommit\x18\x02 \x01(\t\x12\x18\n\x10kafka_cluster_id\x18\x03 \x01(\t\x12\x10\n\x08group_id\x18\x04 \x01(\t\x12.\n\x0cthis_replica\x18\x05 \x01(\x0b\x32\x18.sluiceway.api.v1.Member\x12(\n\x06leader\x18\x06 \x01(\x0b\x32\x18.sluiceway.api.v1.Member\x12)\n\x07members\x18\x07 \x03(\x0b\x32\x18.sluiceway.api.v1.Member\x12\x31\n\texecutors\x18\x08 \x03(\x0b\x32\x1e.sluiceway.api.v1.ExecutorInfo\x12\x17\n\x0f\x63onfig_position\x18\t \x01(\x03\"X\n\x06Logger\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05level\x18\x02 \x01(\t\x12\x31\n\rlast_modified\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x14\n\x12ListLoggersRequest\"@\n\x13ListLoggersResponse\x12)\n\x07loggers\x18\x01 \x03(\x0b\x32\x18.sluiceway.api.v1.Logger\" \n\x10GetLoggerRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"4\n\x15SetLoggerLevelRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05level\x18\x02 \x01(\t\")\n\x16SetLoggerLevelResponse\x12\x0f\n\x07loggers\x18\x01 \x03(\t2\x9b\x03\n\x0e\x43lusterService\x12_\n\rGetServerInfo\x12&.sluiceway.api.v1.GetServerInfoRequest\x1a\x1c.sluiceway.api.v1.ServerInfo\"\x08\xd2\xe2\x18\x04\x08\x01\x10\x01\x12\x64\n\x0bListLoggers\x12$.sluiceway.api.v1.ListLoggersRequest\x1a%.sluiceway.api.v1.ListLoggersResponse\"\x08\xd2\xe2\x18\x04\x08\x01\x10\x01\x12S\n\tGetLogger\x12\".sluiceway.api.v1.GetLoggerRequest\x1a\x18.sluiceway.api.v1.Logger\"\x08\xd2\xe2\x18\x04\x08\x01\x10\x01\x12m\n\x0eSetLoggerLevel\x12\'.sluiceway.api.v1.SetLoggerLevelRequest\x1a(.sluiceway.api.v1.SetLoggerLevelResponse\"\x08\xd2\xe2\x18\x04\x08\x04\x10\x02\x42U\n\x13io.sluiceway.api.v1P\x01Z<github.com/sluiceway/sluiceway/gen/go/sluiceway/api/v1;apiv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1esluiceway/api/v1/cluster.proto\x12\x10sluiceway.api.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"sluiceway/api/v1/annotations.proto\"\x16\n\x14GetServerInfoRequest\"V\n\x06Member\x12\n\n\x02id\x18\x01 \x01(\t\x12\x1a\n\x12\x61\x64vertised_address\x18\x02 \x01(\t\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x03\x12\x0e\n\x06leader\x18\x04 \x01(\x08\"\xdd\x01\n\x0c\x45xecutorInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x14\n\x0cspark_remote\x18\x03 \x01(\t\x12/\n\x0b\x61ttach_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x37\n\x13last_heartbeat_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05tasks\x18\x06 \x03(\t\x12\x0f\n\x07version\x18\x07 \x01(\t\x12\x13\n\x0bmetrics_url\x18\x08 \x01(\t\"\xaa\x02\n\nServerInfo\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0e\n\x06\x63ommit\x18\x02 \x01(\t\x12\x18\n\x10kafka_cluster_id\x18\x03 \x01(\t\x12\x10\n\x08group_id\x18\x04 \x01(\t\x12.\n\x0cthis_replica\x18\x05 \x01(\x0b\x32\x18.sluiceway.api.v1.Member\x12(\n\x06leader\x18\x06 \x01(\x0b\x32\x18.sluiceway.api.v1.Member\x12)\n\x07members\x18\x07 \x03(\x0b\x32\x18.sluiceway.api.v1.Member\x12\x31\n\texecutors\x18\x08 \x03(\x0b\x32\x1e.sluiceway.api.v1.ExecutorInfo\x12\x17\n\x0f\x63onfig_position\x18\t \x01(\x03\"X\n\x06Logger\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05level\x18\x02 \x01(\t\x12\x31\n\rlast_modified\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x14\n\x12ListLoggersRequest\"@\n\x13ListLoggersResponse\x12)\n\x07loggers\x18\x01 \x03(\x0b\x32\x18.sluiceway.api.v1.Logger\" \n\x10GetLoggerRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"4\n\x15SetLoggerLevelRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05level\x18\x02 \x01(\t\")\n\x16SetLoggerLevelResponse\x12\x0f\n\x07loggers\x18\x01 \x03(\t2\x9b\x03\n\x0e\x43lusterService\x12_\n\rGetServerInfo\x12&.sluiceway.api.v1.GetServerInfoRequest\x1a\x1c.sluiceway.api.v1.ServerInfo\"\x08\xd2\xe2\x18\x04\x08\x01\x10\x01\x12\x64\n\x0bListLoggers\x12$.sluiceway.api.v1.ListLoggersRequest\x1a%.sluiceway.api.v1.ListLoggersResponse\"\x08\xd2\xe2\x18\x04\x08\x01\x10\x01\x12S\n\tGetLogger\x12\".sluiceway.api.v1.GetLoggerRequest\x1a\x18.sluiceway.api.v1.Logger\"\x08\xd2\xe2\x18\x04\x08\x01\x10\x01\x12m\n\x0eSetLoggerLevel\x12\'.sluiceway.api.v1.SetLoggerLevelRequest\x1a(.sluiceway.api.v1.SetLoggerLevelResponse\"\x08\xd2\xe2\x18\x04\x08\x04\x10\x02\x42U\n\x13io.sluiceway.api.v1P\x01Z<github.com/sluiceway/sluiceway/gen/go/sluiceway/api/v1;apiv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -47,21 +47,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MEMBER']._serialized_start=145
   _globals['_MEMBER']._serialized_end=231
   _globals['_EXECUTORINFO']._serialized_start=234
-  _globals['_EXECUTORINFO']._serialized_end=434
-  _globals['_SERVERINFO']._serialized_start=437
-  _globals['_SERVERINFO']._serialized_end=735
-  _globals['_LOGGER']._serialized_start=737
-  _globals['_LOGGER']._serialized_end=825
-  _globals['_LISTLOGGERSREQUEST']._serialized_start=827
-  _globals['_LISTLOGGERSREQUEST']._serialized_end=847
-  _globals['_LISTLOGGERSRESPONSE']._serialized_start=849
-  _globals['_LISTLOGGERSRESPONSE']._serialized_end=913
-  _globals['_GETLOGGERREQUEST']._serialized_start=915
-  _globals['_GETLOGGERREQUEST']._serialized_end=947
-  _globals['_SETLOGGERLEVELREQUEST']._serialized_start=949
-  _globals['_SETLOGGERLEVELREQUEST']._serialized_end=1001
-  _globals['_SETLOGGERLEVELRESPONSE']._serialized_start=1003
-  _globals['_SETLOGGERLEVELRESPONSE']._serialized_end=1044
-  _globals['_CLUSTERSERVICE']._serialized_start=1047
-  _globals['_CLUSTERSERVICE']._serialized_end=1458
+  _globals['_EXECUTORINFO']._serialized_end=455
+  _globals['_SERVERINFO']._serialized_start=458
+  _globals['_SERVERINFO']._serialized_end=756
+  _globals['_LOGGER']._serialized_start=758
+  _globals['_LOGGER']._serialized_end=846
+  _globals['_LISTLOGGERSREQUEST']._serialized_start=848
+  _globals['_LISTLOGGERSREQUEST']._serialized_end=868
+  _globals['_LISTLOGGERSRESPONSE']._serialized_start=870
+  _globals['_LISTLOGGERSRESPONSE']._serialized_end=934
+  _globals['_GETLOGGERREQUEST']._serialized_start=936
+  _globals['_GETLOGGERREQUEST']._serialized_end=968
+  _globals['_SETLOGGERLEVELREQUEST']._serialized_start=970
+  _globals['_SETLOGGERLEVELREQUEST']._serialized_end=1022
+  _globals['_SETLOGGERLEVELRESPONSE']._serialized_start=1024
+  _globals['_SETLOGGERLEVELRESPONSE']._serialized_end=1065
+  _globals['_CLUSTERSERVICE']._serialized_start=1068
+  _globals['_CLUSTERSERVICE']._serialized_end=1479
 # @@protoc_insertion_point(module_scope)

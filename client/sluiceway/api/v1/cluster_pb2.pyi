@@ -80,11 +80,14 @@ class ExecutorInfo(_message.Message):
     LAST_HEARTBEAT_TIME_FIELD_NUMBER: _builtins.int
     TASKS_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
+    METRICS_URL_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     host: _builtins.str
     spark_remote: _builtins.str
     """The Spark Connect endpoint it runs its jobs on."""
     version: _builtins.str
+    metrics_url: _builtins.str
+    """Where it serves its Prometheus metrics, as it said when it attached; empty when it does not."""
     @_builtins.property
     def attach_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -103,10 +106,11 @@ class ExecutorInfo(_message.Message):
         last_heartbeat_time: _timestamp_pb2.Timestamp | None = ...,
         tasks: _abc.Iterable[_builtins.str] | None = ...,
         version: _builtins.str = ...,
+        metrics_url: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["attach_time", b"attach_time", "last_heartbeat_time", b"last_heartbeat_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attach_time", b"attach_time", "host", b"host", "id", b"id", "last_heartbeat_time", b"last_heartbeat_time", "spark_remote", b"spark_remote", "tasks", b"tasks", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attach_time", b"attach_time", "host", b"host", "id", b"id", "last_heartbeat_time", b"last_heartbeat_time", "metrics_url", b"metrics_url", "spark_remote", b"spark_remote", "tasks", b"tasks", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

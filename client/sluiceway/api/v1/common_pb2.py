@@ -27,7 +27,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dsluiceway/api/v1/common.proto\x12\x10sluiceway.api.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"i\n\nErrorEvent\x12(\n\x04time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\r\n\x05trace\x18\x03 \x01(\t\x12\x11\n\tworker_id\x18\x04 \x01(\t\"\xa2\x01\n\x0bOffsetValue\x12\x30\n\nnull_value\x18\x01 \x01(\x0e\x32\x1a.google.protobuf.NullValueH\x00\x12\x14\n\nbool_value\x18\x02 \x01(\x08H\x00\x12\x13\n\tint_value\x18\x03 \x01(\x03H\x00\x12\x16\n\x0c\x64ouble_value\x18\x04 \x01(\x01H\x00\x12\x16\n\x0cstring_value\x18\x05 \x01(\tH\x00\x42\x06\n\x04kind\"\x92\x01\n\tOffsetMap\x12\x37\n\x06\x66ields\x18\x01 \x03(\x0b\x32\'.sluiceway.api.v1.OffsetMap.FieldsEntry\x1aL\n\x0b\x46ieldsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12,\n\x05value\x18\x02 \x01(\x0b\x32\x1d.sluiceway.api.v1.OffsetValue:\x02\x38\x01\"t\n\x0fPartitionOffset\x12\x34\n\tpartition\x18\x01 \x01(\x0b\x32\x1b.sluiceway.api.v1.OffsetMapB\x04\xe2\x41\x01\x02\x12+\n\x06offset\x18\x02 \x01(\x0b\x32\x1b.sluiceway.api.v1.OffsetMap*c\n\rConnectorType\x12\x1e\n\x1a\x43ONNECTOR_TYPE_UNSPECIFIED\x10\x00\x12\x19\n\x15\x43ONNECTOR_TYPE_SOURCE\x10\x01\x12\x17\n\x13\x43ONNECTOR_TYPE_SINK\x10\x02*x\n\x0bTargetState\x12\x1c\n\x18TARGET_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14TARGET_STATE_RUNNING\x10\x01\x12\x17\n\x13TARGET_STATE_PAUSED\x10\x02\x12\x18\n\x14TARGET_STATE_STOPPED\x10\x03*\x94\x01\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x14\n\x10STATE_UNASSIGNED\x10\x01\x12\x11\n\rSTATE_RUNNING\x10\x02\x12\x10\n\x0cSTATE_PAUSED\x10\x03\x12\x11\n\rSTATE_STOPPED\x10\x04\x12\x10\n\x0cSTATE_FAILED\x10\x05\x12\x14\n\x10STATE_RESTARTING\x10\x06\x42U\n\x13io.sluiceway.api.v1P\x01Z<github.com/sluiceway/sluiceway/gen/go/sluiceway/api/v1;apiv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dsluiceway/api/v1/common.proto\x12\x10sluiceway.api.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"i\n\nErrorEvent\x12(\n\x04time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\r\n\x05trace\x18\x03 \x01(\t\x12\x11\n\tworker_id\x18\x04 \x01(\t\"\xa2\x01\n\x0bOffsetValue\x12\x30\n\nnull_value\x18\x01 \x01(\x0e\x32\x1a.google.protobuf.NullValueH\x00\x12\x14\n\nbool_value\x18\x02 \x01(\x08H\x00\x12\x13\n\tint_value\x18\x03 \x01(\x03H\x00\x12\x16\n\x0c\x64ouble_value\x18\x04 \x01(\x01H\x00\x12\x16\n\x0cstring_value\x18\x05 \x01(\tH\x00\x42\x06\n\x04kind\"\x92\x01\n\tOffsetMap\x12\x37\n\x06\x66ields\x18\x01 \x03(\x0b\x32\'.sluiceway.api.v1.OffsetMap.FieldsEntry\x1aL\n\x0b\x46ieldsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12,\n\x05value\x18\x02 \x01(\x0b\x32\x1d.sluiceway.api.v1.OffsetValue:\x02\x38\x01\"t\n\x0fPartitionOffset\x12\x34\n\tpartition\x18\x01 \x01(\x0b\x32\x1b.sluiceway.api.v1.OffsetMapB\x04\xe2\x41\x01\x02\x12+\n\x06offset\x18\x02 \x01(\x0b\x32\x1b.sluiceway.api.v1.OffsetMap\"\xbe\x01\n\x0cTaskProgress\x12\x1a\n\x12records_per_second\x18\x01 \x01(\x01\x12\x10\n\x03lag\x18\x02 \x01(\x03H\x00\x88\x01\x01\x12\x34\n\x10last_commit_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0cmeasure_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08restarts\x18\x05 \x01(\x03\x42\x06\n\x04_lag*c\n\rConnectorType\x12\x1e\n\x1a\x43ONNECTOR_TYPE_UNSPECIFIED\x10\x00\x12\x19\n\x15\x43ONNECTOR_TYPE_SOURCE\x10\x01\x12\x17\n\x13\x43ONNECTOR_TYPE_SINK\x10\x02*x\n\x0bTargetState\x12\x1c\n\x18TARGET_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14TARGET_STATE_RUNNING\x10\x01\x12\x17\n\x13TARGET_STATE_PAUSED\x10\x02\x12\x18\n\x14TARGET_STATE_STOPPED\x10\x03*\x94\x01\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x14\n\x10STATE_UNASSIGNED\x10\x01\x12\x11\n\rSTATE_RUNNING\x10\x02\x12\x10\n\x0cSTATE_PAUSED\x10\x03\x12\x11\n\rSTATE_STOPPED\x10\x04\x12\x10\n\x0cSTATE_FAILED\x10\x05\x12\x14\n\x10STATE_RESTARTING\x10\x06\x42U\n\x13io.sluiceway.api.v1P\x01Z<github.com/sluiceway/sluiceway/gen/go/sluiceway/api/v1;apiv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,12 +39,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_OFFSETMAP_FIELDSENTRY']._serialized_options = b'8\001'
   _globals['_PARTITIONOFFSET'].fields_by_name['partition']._loaded_options = None
   _globals['_PARTITIONOFFSET'].fields_by_name['partition']._serialized_options = b'\342A\001\002'
-  _globals['_CONNECTORTYPE']._serialized_start=686
-  _globals['_CONNECTORTYPE']._serialized_end=785
-  _globals['_TARGETSTATE']._serialized_start=787
-  _globals['_TARGETSTATE']._serialized_end=907
-  _globals['_STATE']._serialized_start=910
-  _globals['_STATE']._serialized_end=1058
+  _globals['_CONNECTORTYPE']._serialized_start=879
+  _globals['_CONNECTORTYPE']._serialized_end=978
+  _globals['_TARGETSTATE']._serialized_start=980
+  _globals['_TARGETSTATE']._serialized_end=1100
+  _globals['_STATE']._serialized_start=1103
+  _globals['_STATE']._serialized_end=1251
   _globals['_ERROREVENT']._serialized_start=147
   _globals['_ERROREVENT']._serialized_end=252
   _globals['_OFFSETVALUE']._serialized_start=255
@@ -55,4 +55,6 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_OFFSETMAP_FIELDSENTRY']._serialized_end=566
   _globals['_PARTITIONOFFSET']._serialized_start=568
   _globals['_PARTITIONOFFSET']._serialized_end=684
+  _globals['_TASKPROGRESS']._serialized_start=687
+  _globals['_TASKPROGRESS']._serialized_end=877
 # @@protoc_insertion_point(module_scope)

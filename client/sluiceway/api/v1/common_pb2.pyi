@@ -238,3 +238,56 @@ class PartitionOffset(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PartitionOffset: _TypeAlias = PartitionOffset  # noqa: Y015
+
+@_typing.final
+class TaskProgress(_message.Message):
+    """How fast a running task moves and how far behind it is, as its executor measured it last (it
+    reports with every heartbeat).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECORDS_PER_SECOND_FIELD_NUMBER: _builtins.int
+    LAG_FIELD_NUMBER: _builtins.int
+    LAST_COMMIT_TIME_FIELD_NUMBER: _builtins.int
+    MEASURE_TIME_FIELD_NUMBER: _builtins.int
+    RESTARTS_FIELD_NUMBER: _builtins.int
+    records_per_second: _builtins.float
+    """Records the task took in per second (a sink from Kafka, a source from its system), over the
+    last minute (over its run so far when that is shorter). Counted per committed batch.
+    """
+    lag: _builtins.int
+    """A sink task's lag: the records of its partitions it has not committed yet (each partition's
+    end offset, as its last plan fetched it, minus its committed offset). Unset for a source task,
+    and for a sink task before its first batch.
+    """
+    restarts: _builtins.int
+    """Runs of the task after a failure (automatic restarts, new Spark sessions) since it came to
+    this executor.
+    """
+    @_builtins.property
+    def last_commit_time(self) -> _timestamp_pb2.Timestamp:
+        """When the task last committed a batch; unset before its first."""
+
+    @_builtins.property
+    def measure_time(self) -> _timestamp_pb2.Timestamp:
+        """When the executor measured this."""
+
+    def __init__(
+        self,
+        *,
+        records_per_second: _builtins.float = ...,
+        lag: _builtins.int | None = ...,
+        last_commit_time: _timestamp_pb2.Timestamp | None = ...,
+        measure_time: _timestamp_pb2.Timestamp | None = ...,
+        restarts: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_lag", b"_lag", "lag", b"lag", "last_commit_time", b"last_commit_time", "measure_time", b"measure_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_lag", b"_lag", "lag", b"lag", "last_commit_time", b"last_commit_time", "measure_time", b"measure_time", "records_per_second", b"records_per_second", "restarts", b"restarts"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__lag: _TypeAlias = _typing.Literal["lag"]  # noqa: Y015
+    _WhichOneofArgType__lag: _TypeAlias = _typing.Literal["_lag", b"_lag"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__lag) -> _WhichOneofReturnType__lag | None: ...
+
+Global___TaskProgress: _TypeAlias = TaskProgress  # noqa: Y015

@@ -871,21 +871,29 @@ class TaskStatus(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     ID_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
+    PROGRESS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """`connectors/{connector}/tasks/{task}`."""
     id: _builtins.int
     @_builtins.property
     def status(self) -> Global___InstanceStatus: ...
+    @_builtins.property
+    def progress(self) -> _common_pb2.TaskProgress:
+        """Its rate and lag, from the executor running it (through the leader, which its executor
+        reports to); unset when no executor runs it or the leader could not be asked.
+        """
+
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
         id: _builtins.int = ...,
         status: Global___InstanceStatus | None = ...,
+        progress: _common_pb2.TaskProgress | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["status", b"status"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["progress", b"progress", "status", b"status"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "name", b"name", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "name", b"name", "progress", b"progress", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

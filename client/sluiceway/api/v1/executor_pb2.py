@@ -28,7 +28,7 @@ from sluiceway.api.v1 import annotations_pb2 as sluiceway_dot_api_dot_v1_dot_ann
 from sluiceway.api.v1 import common_pb2 as sluiceway_dot_api_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fsluiceway/api/v1/executor.proto\x12\x10sluiceway.api.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"sluiceway/api/v1/annotations.proto\x1a\x1dsluiceway/api/v1/common.proto\"\xed\x02\n\x0f\x45xecutorMessage\x12(\n\x05hello\x18\x01 \x01(\x0b\x32\x17.sluiceway.api.v1.HelloH\x00\x12\x30\n\theartbeat\x18\x02 \x01(\x0b\x32\x1b.sluiceway.api.v1.HeartbeatH\x00\x12\x39\n\x0btask_status\x18\x03 \x01(\x0b\x32\".sluiceway.api.v1.TaskStatusReportH\x00\x12=\n\ractive_topics\x18\x05 \x01(\x0b\x32$.sluiceway.api.v1.ActiveTopicsReportH\x00\x12\x39\n\x0erevocation_ack\x18\x06 \x01(\x0b\x32\x1f.sluiceway.api.v1.RevocationAckH\x00\x12,\n\x07goodbye\x18\x07 \x01(\x0b\x32\x19.sluiceway.api.v1.GoodbyeH\x00\x42\x06\n\x04kindJ\x04\x08\x04\x10\x05R\roffset_commit\"\x9a\x01\n\x05Hello\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x0c\n\x04host\x18\x03 \x01(\t\x12\x14\n\x0cspark_remote\x18\x04 \x01(\t\x12\x11\n\tmax_tasks\x18\x05 \x01(\x05\x12\x34\n\rrunning_tasks\x18\x06 \x03(\x0b\x32\x1d.sluiceway.api.v1.RunningTask\"\xf3\x01\n\x0bRunningTask\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\x13\n\x0b\x66ingerprint\x18\x03 \x01(\t\x12&\n\x05state\x18\x04 \x01(\x0e\x32\x17.sluiceway.api.v1.State\x12\r\n\x05trace\x18\x05 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x06 \x01(\t\x12.\n\nidle_since\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0frecords_skipped\x18\x08 \x01(\x03\x12\x1d\n\x15records_dead_lettered\x18\t \x01(\x03\"\"\n\tHeartbeat\x12\x15\n\rrunning_tasks\x18\x01 \x03(\t\"\xb3\x02\n\x10TaskStatusReport\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12&\n\x05state\x18\x03 \x01(\x0e\x32\x17.sluiceway.api.v1.State\x12\r\n\x05trace\x18\x04 \x01(\t\x12\x17\n\x0frestart_attempt\x18\x05 \x01(\x05\x12\x35\n\x11next_restart_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06\x64\x65tail\x18\x07 \x01(\t\x12.\n\nidle_since\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0frecords_skipped\x18\t \x01(\x03\x12\x1d\n\x15records_dead_lettered\x18\n \x01(\x03\"F\n\x12\x41\x63tiveTopicsReport\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\x0e\n\x06topics\x18\x03 \x03(\t\"\x1e\n\rRevocationAck\x12\r\n\x05tasks\x18\x01 \x03(\t\"\t\n\x07Goodbye\"\xb6\x02\n\x11\x43ontrollerMessage\x12,\n\x07welcome\x18\x01 \x01(\x0b\x32\x19.sluiceway.api.v1.WelcomeH\x00\x12\x32\n\nassignment\x18\x02 \x01(\x0b\x32\x1c.sluiceway.api.v1.AssignmentH\x00\x12\x32\n\nrevocation\x18\x03 \x01(\x0b\x32\x1c.sluiceway.api.v1.RevocationH\x00\x12*\n\x06\x66\x65nced\x18\x05 \x01(\x0b\x32\x18.sluiceway.api.v1.FencedH\x00\x12\x42\n\x13\x61\x63tive_topics_reset\x18\x06 \x01(\x0b\x32#.sluiceway.api.v1.ActiveTopicsResetH\x00\x42\x06\n\x04kindJ\x04\x08\x04\x10\x05R\rcommit_result\"\x99\x02\n\x07Welcome\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12\x35\n\x12heartbeat_interval\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x32\n\x0fsession_timeout\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x42\n\rworker_config\x18\x04 \x03(\x0b\x32+.sluiceway.api.v1.Welcome.WorkerConfigEntry\x12\x15\n\radopted_tasks\x18\x05 \x03(\t\x1a\x33\n\x11WorkerConfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xce\x03\n\x0eTaskAssignment\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12O\n\x10\x63onnector_config\x18\x03 \x03(\x0b\x32\x35.sluiceway.api.v1.TaskAssignment.ConnectorConfigEntry\x12\x45\n\x0btask_config\x18\x04 \x03(\x0b\x32\x30.sluiceway.api.v1.TaskAssignment.TaskConfigEntry\x12\x33\n\x0ctarget_state\x18\x05 \x01(\x0e\x32\x1d.sluiceway.api.v1.TargetState\x12\x39\n\x0esource_offsets\x18\x06 \x03(\x0b\x32!.sluiceway.api.v1.PartitionOffset\x12\x12\n\ntask_count\x18\x07 \x01(\x05\x12\x13\n\x0b\x66ingerprint\x18\x08 \x01(\t\x1a\x36\n\x14\x43onnectorConfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x31\n\x0fTaskConfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"=\n\nAssignment\x12/\n\x05tasks\x18\x01 \x03(\x0b\x32 .sluiceway.api.v1.TaskAssignment\"\x1b\n\nRevocation\x12\r\n\x05tasks\x18\x01 \x03(\t\"&\n\x11\x41\x63tiveTopicsReset\x12\x11\n\tconnector\x18\x01 \x01(\t\"\x18\n\x06\x46\x65nced\x12\x0e\n\x06reason\x18\x01 \x01(\t2q\n\x0f\x45xecutorService\x12^\n\x06\x41ttach\x12!.sluiceway.api.v1.ExecutorMessage\x1a#.sluiceway.api.v1.ControllerMessage\"\x08\xd2\xe2\x18\x04\x08\x03\x10\x04(\x01\x30\x01\x42U\n\x13io.sluiceway.api.v1P\x01Z<github.com/sluiceway/sluiceway/gen/go/sluiceway/api/v1;apiv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fsluiceway/api/v1/executor.proto\x12\x10sluiceway.api.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"sluiceway/api/v1/annotations.proto\x1a\x1dsluiceway/api/v1/common.proto\"\xed\x02\n\x0f\x45xecutorMessage\x12(\n\x05hello\x18\x01 \x01(\x0b\x32\x17.sluiceway.api.v1.HelloH\x00\x12\x30\n\theartbeat\x18\x02 \x01(\x0b\x32\x1b.sluiceway.api.v1.HeartbeatH\x00\x12\x39\n\x0btask_status\x18\x03 \x01(\x0b\x32\".sluiceway.api.v1.TaskStatusReportH\x00\x12=\n\ractive_topics\x18\x05 \x01(\x0b\x32$.sluiceway.api.v1.ActiveTopicsReportH\x00\x12\x39\n\x0erevocation_ack\x18\x06 \x01(\x0b\x32\x1f.sluiceway.api.v1.RevocationAckH\x00\x12,\n\x07goodbye\x18\x07 \x01(\x0b\x32\x19.sluiceway.api.v1.GoodbyeH\x00\x42\x06\n\x04kindJ\x04\x08\x04\x10\x05R\roffset_commit\"\xaf\x01\n\x05Hello\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x0c\n\x04host\x18\x03 \x01(\t\x12\x14\n\x0cspark_remote\x18\x04 \x01(\t\x12\x11\n\tmax_tasks\x18\x05 \x01(\x05\x12\x34\n\rrunning_tasks\x18\x06 \x03(\x0b\x32\x1d.sluiceway.api.v1.RunningTask\x12\x13\n\x0bmetrics_url\x18\x07 \x01(\t\"\xf3\x01\n\x0bRunningTask\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\x13\n\x0b\x66ingerprint\x18\x03 \x01(\t\x12&\n\x05state\x18\x04 \x01(\x0e\x32\x17.sluiceway.api.v1.State\x12\r\n\x05trace\x18\x05 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x06 \x01(\t\x12.\n\nidle_since\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0frecords_skipped\x18\x08 \x01(\x03\x12\x1d\n\x15records_dead_lettered\x18\t \x01(\x03\"Z\n\tHeartbeat\x12\x15\n\rrunning_tasks\x18\x01 \x03(\t\x12\x36\n\x08progress\x18\x02 \x03(\x0b\x32$.sluiceway.api.v1.TaskProgressReport\"h\n\x12TaskProgressReport\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\x30\n\x08progress\x18\x03 \x01(\x0b\x32\x1e.sluiceway.api.v1.TaskProgress\"\xb3\x02\n\x10TaskStatusReport\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12&\n\x05state\x18\x03 \x01(\x0e\x32\x17.sluiceway.api.v1.State\x12\r\n\x05trace\x18\x04 \x01(\t\x12\x17\n\x0frestart_attempt\x18\x05 \x01(\x05\x12\x35\n\x11next_restart_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06\x64\x65tail\x18\x07 \x01(\t\x12.\n\nidle_since\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0frecords_skipped\x18\t \x01(\x03\x12\x1d\n\x15records_dead_lettered\x18\n \x01(\x03\"F\n\x12\x41\x63tiveTopicsReport\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\x0e\n\x06topics\x18\x03 \x03(\t\"\x1e\n\rRevocationAck\x12\r\n\x05tasks\x18\x01 \x03(\t\"\t\n\x07Goodbye\"\xb6\x02\n\x11\x43ontrollerMessage\x12,\n\x07welcome\x18\x01 \x01(\x0b\x32\x19.sluiceway.api.v1.WelcomeH\x00\x12\x32\n\nassignment\x18\x02 \x01(\x0b\x32\x1c.sluiceway.api.v1.AssignmentH\x00\x12\x32\n\nrevocation\x18\x03 \x01(\x0b\x32\x1c.sluiceway.api.v1.RevocationH\x00\x12*\n\x06\x66\x65nced\x18\x05 \x01(\x0b\x32\x18.sluiceway.api.v1.FencedH\x00\x12\x42\n\x13\x61\x63tive_topics_reset\x18\x06 \x01(\x0b\x32#.sluiceway.api.v1.ActiveTopicsResetH\x00\x42\x06\n\x04kindJ\x04\x08\x04\x10\x05R\rcommit_result\"\x99\x02\n\x07Welcome\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12\x35\n\x12heartbeat_interval\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x32\n\x0fsession_timeout\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x42\n\rworker_config\x18\x04 \x03(\x0b\x32+.sluiceway.api.v1.Welcome.WorkerConfigEntry\x12\x15\n\radopted_tasks\x18\x05 \x03(\t\x1a\x33\n\x11WorkerConfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xce\x03\n\x0eTaskAssignment\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12O\n\x10\x63onnector_config\x18\x03 \x03(\x0b\x32\x35.sluiceway.api.v1.TaskAssignment.ConnectorConfigEntry\x12\x45\n\x0btask_config\x18\x04 \x03(\x0b\x32\x30.sluiceway.api.v1.TaskAssignment.TaskConfigEntry\x12\x33\n\x0ctarget_state\x18\x05 \x01(\x0e\x32\x1d.sluiceway.api.v1.TargetState\x12\x39\n\x0esource_offsets\x18\x06 \x03(\x0b\x32!.sluiceway.api.v1.PartitionOffset\x12\x12\n\ntask_count\x18\x07 \x01(\x05\x12\x13\n\x0b\x66ingerprint\x18\x08 \x01(\t\x1a\x36\n\x14\x43onnectorConfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x31\n\x0fTaskConfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"=\n\nAssignment\x12/\n\x05tasks\x18\x01 \x03(\x0b\x32 .sluiceway.api.v1.TaskAssignment\"\x1b\n\nRevocation\x12\r\n\x05tasks\x18\x01 \x03(\t\"&\n\x11\x41\x63tiveTopicsReset\x12\x11\n\tconnector\x18\x01 \x01(\t\"\x18\n\x06\x46\x65nced\x12\x0e\n\x06reason\x18\x01 \x01(\t2q\n\x0f\x45xecutorService\x12^\n\x06\x41ttach\x12!.sluiceway.api.v1.ExecutorMessage\x1a#.sluiceway.api.v1.ControllerMessage\"\x08\xd2\xe2\x18\x04\x08\x03\x10\x04(\x01\x30\x01\x42U\n\x13io.sluiceway.api.v1P\x01Z<github.com/sluiceway/sluiceway/gen/go/sluiceway/api/v1;apiv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -47,39 +47,41 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EXECUTORMESSAGE']._serialized_start=186
   _globals['_EXECUTORMESSAGE']._serialized_end=551
   _globals['_HELLO']._serialized_start=554
-  _globals['_HELLO']._serialized_end=708
-  _globals['_RUNNINGTASK']._serialized_start=711
-  _globals['_RUNNINGTASK']._serialized_end=954
-  _globals['_HEARTBEAT']._serialized_start=956
-  _globals['_HEARTBEAT']._serialized_end=990
-  _globals['_TASKSTATUSREPORT']._serialized_start=993
-  _globals['_TASKSTATUSREPORT']._serialized_end=1300
-  _globals['_ACTIVETOPICSREPORT']._serialized_start=1302
-  _globals['_ACTIVETOPICSREPORT']._serialized_end=1372
-  _globals['_REVOCATIONACK']._serialized_start=1374
-  _globals['_REVOCATIONACK']._serialized_end=1404
-  _globals['_GOODBYE']._serialized_start=1406
-  _globals['_GOODBYE']._serialized_end=1415
-  _globals['_CONTROLLERMESSAGE']._serialized_start=1418
-  _globals['_CONTROLLERMESSAGE']._serialized_end=1728
-  _globals['_WELCOME']._serialized_start=1731
-  _globals['_WELCOME']._serialized_end=2012
-  _globals['_WELCOME_WORKERCONFIGENTRY']._serialized_start=1961
-  _globals['_WELCOME_WORKERCONFIGENTRY']._serialized_end=2012
-  _globals['_TASKASSIGNMENT']._serialized_start=2015
-  _globals['_TASKASSIGNMENT']._serialized_end=2477
-  _globals['_TASKASSIGNMENT_CONNECTORCONFIGENTRY']._serialized_start=2372
-  _globals['_TASKASSIGNMENT_CONNECTORCONFIGENTRY']._serialized_end=2426
-  _globals['_TASKASSIGNMENT_TASKCONFIGENTRY']._serialized_start=2428
-  _globals['_TASKASSIGNMENT_TASKCONFIGENTRY']._serialized_end=2477
-  _globals['_ASSIGNMENT']._serialized_start=2479
-  _globals['_ASSIGNMENT']._serialized_end=2540
-  _globals['_REVOCATION']._serialized_start=2542
-  _globals['_REVOCATION']._serialized_end=2569
-  _globals['_ACTIVETOPICSRESET']._serialized_start=2571
-  _globals['_ACTIVETOPICSRESET']._serialized_end=2609
-  _globals['_FENCED']._serialized_start=2611
-  _globals['_FENCED']._serialized_end=2635
-  _globals['_EXECUTORSERVICE']._serialized_start=2637
-  _globals['_EXECUTORSERVICE']._serialized_end=2750
+  _globals['_HELLO']._serialized_end=729
+  _globals['_RUNNINGTASK']._serialized_start=732
+  _globals['_RUNNINGTASK']._serialized_end=975
+  _globals['_HEARTBEAT']._serialized_start=977
+  _globals['_HEARTBEAT']._serialized_end=1067
+  _globals['_TASKPROGRESSREPORT']._serialized_start=1069
+  _globals['_TASKPROGRESSREPORT']._serialized_end=1173
+  _globals['_TASKSTATUSREPORT']._serialized_start=1176
+  _globals['_TASKSTATUSREPORT']._serialized_end=1483
+  _globals['_ACTIVETOPICSREPORT']._serialized_start=1485
+  _globals['_ACTIVETOPICSREPORT']._serialized_end=1555
+  _globals['_REVOCATIONACK']._serialized_start=1557
+  _globals['_REVOCATIONACK']._serialized_end=1587
+  _globals['_GOODBYE']._serialized_start=1589
+  _globals['_GOODBYE']._serialized_end=1598
+  _globals['_CONTROLLERMESSAGE']._serialized_start=1601
+  _globals['_CONTROLLERMESSAGE']._serialized_end=1911
+  _globals['_WELCOME']._serialized_start=1914
+  _globals['_WELCOME']._serialized_end=2195
+  _globals['_WELCOME_WORKERCONFIGENTRY']._serialized_start=2144
+  _globals['_WELCOME_WORKERCONFIGENTRY']._serialized_end=2195
+  _globals['_TASKASSIGNMENT']._serialized_start=2198
+  _globals['_TASKASSIGNMENT']._serialized_end=2660
+  _globals['_TASKASSIGNMENT_CONNECTORCONFIGENTRY']._serialized_start=2555
+  _globals['_TASKASSIGNMENT_CONNECTORCONFIGENTRY']._serialized_end=2609
+  _globals['_TASKASSIGNMENT_TASKCONFIGENTRY']._serialized_start=2611
+  _globals['_TASKASSIGNMENT_TASKCONFIGENTRY']._serialized_end=2660
+  _globals['_ASSIGNMENT']._serialized_start=2662
+  _globals['_ASSIGNMENT']._serialized_end=2723
+  _globals['_REVOCATION']._serialized_start=2725
+  _globals['_REVOCATION']._serialized_end=2752
+  _globals['_ACTIVETOPICSRESET']._serialized_start=2754
+  _globals['_ACTIVETOPICSRESET']._serialized_end=2792
+  _globals['_FENCED']._serialized_start=2794
+  _globals['_FENCED']._serialized_end=2818
+  _globals['_EXECUTORSERVICE']._serialized_start=2820
+  _globals['_EXECUTORSERVICE']._serialized_end=2933
 # @@protoc_insertion_point(module_scope)

@@ -73,6 +73,7 @@ class Hello(_message.Message):
     SPARK_REMOTE_FIELD_NUMBER: _builtins.int
     MAX_TASKS_FIELD_NUMBER: _builtins.int
     RUNNING_TASKS_FIELD_NUMBER: _builtins.int
+    METRICS_URL_FIELD_NUMBER: _builtins.int
     executor_id: _builtins.str
     """Stable for the life of the process; a restarted executor picks a new one."""
     version: _builtins.str
@@ -81,6 +82,8 @@ class Hello(_message.Message):
     """The Spark Connect endpoint it runs on."""
     max_tasks: _builtins.int
     """Most tasks it will run at once; 0 means no limit."""
+    metrics_url: _builtins.str
+    """Where it serves its Prometheus metrics (`http://host:port/metrics`); empty when it does not."""
     @_builtins.property
     def running_tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___RunningTask]:
         """The tasks it runs already (it attached before, to this leader or an earlier one)."""
@@ -94,10 +97,11 @@ class Hello(_message.Message):
         spark_remote: _builtins.str = ...,
         max_tasks: _builtins.int = ...,
         running_tasks: _abc.Iterable[Global___RunningTask] | None = ...,
+        metrics_url: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["executor_id", b"executor_id", "host", b"host", "max_tasks", b"max_tasks", "running_tasks", b"running_tasks", "spark_remote", b"spark_remote", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["executor_id", b"executor_id", "host", b"host", "max_tasks", b"max_tasks", "metrics_url", b"metrics_url", "running_tasks", b"running_tasks", "spark_remote", b"spark_remote", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -165,24 +169,58 @@ class Heartbeat(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     RUNNING_TASKS_FIELD_NUMBER: _builtins.int
+    PROGRESS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def running_tasks(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Unused: executors leave it empty and the control plane ignores it. The tasks an executor runs
         are listed in its Hello.
         """
 
+    @_builtins.property
+    def progress(self) -> _containers.RepeatedCompositeFieldContainer[Global___TaskProgressReport]:
+        """The progress of each task it runs that has started its batches."""
+
     def __init__(
         self,
         *,
         running_tasks: _abc.Iterable[_builtins.str] | None = ...,
+        progress: _abc.Iterable[Global___TaskProgressReport] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["running_tasks", b"running_tasks"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["progress", b"progress", "running_tasks", b"running_tasks"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Heartbeat: _TypeAlias = Heartbeat  # noqa: Y015
+
+@_typing.final
+class TaskProgressReport(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    PROGRESS_FIELD_NUMBER: _builtins.int
+    task: _builtins.str
+    """`connectors/{connector}/tasks/{task}`."""
+    generation: _builtins.int
+    """The generation of the assignment it runs under."""
+    @_builtins.property
+    def progress(self) -> _common_pb2.TaskProgress: ...
+    def __init__(
+        self,
+        *,
+        task: _builtins.str = ...,
+        generation: _builtins.int = ...,
+        progress: _common_pb2.TaskProgress | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["progress", b"progress"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "progress", b"progress", "task", b"task"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TaskProgressReport: _TypeAlias = TaskProgressReport  # noqa: Y015
 
 @_typing.final
 class TaskStatusReport(_message.Message):

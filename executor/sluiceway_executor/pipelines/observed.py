@@ -1,0 +1,75 @@
+"""Counting a batch's records (and the bytes of their keys and values) inside the Spark job that
+already reads or writes them: the count is an observed metric (`DataFrame.observe`), one aggregate
+riding along that job, so no second read of the batch is ever made to count it.
+
+Spark reports an observation after the first job that runs the observed plan. Pipelines place one
+where the next job runs the batch whole (the write, or a checkpoint of the whole batch); when no
+job ran it (the batch failed first, or a task never used its DataFrame), there is no count and the
+caller falls back to what it knows (see ``BatchOutcome``)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, Observation
+
+__all__ = ["Observed", "Tally"]
+
+log = logging.getLogger(__name__)
+
+# The columns whose sizes count as a record's bytes: Kafka's key and value.
+_SIZED_COLUMNS = ("key", "value")
+
+
+@dataclass(frozen=True)
+class Tally:
+    """Records counted, and the bytes of their keys and values (None when they are not bytes or
+    strings: typed rows have no wire size)."""
+
+    records: int
+    bytes: int | None = None
+
+
+class Observed:
+    """One count of one DataFrame: `watch` it, let a job run it, then read `tally`."""
+
+    def __init__(self, what: str) -> None:
+        from pyspark.sql import Observation
+
+        # Unique per batch: Spark keys observations by name within a session.
+        self._observation: Observation = Observation(f"sluiceway-{what}-{uuid.uuid4().hex[:16]}")
+        self._sized = False
+
+    def watch(self, frame: DataFrame) -> DataFrame:
+        """``frame`` with the count attached; the caller uses what this returns in its place."""
+        from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
+        from pyspark.sql.types import BinaryType, StringType
+
+        sized = [
+            F.coalesce(F.octet_length(F.col(field.name)), F.lit(0))
+            for field in frame.schema.fields
+            if field.name in _SIZED_COLUMNS and isinstance(field.dataType, BinaryType | StringType)
+        ]
+        aggregates = [F.count(F.lit(1)).alias("records")]
+        if sized:
+            total = sized[0] if len(sized) == 1 else sized[0] + sized[1]
+            aggregates.append(F.coalesce(F.sum(total), F.lit(0)).cast("long").alias("bytes"))
+            self._sized = True
+        return frame.observe(self._observation, *aggregates)
+
+    def tally(self) -> Tally | None:
+        """The count, once a job has run the watched DataFrame; None before."""
+        try:
+            result = self._observation.get
+        except Exception:  # PySpark says "no observation yet" with an assertion error of its own
+            log.debug("no observed count (the watched batch was not run)", exc_info=True)
+            return None
+        records = result.get("records")
+        if records is None:
+            return None
+        size = result.get("bytes") if self._sized else None
+        return Tally(int(records), None if size is None else int(size))
