@@ -50,6 +50,7 @@ from typing import Any, Final, Protocol
 
 from sluiceway.api.v1 import common_pb2
 from sluiceway.common.generations import generation_label
+from sluiceway.common.log_context import bind_log_fields
 from sluiceway.common.offsets import OffsetPair
 from sluiceway.connect.config import ConfigException
 from sluiceway.connect.config_providers import (
@@ -241,6 +242,7 @@ class TaskRunner:
     # ------------------------------------------------------------------ the loop
 
     def _run(self) -> None:
+        bind_log_fields(connector=self.spec.connector, task=self.spec.task_index)
         if self._predecessor is not None:
             self._predecessor.stop(commit=False)
             self._predecessor.join()
@@ -430,6 +432,7 @@ class TaskRunner:
         batch_id = 0
         while not self._stopping.is_set():
             started = time.monotonic()
+            bind_log_fields(batch=batch_id)
             outcome = pipeline.run_batch(batch_id)
             batch_id += 1
             self.batches = batch_id

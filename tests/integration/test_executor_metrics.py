@@ -7,6 +7,7 @@ match the status API. The status API (of the leader and of a follower, which ask
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import pty
 import re
@@ -101,7 +102,7 @@ def stack(broker: EmbeddedBroker, spark_connect: EmbeddedSparkConnect, tmp_path:
     # Port 0: the executor takes any free port and tells the control plane which.
     own.write_text("metrics.listeners=http://127.0.0.1:0\n")
     try:
-        return attach_executor(plane, spark_connect, "metered", "--config", str(own))
+        return attach_executor(plane, spark_connect, "metered", "--config", str(own), "--log-format", "json")
     except BaseException:
         plane.stop()
         raise
@@ -232,6 +233,16 @@ def test_records_lag_and_states_on_the_executors_metrics(
                 labels = {"connector": name, "task": str(task.id)}
                 assert value(samples, "sluiceway_task_reported_state", **labels, state=state) == 1
                 assert value(plane_samples, "sluiceway_task_state", **labels, state=state) == 1
+
+        # Its JSON log lines for a task name the connector, the task and the batch in fields of their own.
+        logged = [
+            json.loads(line)
+            for line in stack.executor.log_path.read_text().splitlines()
+            if line.startswith("{")
+        ]
+        for_sink = [entry for entry in logged if entry.get("connector") == sink]
+        assert {entry.get("task") for entry in for_sink} == set(range(TASKS)), for_sink
+        assert any("batch" in entry for entry in for_sink), for_sink
 
         # A connector deleted: its tasks' series leave the executor's metrics.
         client.delete_connector(sink)

@@ -1,6 +1,7 @@
 """Logging for the `sluiceway` processes (control plane and executor): one handler on stderr, as
 text or as one JSON object per line (`--log-format`), with credentials inside URLs redacted from
-every record (`RedactingFilter`)."""
+every record (`RedactingFilter`). A JSON line also carries the connector, task and batch it was
+written for as fields of their own (`sluiceway.common.log_context`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 import time
 from typing import Any
 
+from sluiceway.common.log_context import LogContextFilter
 from sluiceway.common.secrets import redact_url_credentials
 
 __all__ = ["JsonFormatter", "RedactingFilter", "configure_logging"]
@@ -72,5 +74,6 @@ def configure_logging(level: str, fmt: str) -> None:
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(LogContextFilter())
     handler.addFilter(RedactingFilter())
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)

@@ -16,6 +16,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[i
 from grpc_status import rpc_status
 
 from sluiceway.common.limits import MAX_REQUEST_BYTES
+from sluiceway.common.log_context import log_fields
 from sluiceway.errors import ERROR_DOMAIN, FieldViolation, Reason, status_code_for
 from sluiceway_server.errors import (
     InvalidArgumentError,
@@ -131,6 +132,24 @@ def check_request_size(request: Message) -> None:
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
+def request_log_fields(request: Any) -> dict[str, object]:
+    """The connector (and task) a request is about, from its resource name or new connector's id,
+    for the log lines written while it is carried out."""
+    for field in ("name", "parent", "connector_id"):
+        value = getattr(request, field, None)
+        if not isinstance(value, str) or not value:
+            continue
+        if field == "connector_id":
+            return {"connector": value}
+        parts = value.split("/")
+        if len(parts) >= 2 and parts[0] == "connectors" and parts[1]:
+            fields: dict[str, object] = {"connector": parts[1]}
+            if len(parts) == 4 and parts[2] == "tasks" and parts[3].isdigit():
+                fields["task"] = int(parts[3])
+            return fields
+    return {}
+
+
 def mapped(method: F) -> F:
     """Turn herder errors into rich statuses; anything unexpected is a bug: log it, answer INTERNAL."""
 
@@ -138,7 +157,8 @@ def mapped(method: F) -> F:
     async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         try:
             check_request_size(request)
-            return await method(self, request, context)
+            with log_fields(**request_log_fields(request)):
+                return await method(self, request, context)
         except ServerError as exc:
             await abort(context, exc)
         except grpc.aio.AbortError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import logging
 import traceback
 from collections.abc import Callable, Mapping
@@ -13,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
 from typing import TypeVar
 
+from sluiceway.common.log_context import bind_log_fields
 from sluiceway.connect import Connector
 from sluiceway.connect.config_providers import (
     ConfigProviders,
@@ -144,7 +146,12 @@ class ConnectorInstance:
         self.state = InstanceState.INIT
         self.failure: PluginCallbackError | None = None
         # One thread per instance: callbacks of one connector are ordered, others are unaffected.
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"connector-{name}")
+        # Its log lines carry the connector's name as a field of their own (JSON logs).
+        self._executor = ThreadPoolExecutor(
+            1,
+            thread_name_prefix=f"connector-{name}",
+            initializer=functools.partial(bind_log_fields, connector=name),
+        )
         self._connector: Connector | None = None
         # The stopped plugin object, kept for deleted() when the connector is being deleted.
         self._last: Connector | None = None
