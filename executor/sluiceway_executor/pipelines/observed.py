@@ -21,9 +21,6 @@ __all__ = ["Observed", "Tally"]
 
 log = logging.getLogger(__name__)
 
-# The columns whose sizes count as a record's bytes: Kafka's key and value.
-_SIZED_COLUMNS = ("key", "value")
-
 
 @dataclass(frozen=True)
 class Tally:
@@ -35,30 +32,25 @@ class Tally:
 
 
 class Observed:
-    """One count of one DataFrame: `watch` it, let a job run it, then read `tally`."""
+    """One count of one DataFrame: `watch` it, let a job run it, then read `tally`. ``sized``: the
+    DataFrame has Kafka's `key` and `value` columns (bytes or text), whose sizes are summed too."""
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, *, sized: bool = False) -> None:
         from pyspark.sql import Observation
 
         # Unique per batch: Spark keys observations by name within a session.
         self._observation: Observation = Observation(f"sluiceway-{what}-{uuid.uuid4().hex[:16]}")
-        self._sized = False
+        self._sized = sized
 
     def watch(self, frame: DataFrame) -> DataFrame:
-        """``frame`` with the count attached; the caller uses what this returns in its place."""
+        """``frame`` with the count attached; the caller uses what this returns in its place. No
+        call to Spark: the columns are taken as the constructor was told, not looked up."""
         from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
-        from pyspark.sql.types import BinaryType, StringType
 
-        sized = [
-            F.coalesce(F.octet_length(F.col(field.name)), F.lit(0))
-            for field in frame.schema.fields
-            if field.name in _SIZED_COLUMNS and isinstance(field.dataType, BinaryType | StringType)
-        ]
         aggregates = [F.count(F.lit(1)).alias("records")]
-        if sized:
-            total = sized[0] if len(sized) == 1 else sized[0] + sized[1]
-            aggregates.append(F.coalesce(F.sum(total), F.lit(0)).cast("long").alias("bytes"))
-            self._sized = True
+        if self._sized:
+            key, value = (F.coalesce(F.octet_length(F.col(name)), F.lit(0)) for name in ("key", "value"))
+            aggregates.append(F.coalesce(F.sum(key + value), F.lit(0)).cast("long").alias("bytes"))
         return frame.observe(self._observation, *aggregates)
 
     def tally(self) -> Tally | None:

@@ -350,7 +350,7 @@ class SinkPipeline:
         self, task: DataFrameSinkTask, raw: DataFrame, context: BatchContext
     ) -> list[FailedRecord]:
         # Counted in the job that writes the batch (or the checkpoint before it); a retry counts anew.
-        read, written = self._observed = (Observed("read"), Observed("written"))
+        read, written = self._observed = (Observed("read", sized=True), Observed("written"))
         raw = read.watch(raw)
         if not self._errors.tolerant:
             task.write_batch(written.watch(self.converted(raw)), context)

@@ -470,7 +470,7 @@ class SourcePipeline:
                 "may not write to; nothing of the batch was written"
             )
         self._topic_creator.ensure(topics)
-        observed = Observed("written")
+        observed = Observed("written", sized=True)
         self._writes.append(observed)
         writer = (
             observed.watch(out)
