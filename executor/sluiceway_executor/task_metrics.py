@@ -116,7 +116,8 @@ class ExecutorMetrics:
         )
         self.since_commit = Gauge(
             "sluiceway_task_seconds_since_last_commit",
-            "Seconds since the task last committed a batch (since it started, before its first)",
+            "Seconds since the task last committed a batch's offsets (since it came to this executor, "
+            "before its first); empty batches commit nothing",
             _TASK,
             registry=registry,
         )
@@ -193,7 +194,7 @@ class TaskMeter:
     def committed(self, outcome: BatchOutcome, commit_seconds: float) -> None:
         """A batch whose offsets are committed (or that had none to commit)."""
         self._batches.inc()
-        now = self._last_commit = self._clock()
+        now = self._clock()
         steps = outcome.steps
         # Planned ahead (while the batch before committed) or on the batch's own path.
         plan = steps.get("plan", steps.get("plan_ahead"))
@@ -206,7 +207,8 @@ class TaskMeter:
         if read:
             self._read.inc(read)
         with self._lock:
-            self._committed_once = True
+            if outcome.offsets:
+                self._last_commit, self._committed_once = now, True
             self._read_total += read or 0
             self._samples.append((now, self._read_total))
             # Kept: the newest sample at or before the window's start, the base of the rate.

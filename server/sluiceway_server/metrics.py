@@ -108,6 +108,20 @@ class ControlPlaneMetrics:
             "Executors attached to this replica (the leader; 0 on others)",
             registry=registry,
         )
+        self.internal_topic_read_lag = Gauge(
+            "sluiceway_internal_topic_read_lag",
+            "Records of an internal topic (configs, statuses, offsets, cluster) this replica has not "
+            "read yet, from its fetches' high watermarks; 0 once caught up",
+            ["topic"],
+            registry=registry,
+        )
+        self.rebalance_seconds = Histogram(
+            "sluiceway_rebalance_seconds",
+            "How long each rebalance of the tasks over the executors took on this replica (while it "
+            "led); its _count is the rebalances completed",
+            buckets=_CALL_SECONDS,
+            registry=registry,
+        )
 
     def set_cluster_state(
         self,

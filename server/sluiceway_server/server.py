@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -346,6 +346,7 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
             fencer=fencer,
             expected_executors=executors_with_live_tasks(status_store),
             grace=session_timeout,
+            on_rebalance=metrics.rebalance_seconds.observe,
         ),
     )
     leadership = _leadership(config, advertised, cluster_store, herder, term, startup_timeout)
@@ -391,7 +392,10 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
     background: set[asyncio.Task[None]] = set()
     if metrics_endpoint is not None:  # no gauges to keep while nobody can scrape them
         background.add(
-            loop.create_task(_refresh_metrics(metrics, herder, leadership, term), name="metrics-refresh")
+            loop.create_task(
+                _refresh_metrics(metrics, herder, leadership, term, _read_lags(config, stores)),
+                name="metrics-refresh",
+            )
         )
     log.info(
         "control plane serving",
@@ -424,8 +428,25 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
 _METRICS_REFRESH_SECONDS = 1.0
 
 
+def _read_lags(
+    config: WorkerConfig, stores: tuple[ConfigStore, StatusStore, OffsetStore, ClusterStore]
+) -> dict[str, Callable[[], int]]:
+    """Each internal topic's read lag on this replica, by topic name."""
+    config_store, status_store, offset_store, cluster_store = stores
+    return {
+        config.get("config.storage.topic"): config_store.read_lag,
+        config.get("status.storage.topic"): status_store.read_lag,
+        config.get("offset.storage.topic"): offset_store.read_lag,
+        config.get("cluster.storage.topic"): cluster_store.read_lag,
+    }
+
+
 async def _refresh_metrics(
-    metrics: ControlPlaneMetrics, herder: Herder, leadership: Leadership, term: LeaderTerm
+    metrics: ControlPlaneMetrics,
+    herder: Herder,
+    leadership: Leadership,
+    term: LeaderTerm,
+    read_lags: Mapping[str, Callable[[], int]],
 ) -> None:
     """Keeps the state gauges current while metrics are served, from the herder's plain lookups
     (cheap enough for the event loop with many connectors)."""
@@ -446,6 +467,8 @@ async def _refresh_metrics(
             leader_epoch=leader.epoch if leader is not None else 0,
             executors=len(coordinator.executors()) if coordinator is not None else 0,
         )
+        for topic, read_lag in read_lags.items():
+            metrics.internal_topic_read_lag.labels(topic).set(read_lag())
         await asyncio.sleep(_METRICS_REFRESH_SECONDS)
 
 

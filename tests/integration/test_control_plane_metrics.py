@@ -79,6 +79,13 @@ def test_calls_and_states_are_counted(broker: EmbeddedBroker, unique: str) -> No
             # The state gauges are read anew every second.
             wait_until(lambda: value(scrape(url), "sluiceway_leader") == 1, timeout=10)
             assert value(scrape(url), "sluiceway_leader_epoch") >= 1
+            # The create made the leader share the tasks out again.
+            assert value(scrape(url), "sluiceway_rebalance_seconds_count") >= 1
+            # Each internal topic read to its end.
+            samples = scrape(url)
+            for topic in plane.topics.values():
+                assert ("sluiceway_internal_topic_read_lag", (("topic", topic),)) in samples, topic
+                assert value(samples, "sluiceway_internal_topic_read_lag", topic=topic) == 0
 
             # The state gauges agree with the status API once both have seen the tasks.
             def agreed() -> bool:

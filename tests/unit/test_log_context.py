@@ -79,4 +79,8 @@ def test_the_api_names_the_connector_and_task_of_a_request() -> None:
         "connector": "orders"
     }
     assert request_log_fields(connectors_pb2.ListConnectorsRequest()) == {}
+    # Not a task number: the connector alone (the API then refuses the name itself).
+    assert request_log_fields(connectors_pb2.RestartTaskRequest(name="connectors/orders/tasks/\u00b2")) == {
+        "connector": "orders"
+    }
     assert request_log_fields(connectors_pb2.GetConnectorRequest(name="plugins/x")) == {}

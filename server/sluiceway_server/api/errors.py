@@ -144,7 +144,8 @@ def request_log_fields(request: Any) -> dict[str, object]:
         parts = value.split("/")
         if len(parts) >= 2 and parts[0] == "connectors" and parts[1]:
             fields: dict[str, object] = {"connector": parts[1]}
-            if len(parts) == 4 and parts[2] == "tasks" and parts[3].isdigit():
+            # ASCII digits only: "²" is a digit to str.isdigit but no number to int().
+            if len(parts) == 4 and parts[2] == "tasks" and parts[3].isascii() and parts[3].isdigit():
                 fields["task"] = int(parts[3])
             return fields
     return {}

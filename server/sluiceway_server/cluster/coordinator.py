@@ -99,7 +99,9 @@ class ExecutorCoordinator:
         fencer: TaskFencer | None = None,
         expected_executors: Mapping[str, str] | None = None,
         grace: float = 0.0,
+        on_rebalance: Callable[[float], None] | None = None,
     ) -> None:
+        self._on_rebalance = on_rebalance  # told the seconds of each rebalance that completed
         self._snapshot = snapshot
         self._connector_type = connector_type
         self.status = status
@@ -383,8 +385,11 @@ class ExecutorCoordinator:
     async def _rebalance_loop(self) -> None:
         while True:
             self._rebalance_again = False
+            began = time.monotonic()
             try:
                 await self._rebalance()
+                if self._on_rebalance is not None:
+                    self._on_rebalance(time.monotonic() - began)
             except Exception:
                 log.exception("rebalance failed; retrying")
                 await _REBALANCE_RETRY.start().wait_async()

@@ -96,6 +96,10 @@ class ClusterStore:
     def read_to_end(self, timeout: float) -> None:
         self._log.read_to_end(timeout)
 
+    def read_lag(self) -> int:
+        """Records of its topic written and not read yet (RecordLog.read_lag)."""
+        return self._log.read_lag()
+
     # -- reads -----------------------------------------------------------------------------------
 
     def leader(self) -> LeaderRecord | None:

@@ -190,6 +190,10 @@ class ConfigStore:
         self._log.read_to_end(timeout)
         return self.snapshot()
 
+    def read_lag(self) -> int:
+        """Records of the config topic written and not read yet (RecordLog.read_lag)."""
+        return self._log.read_lag()
+
     # -- writes ---------------------------------------------------------------------------------
 
     def put_connector_config(

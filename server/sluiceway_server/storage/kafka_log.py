@@ -414,6 +414,12 @@ class KafkaLog:
         with self._cond:
             self._cond.notify_all()
 
+    def read_lag(self) -> int:
+        # From the high watermarks of the fetches so far (Tansu's may stay below the true end, see
+        # read_to_end): it can read low while records arrive, and is 0 once caught up.
+        with self._cond:
+            return sum(max(high - self._consumed.get(p, 0), 0) for p, high in self._high_watermark.items())
+
     def _advance(self, partition: int, consumed: int) -> None:
         with self._cond:
             if consumed > self._consumed.get(partition, 0):

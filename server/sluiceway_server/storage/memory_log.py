@@ -119,6 +119,11 @@ class MemoryLog:
                 f"memory log {self.topic}: not at the end after {timeout:.1f}s",
             )
 
+    def read_lag(self) -> int:
+        with self.cluster.cond:
+            pairs = zip(self._parts, self._consumed, strict=True)
+            return sum(len(part) - consumed for part, consumed in pairs)
+
     def wait_for(self, position: LogPosition, timeout: float) -> None:
         with self.cluster.cond:
             self._wait(

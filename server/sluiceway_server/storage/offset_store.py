@@ -58,6 +58,10 @@ class OffsetStore:
     def read_to_end(self, timeout: float) -> None:
         self._log.read_to_end(timeout)
 
+    def read_lag(self) -> int:
+        """Records of its topic written and not read yet (RecordLog.read_lag)."""
+        return self._log.read_lag()
+
     # -- reads ----------------------------------------------------------------------------------
 
     def offsets(self, connector: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:

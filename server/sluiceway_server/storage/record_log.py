@@ -45,6 +45,11 @@ class RecordLog(Protocol):
 
     def wait_for(self, position: LogPosition, timeout: float) -> None: ...
 
+    def read_lag(self) -> int:
+        """Records of the topic written and not read (callbacks not run) yet, as far as this log
+        knows without asking the broker; 0 once it has caught up."""
+        ...
+
 
 class LogStoppedError(RuntimeError):
     """The log is not running (not started yet, stopped, or its consumer thread died)."""

@@ -331,6 +331,10 @@ class StatusStore:
     def read_to_end(self, timeout: float) -> None:
         self._log.read_to_end(timeout)
 
+    def read_lag(self) -> int:
+        """Records of its topic written and not read yet (RecordLog.read_lag)."""
+        return self._log.read_lag()
+
     def add_listener(self, listener: Callable[[StatusChange], None]) -> None:
         """Called from the consumer thread for every change read after start() returned."""
         with self._lock:

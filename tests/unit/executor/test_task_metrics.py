@@ -11,12 +11,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sluiceway.api.v1 import common_pb2
 from sluiceway.common.metrics_endpoint import MetricsEndpoint
+from sluiceway.common.offsets import OffsetPair
 from sluiceway_executor.main import parse_args
 from sluiceway_executor.pipelines.observed import Tally
 from sluiceway_executor.pipelines.pipeline import BatchOutcome, ProducedRecord
 from sluiceway_executor.task_metrics import ExecutorMetrics
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+# What a batch that read something commits.
+OFFSETS: list[OffsetPair] = [({"kafka_topic": "t", "kafka_partition": 0}, {"kafka_offset": 1})]
 
 
 def _samples(metrics: ExecutorMetrics) -> Samples:
@@ -53,6 +56,7 @@ def test_a_committed_batch_adds_its_counts_phases_and_lag() -> None:
     clock.now += 7
     outcome = BatchOutcome(
         records=100,
+        offsets=OFFSETS,
         steps={"plan": 0.02, "write": 1.5},
         skipped=3,
         dead_letters=(ProducedRecord("dlq", None, b"x"),),
@@ -78,9 +82,12 @@ def test_a_committed_batch_adds_its_counts_phases_and_lag() -> None:
     assert _get(samples, "sluiceway_sink_task_consumer_lag", topic="t", partition="0") == 40
     assert _get(samples, "sluiceway_sink_task_consumer_lag", topic="t", partition="1") == 0
 
-    # A partition the task no longer reads leaves; one planned ahead counts as planned.
+    # A partition the task no longer reads leaves; one planned ahead counts as planned; an empty
+    # batch commits nothing.
+    clock.now += 4
     meter.committed(BatchOutcome(records=0, steps={"plan_ahead": 0.01}, backlog={("t", 1): 5}), 0.0)
     samples = _samples(metrics)
+    assert _get(samples, "sluiceway_task_seconds_since_last_commit") == 4
     assert _get(samples, "sluiceway_sink_task_consumer_lag", topic="t", partition="0") is None
     assert _get(samples, "sluiceway_sink_task_consumer_lag", topic="t", partition="1") == 5
     assert _get(samples, "sluiceway_task_batch_seconds_count", phase="plan") == 2
@@ -144,7 +151,7 @@ def test_progress_is_the_rate_over_the_last_minute_and_the_lag() -> None:
     assert not before.HasField("lag") and not before.HasField("last_commit_time")
     # 30 s in: 600 records since the start, 20 a second.
     clock.now += 30
-    meter.committed(BatchOutcome(records=600, backlog={("t", 0): 90, ("t", 1): 10}), 0.1)
+    meter.committed(BatchOutcome(records=600, offsets=OFFSETS, backlog={("t", 0): 90, ("t", 1): 10}), 0.1)
     now = meter.progress()
     assert now.records_per_second == 20
     assert now.lag == 100
@@ -153,9 +160,9 @@ def test_progress_is_the_rate_over_the_last_minute_and_the_lag() -> None:
     # 90 s in, 1200 more 30 s later: the minute from 30 s to 90 s holds 1200 (the sample at 30 s is
     # the window's base).
     clock.now += 30
-    meter.committed(BatchOutcome(records=600, backlog={("t", 0): 0, ("t", 1): 0}), 0.1)
+    meter.committed(BatchOutcome(records=600, offsets=OFFSETS, backlog={("t", 0): 0, ("t", 1): 0}), 0.1)
     clock.now += 30
-    meter.committed(BatchOutcome(records=600, backlog={("t", 0): 0, ("t", 1): 0}), 0.1)
+    meter.committed(BatchOutcome(records=600, offsets=OFFSETS, backlog={("t", 0): 0, ("t", 1): 0}), 0.1)
     assert meter.progress().records_per_second == 1200 / 60
     assert meter.progress().lag == 0
     # Nothing for two minutes: the rate falls to 0; the last commit stays.

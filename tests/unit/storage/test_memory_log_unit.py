@@ -113,3 +113,24 @@ def test_stopped_log_refuses_work(log: MemoryLog) -> None:
 def test_wait_for_times_out_for_unwritten_position(log: MemoryLog) -> None:
     with pytest.raises(TimeoutError):
         log.wait_for(LogPosition(0, 5), 0.05)
+
+
+def test_read_lag_counts_what_the_callbacks_have_not_seen_yet() -> None:
+    release = threading.Event()
+
+    def held(record: LogRecord) -> None:
+        release.wait(5)
+
+    log = MemoryLog("slow", held, partitions=2)
+    log.start(5)
+    try:
+        for i in range(4):
+            log.send(b"k", str(i).encode(), partition=i % 2)
+        # The first callback holds the log's thread: at least the three records after it wait.
+        assert log.read_lag() >= 3
+        release.set()
+        log.read_to_end(5)
+        assert log.read_lag() == 0
+    finally:
+        release.set()
+        log.stop()
