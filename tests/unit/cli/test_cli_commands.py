@@ -127,22 +127,17 @@ def test_create_rejects_nulls_and_reports_field_violations(cli: Cli, tmp_path: P
     ]
 
 
+# The fake's failed task in a status table, up to its ERROR: no RATE or LAG while it is not running.
+FAILED_TASK_CELLS = ["task", "1", "FAILED", "-", "-", "executor-1", "2.2", "2023-11-14T22:13:20Z"]
+
+
 def test_get_shows_config_and_status(cli: Cli) -> None:
     out = cli("connectors", "get", "alpha")
     assert "Name:          alpha\n" in out
     assert "State:         RUNNING on replica-1\n" in out
     assert _lines(out.split("\n\n")[1])[0] == ["KEY", "VALUE"]
     task_1 = next(line for line in out.splitlines() if line.startswith("task 1 "))
-    assert task_1.split()[:8] == [
-        "task",
-        "1",
-        "FAILED",
-        "-",
-        "-",
-        "executor-1",
-        "2.2",
-        "2023-11-14T22:13:20Z",
-    ]
+    assert task_1.split()[:8] == FAILED_TASK_CELLS
     assert "KafkaDeliveryError: deliv" in task_1
     data = cli.json("connectors", "get", "connectors/alpha", "--view", "info")
     assert data["name"] == "connectors/alpha"
@@ -239,14 +234,7 @@ def test_status_table_is_readable(cli: Cli) -> None:
         "2023-11-14T22:13:20Z",
     ]
     assert rows[2].split(maxsplit=8) == [
-        "task",
-        "1",
-        "FAILED",
-        "-",
-        "-",
-        "executor-1",
-        "2.2",
-        "2023-11-14T22:13:20Z",
+        *FAILED_TASK_CELLS,
         "KafkaDeliveryError: delivery to topic orders failed: Broker: Leader not available",
     ]
     assert cli.json("connectors", "status", "alpha")["tasks"][1]["status"]["trace"] == FAILED_TASK_TRACE
