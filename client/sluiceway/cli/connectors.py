@@ -21,6 +21,7 @@ from sluiceway.cli.common import (
     read_config_inputs,
 )
 from sluiceway.cli.top import add_top_command
+from sluiceway.cli.waiting import deleting, wait_with_progress
 from sluiceway.client import connector_id
 from sluiceway.common.traces import summarize_trace
 
@@ -418,9 +419,15 @@ def _stop(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _delete(ctx: Context, args: argparse.Namespace) -> int:
-    answer = ctx.client.delete_connector(
-        args.name, delete_offsets=args.delete_offsets, wait=args.wait, etag=args.etag
-    )
+    def call() -> connectors_pb2.DeleteConnectorResponse:
+        return ctx.client.delete_connector(
+            args.name, delete_offsets=args.delete_offsets, wait=args.wait, etag=args.etag
+        )
+
+    # Without either flag the call returns before the tasks leave: nothing to show progress of.
+    waits = args.wait or args.delete_offsets
+    waiting = deleting(args.name, delete_offsets=args.delete_offsets)
+    answer = wait_with_progress(ctx, waiting, call) if waits else call()
     extra = " and its offsets" if args.delete_offsets else ""
     callback = answer.deleted_callback
     outcome = connectors_pb2.DeletedCallback.Outcome.Name(callback.outcome).removeprefix("OUTCOME_")

@@ -6,6 +6,7 @@ import argparse
 
 from sluiceway.cli import output
 from sluiceway.cli.common import Context, add_command, add_group
+from sluiceway.cli.waiting import changing_offsets, wait_with_progress
 from sluiceway.client import connector_id, load_offsets_file
 from sluiceway.common.offsets import offsets_from_proto
 
@@ -57,12 +58,14 @@ def _get(ctx: Context, args: argparse.Namespace) -> int:
 
 def _alter(ctx: Context, args: argparse.Namespace) -> int:
     items = load_offsets_file(args.file)
-    response = ctx.client.alter_offsets(args.name, items)
+    waiting = changing_offsets(args.name, reset=False)
+    response = wait_with_progress(ctx, waiting, lambda: ctx.client.alter_offsets(args.name, items))
     ctx.emit(response, lambda: ctx.write(f"{response.message or 'Offsets altered.'}\n"))
     return 0
 
 
 def _reset(ctx: Context, args: argparse.Namespace) -> int:
-    response = ctx.client.reset_offsets(args.name)
+    waiting = changing_offsets(args.name, reset=True)
+    response = wait_with_progress(ctx, waiting, lambda: ctx.client.reset_offsets(args.name))
     ctx.emit(response, lambda: ctx.write(f"{response.message or 'Offsets reset.'}\n"))
     return 0
