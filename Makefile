@@ -44,11 +44,12 @@ run-cluster: install
 # Lint, then the whole suite: unit, integration (real broker + Spark Connect) and fault tests, under
 # coverage (settings in pyproject.toml; the control planes and executors the tests start are measured
 # too). Prints the total and per-package line coverage and exits with pytest's status; afterwards
-# `$(PY) -m coverage report` (or `html`) shows every file.
+# `$(PY) -m coverage report` (or `html`) shows every file. The 30 slowest tests are listed, to keep the
+# suite within its time.
 test: test-install lint
 	@rm -rf $(COVERAGE_DIR) && mkdir -p $(COVERAGE_DIR)
 	@export COVERAGE_FILE=$(CURDIR)/$(COVERAGE_DIR)/.coverage; \
-	$(PY) -m coverage run -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) $(TESTS); status=$$?; \
+	$(PY) -m coverage run -m pytest -q -p no:cacheprovider --durations=30 $(PYTEST_ARGS) $(TESTS); status=$$?; \
 	$(PY) -m coverage combine -q && total=$$($(PY) -m coverage report --format=total) && { \
 		echo "line coverage: total $$total%"; \
 		for pkg in sluiceway sluiceway_server sluiceway_executor; do \
@@ -62,7 +63,7 @@ test: test-install lint
 lint: test-install
 	$(VENV)/bin/ruff check --no-cache client server executor tests protos deploy bench
 	$(VENV)/bin/ruff format --no-cache --check client server executor tests protos deploy bench
-	$(VENV)/bin/mypy client server executor tests protos bench
+	$(VENV)/bin/mypy client server executor tests protos bench deploy
 	$(PY) client/generate_sync.py --check
 	$(PY) client/generate_settings_doc.py --check
 	@$(PY) protos/bundle.py

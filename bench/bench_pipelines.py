@@ -13,6 +13,9 @@ records, has returned and committed (from the executor's log). Record counts are
 run.
 
     .venv/bin/python bench/bench_pipelines.py --records 1000000 --runs 3 --report FILE --plot FILE.png
+
+With --metrics-cost, only the sink runs, with the executor's Spark-side counts on and off in turns
+(bench_metrics_cost.py).
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ import functools
 import json
 import platform
 import statistics
+import sys
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +36,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, 
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from pyspark.sql import SparkSession
 
+import bench_metrics_cost
 from bench_stack import Stack, running_stack, wait
 from bench_steps import ConnectorSteps, connector_steps
 from sluiceway_executor.datagen_records import datagen_record
@@ -230,7 +235,16 @@ class ProductRun:
     probed: float  # seconds until the benchmark's own probe saw the run complete
 
 
-def sink_run(stack: Stack, args: argparse.Namespace, topic: str, name: str, path: str) -> ProductRun:
+def sink_run(
+    stack: Stack,
+    args: argparse.Namespace,
+    topic: str,
+    name: str,
+    path: str,
+    check: Callable[[str], None] | None = None,
+) -> ProductRun:
+    """One SparkFileSink run; ``check`` (given the connector's name) runs after the timing, while
+    the connector still exists."""
     created, started = time.time(), time.perf_counter()
     stack.client.create_connector(
         name,
@@ -250,6 +264,8 @@ def sink_run(stack: Stack, args: argparse.Namespace, topic: str, name: str, path
     # Probed every 20 ms: the run is charged half a pause on average, and the baseline none.
     wait(group_done, 900, name, poll=0.02)
     seconds = time.perf_counter() - started
+    if check is not None:
+        check(name)
     stack.client.delete_connector(name)
     written = stack.spark.read.parquet(path).count()
     if written != args.records:
@@ -307,7 +323,14 @@ def main() -> int:
     parser.add_argument("--batch", type=int, help="batch.max.records of both connectors (default: theirs)")
     parser.add_argument("--report", type=Path, help="write the markdown report here")
     parser.add_argument("--plot", type=Path, help="write a PNG of the throughputs here (needs matplotlib)")
+    parser.add_argument(
+        "--metrics-cost",
+        action="store_true",
+        help="measure only the sink, with metrics.task.counts.enable on and off in turns, --runs of each",
+    )
     args = parser.parse_args()
+    if args.metrics_cost:
+        return metrics_cost(args)
     records, partitions = args.records, args.partitions
     with running_stack("sluiceway-bench-") as stack:
         work, bootstrap, spark = stack.work, stack.bootstrap, stack.spark
@@ -365,6 +388,28 @@ def main() -> int:
         args.report.write_text(report)
     if args.plot:
         plot_throughput(args.plot, [raw_consume, handwritten, sink, raw_produce, source], args.records)
+    return 0
+
+
+def metrics_cost(args: argparse.Namespace) -> int:
+    """The sink with the executor's Spark-side counts on and off (bench_metrics_cost.py)."""
+    with running_stack("sluiceway-bench-cost-") as stack:
+        register(stack.spark)
+        topic = f"bench-in-{uuid.uuid4().hex[:6]}"
+        create_topic(stack.admin, topic, args.partitions)
+        produce_datagen(stack.bootstrap, topic, args.records, args.partitions)
+        assert topic_end_total(stack.bootstrap, topic, args.partitions) == args.records
+
+        def run(name: str, path: str, check: Callable[[str], None]) -> tuple[float, ConnectorSteps]:
+            done = sink_run(stack, args, topic, name, path, check)
+            return done.seconds, done.steps
+
+        on, off = bench_metrics_cost.measure(stack, args.records, args.runs, run)
+    command = ".venv/bin/python bench/bench_pipelines.py " + " ".join(sys.argv[1:])
+    report = bench_metrics_cost.render(on, off, command, args.records)
+    print(report)
+    if args.report:
+        args.report.write_text(report)
     return 0
 
 

@@ -6,9 +6,11 @@ source alone starts the broker and Spark Connect only (`running_services`)."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+import uuid
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,10 +56,27 @@ class Stack:
     client: SluicewayClient
     admin: AdminClient
     spark: SparkSession
+    # The control plane's and Spark Connect's addresses, for an executor started again.
+    server: str = ""
+    spark_remote: str = ""
 
     @property
     def executor_log(self) -> Path:
         return self.work / "logs" / "executor.log"
+
+    def restart_executor(self, env: Mapping[str, str]) -> None:
+        """Stops the executor and starts another one in its place, with ``env`` added to this
+        process's environment (its own worker settings as SLUICEWAY_* variables); returns once the
+        new one is the only executor attached. Its log goes on in the same file."""
+        self.executor.stop(timeout=60)
+        executor_id = f"bench-{uuid.uuid4().hex[:8]}"
+        argv = executor_argv(self.server, self.spark_remote, "--id", executor_id, "--log-level", "DEBUG")
+        self.executor = spawn("executor", argv, self.work / "logs", env={**os.environ, **env})
+
+        def attached() -> bool:
+            return [e.id for e in self.client.server_info().executors] == [executor_id]
+
+        wait(attached, 120, f"executor {executor_id} to attach")
 
 
 def wait(probe: Callable[[], bool], timeout: float, what: str, poll: float = 0.1) -> None:
@@ -100,17 +119,22 @@ def running_stack(prefix: str) -> Iterator[Stack]:
             client = SluicewayClient(address, timeout=60)
             wait(lambda: len(client.server_info().executors) == 1, 60, "the executor to attach")
             spark = SparkSession.builder.remote(remote).getOrCreate()
+            stack = Stack(
+                services.work,
+                bootstrap,
+                executor,
+                services.spark_server.managed.process.pid,
+                client,
+                AdminClient({"bootstrap.servers": bootstrap}),
+                spark,
+                address,
+                remote,
+            )
             try:
-                yield Stack(
-                    services.work,
-                    bootstrap,
-                    executor,
-                    services.spark_server.managed.process.pid,
-                    client,
-                    AdminClient({"bootstrap.servers": bootstrap}),
-                    spark,
-                )
+                yield stack
             finally:
+                # The one running now: restart_executor may have replaced the first.
+                stack.executor.stop()
                 spark.stop()
                 client.close()
         finally:

@@ -29,9 +29,12 @@ import sluiceway
 from sluiceway.common.logging_setup import configure_logging
 from sluiceway.common.metrics_endpoint import MetricsEndpoint, MetricsListenerError, parse_metrics_listener
 from sluiceway.common.targets import parse_targets
+from sluiceway.common.tracing import TracingEndpointError, otlp_endpoint, start_tracing, stop_tracing
 from sluiceway.common.transport import TransportSecurity, add_arguments
+from sluiceway.connect import ConnectException
 from sluiceway_executor.attach import AttachSettings, ExecutorAgent, default_executor_id
 from sluiceway_executor.own_config import load_own_config
+from sluiceway_executor.pipelines.observed import counts_enabled
 from sluiceway_executor.spark_sessions import SparkSessions
 from sluiceway_executor.task_metrics import ExecutorMetrics
 
@@ -93,6 +96,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         args.metrics_listener = parse_metrics_listener(args.worker_config.get("metrics.listeners", ""))
     except MetricsListenerError as exc:
         parser.error(f"metrics.listeners: {exc}")
+    try:
+        # Checked here so that a bad value stops the executor at start, not each of its tasks later.
+        counts_enabled(args.worker_config)
+    except ConnectException as exc:
+        parser.error(str(exc))
+    try:
+        # Its own key (or OpenTelemetry's variables), read before anything runs that could be traced.
+        args.tracing_endpoint = otlp_endpoint(args.worker_config.get("tracing.otlp.endpoint", ""), os.environ)
+    except TracingEndpointError as exc:
+        parser.error(f"tracing.otlp.endpoint: {exc}")
     if not args.spark_remote.startswith("sc://"):
         parser.error(
             f"--spark-remote must be a Spark Connect URL (sc://host:port), got {args.spark_remote!r}"
@@ -121,6 +134,13 @@ def main(argv: list[str]) -> int:
     executor_id = args.id or default_executor_id()
     metrics = ExecutorMetrics(executor_id, sluiceway.__version__)
     endpoint = _serve_metrics(args.metrics_listener, metrics)
+    if args.tracing_endpoint:
+        start_tracing(
+            args.tracing_endpoint,
+            service="sluiceway-executor",
+            instance=executor_id,
+            version=sluiceway.__version__,
+        )
     started = time.monotonic()
     # On its own thread: a call to a Spark Connect server that is not up yet may take a while to
     # give up, and a signal must still end the process meanwhile.
@@ -180,6 +200,7 @@ def main(argv: list[str]) -> int:
     closed.join(_SPARK_CLOSE_TIMEOUT_S)
     if endpoint is not None:
         endpoint.stop()
+    stop_tracing()  # the last batches' spans
     log.info("executor %s stopped", settings.executor_id)
     if closed.is_alive():
         # Spark Connect is unreachable and its client would retry on exit: do not hang on it.

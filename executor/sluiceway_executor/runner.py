@@ -60,6 +60,7 @@ from sluiceway.connect.config_providers import (
     hide_resolved,
 )
 from sluiceway.connect.restart_config import RestartPolicy
+from sluiceway_executor.batch_traces import traced_batch
 from sluiceway_executor.committer_opening import CommitterOpening
 from sluiceway_executor.failures import FailureKind, classify
 from sluiceway_executor.offset_commits import CommitOutcome, CommitStatus, CommitterFactory, OffsetCommitter
@@ -433,12 +434,15 @@ class TaskRunner:
         while not self._stopping.is_set():
             started = time.monotonic()
             bind_log_fields(batch=batch_id)
-            outcome = pipeline.run_batch(batch_id)
-            batch_id += 1
-            self.batches = batch_id
-            ran = time.monotonic()
-            if not self._finish_batch(pipeline, committer, outcome):
-                return
+            with traced_batch(self.spec, batch_id) as trace:
+                outcome = pipeline.run_batch(batch_id)
+                trace.ran(outcome)
+                batch_id += 1
+                self.batches = batch_id
+                ran = time.monotonic()
+                if not self._finish_batch(pipeline, committer, outcome):
+                    return
+                trace.committed()
             self._host.batch_committed(self.spec, outcome, time.monotonic() - ran)
             if idleness.observe(empty=outcome.empty, end_of_data=outcome.end_of_data):
                 self._report_idleness(idleness.state)

@@ -13,6 +13,7 @@ from typing import Final
 from sluiceway.common.listeners import listener_url, split_listener
 from sluiceway.common.metrics_endpoint import MetricsListenerError, parse_metrics_listener
 from sluiceway.common.properties import PropertiesSyntaxError, env_overrides, load_properties
+from sluiceway.common.tracing import TracingEndpointError, validate_endpoint
 from sluiceway.connect.config import ConfigException
 from sluiceway.connect.config_providers import check_config_providers
 from sluiceway.connect.restart_config import check_worker_restart_config
@@ -121,6 +122,10 @@ class WorkerConfig:
             parse_metrics_listener(self.get("metrics.listeners"))
         except MetricsListenerError as exc:
             raise WorkerConfigError("metrics.listeners", str(exc)) from None
+        try:
+            validate_endpoint(self.get("tracing.otlp.endpoint"))
+        except TracingEndpointError as exc:
+            raise WorkerConfigError("tracing.otlp.endpoint", str(exc)) from None
         self._validate_security()
         check_config_providers(self.props, WorkerConfigError)  # config.providers and its parameters
         # The worker's rules for connectors (WorkerPolicy): plugin.path, connector.allowed.paths, the

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from sluiceway.api.v1 import (
 )
 from sluiceway.common.limits import SERVER_MAX_RECEIVE_BYTES
 from sluiceway.common.metrics_endpoint import MetricsEndpoint, parse_metrics_listener
+from sluiceway.common.tracing import otlp_endpoint, start_tracing, stop_tracing
 from sluiceway.connect.config_providers import ConfigProviders
 from sluiceway.connect.plugins import PluginRegistry
 from sluiceway.connect.worker_policy import WorkerPolicy
@@ -48,6 +50,7 @@ from sluiceway_server.api.offsets import OffsetServicer
 from sluiceway_server.api.plugins import PluginServicer
 from sluiceway_server.api.task_progress import ProgressSource
 from sluiceway_server.api.topics import TopicServicer
+from sluiceway_server.api.tracing import TracingInterceptor
 from sluiceway_server.cluster.answers import RecordedAnswers
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
 from sluiceway_server.cluster.election import LeaderElection
@@ -226,6 +229,7 @@ class ControlPlane:
             self.audit.close()
         if self.metrics_endpoint is not None:
             self.metrics_endpoint.stop()
+        await asyncio.to_thread(stop_tracing)  # the last mutations' spans
         log.info("stopped")
 
 
@@ -278,11 +282,13 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
     )
     metrics = ControlPlaneMetrics()
     forwarding = ForwardingInterceptor(channels, metrics)
+    traced = TracingInterceptor()
     server = grpc.aio.server(
         # Outermost first: every call is counted, then admitted before it is forwarded, audited or served.
         interceptors=[
             MetricsInterceptor(metrics),
             AuthInterceptor(authenticator, audit),
+            traced,
             forwarding,
             AuditInterceptor(audit),
         ],
@@ -300,6 +306,15 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
             raise RuntimeError(f"cannot listen on {gateway_socket.target} for the REST API")
     warn_if_exposed(config, authenticator.enabled, tls is not None)
     advertised = config.advertised_address(port)
+    traced.replica = advertised
+    tracing_endpoint = otlp_endpoint(config.get("tracing.otlp.endpoint"), os.environ)
+    if tracing_endpoint:
+        start_tracing(
+            tracing_endpoint,
+            service="sluiceway-control-plane",
+            instance=advertised,
+            version=sluiceway.__version__,
+        )
     offsets = ConnectorOffsetStorage(
         worker_config=config.props,
         offset_store=offset_store,

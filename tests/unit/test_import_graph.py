@@ -74,7 +74,7 @@ LAYERS: Mapping[str, tuple[frozenset[str], ...]] = {
         frozenset({"attach"}),
         frozenset({"task_table"}),
         frozenset({"runner"}),
-        frozenset({"committer_opening", "task_metrics"}),
+        frozenset({"batch_traces", "committer_opening", "task_metrics"}),
         frozenset({"offset_commits", "restarts"}),
         frozenset({"pipelines"}),
         frozenset({"spark_sessions"}),

@@ -50,6 +50,7 @@ from sluiceway.connect.topic_creation_config import TOPIC_CREATION_ENABLE_CONFIG
 __all__ = [
     "EXECUTOR_CONFIG_DEF",
     "EXECUTOR_PASSTHROUGH_PREFIXES",
+    "METRICS_TASK_COUNTS_ENABLE_CONFIG",
     "PASSTHROUGH_DOC",
     "WORKER_CONFIG_DEF",
     "WORKER_PASSTHROUGH_PREFIXES",
@@ -78,6 +79,9 @@ EXECUTOR_PASSTHROUGH_PREFIXES: Final = (
     "value.converter.",
     "header.converter.",
 )
+
+# Whether an executor counts each batch's records and bytes inside the batch's own Spark job.
+METRICS_TASK_COUNTS_ENABLE_CONFIG: Final = "metrics.task.counts.enable"
 
 _INTEGER_TYPES: Final = frozenset({ConfigType.SHORT, ConfigType.INT, ConfigType.LONG})
 
@@ -184,6 +188,8 @@ _GROUPS: Final[Mapping[str, tuple[_Row, ...]]] = {
         ("advertised.listeners", _STRING, "", _MEDIUM, None, _CONTROL_PLANE),
         ("rest.listeners", _STRING, "", _MEDIUM, None, _CONTROL_PLANE),
         ("metrics.listeners", _STRING, "", _MEDIUM, None, _BOTH),
+        ("tracing.otlp.endpoint", _STRING, "", _LOW, None, _BOTH),
+        (METRICS_TASK_COUNTS_ENABLE_CONFIG, _BOOLEAN, "true", _LOW, None, _BOTH),
         ("executor.heartbeat.interval.ms", _INT, 3000, _MEDIUM, _POSITIVE, _CONTROL_PLANE),
         ("executor.session.timeout.ms", _INT, 10000, _MEDIUM, _POSITIVE, _CONTROL_PLANE),
         ("plugin.callback.timeout.ms", _INT, 30000, _LOW, _POSITIVE, _CONTROL_PLANE),
@@ -271,6 +277,25 @@ _DOCS: Final[Mapping[str, str]] = {
         "Prometheus metrics on `/metrics`: `http://host:port` (port 0: any free port, written in the "
         "log); empty: off. An executor takes it from its own config or `SLUICEWAY_METRICS_LISTENERS` "
         "only, never from the control plane's, and shows the address it got in `cluster info`"
+    ),
+    METRICS_TASK_COUNTS_ENABLE_CONFIG: (
+        "whether executors count each batch's records, and the bytes of their keys and values, inside "
+        "the Spark job that moves the batch (an aggregate riding along it, `DataFrame.observe`); "
+        "`false` leaves that aggregate out of the plan. What is known without it is still counted: a "
+        "sink's records read, and its rate in the status, come from the offset ranges of its batches "
+        "(a compacted topic's gaps and transaction markers count too), its records written are those "
+        "less the records skipped, and its bytes read stay at 0; a record-level source task "
+        "(FileStreamSource) counts from the summary it makes of each batch anyway, without the bytes "
+        "written when it has transforms or `errors.tolerance=all`; a DataFrame-level source task "
+        "(DataGenSource, JdbcSource) counts nothing, so its records and bytes counters and its rate "
+        "stay at 0. An executor's own value (`--config`, `SLUICEWAY_METRICS_TASK_COUNTS_ENABLE`) wins "
+        "over the control plane's"
+    ),
+    "tracing.otlp.endpoint": (
+        "OpenTelemetry traces: the OTLP/gRPC collector to send spans to, `http://host:4317` (plain) or "
+        "`https://host:4317` (TLS); empty: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or "
+        "`OTEL_EXPORTER_OTLP_ENDPOINT` when set, else off. The control plane traces each mutation (a "
+        "forwarded one as one trace over both replicas), an executor each batch that did work"
     ),
     "rest.listeners": (
         "Kafka Connect's REST API: `http://host:port` or `https://host:port` (TLS from the tls.* keys), "

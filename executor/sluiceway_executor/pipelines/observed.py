@@ -5,19 +5,26 @@ riding along that job, so no second read of the batch is ever made to count it.
 Spark reports an observation after the first job that runs the observed plan. Pipelines place one
 where the next job runs the batch whole (the write, or a checkpoint of the whole batch); when no
 job ran it (the batch failed first, or a task never used its DataFrame), there is no count and the
-caller falls back to what it knows (see ``BatchOutcome``)."""
+caller falls back to what it knows (see ``BatchOutcome``). The worker's
+``metrics.task.counts.enable=false`` turns every count off (``counts_enabled``): an `Observed` made
+with ``enabled=False`` returns the DataFrame it watches unchanged and never has a count."""
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from sluiceway.connect import ConnectException
+from sluiceway.connect.config import ConfigException
+from sluiceway.connect.worker_settings import METRICS_TASK_COUNTS_ENABLE_CONFIG, worker_bool
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation
 
-__all__ = ["Observed", "Tally"]
+__all__ = ["Observed", "Tally", "counts_enabled"]
 
 log = logging.getLogger(__name__)
 
@@ -31,20 +38,35 @@ class Tally:
     bytes: int | None = None
 
 
+def counts_enabled(worker_config: Mapping[str, str]) -> bool:
+    """The worker's ``metrics.task.counts.enable`` (true when unset); ConnectException when it is
+    neither true nor false."""
+    raw = worker_config.get(METRICS_TASK_COUNTS_ENABLE_CONFIG, "true")
+    try:
+        return worker_bool(METRICS_TASK_COUNTS_ENABLE_CONFIG, raw)
+    except ConfigException as e:
+        raise ConnectException(f"the worker config is not usable: {e}") from e
+
+
 class Observed:
     """One count of one DataFrame: `watch` it, let a job run it, then read `tally`. ``sized``: the
-    DataFrame has Kafka's `key` and `value` columns (bytes or text), whose sizes are summed too."""
+    DataFrame has Kafka's `key` and `value` columns (bytes or text), whose sizes are summed too.
+    ``enabled=False``: counting is off, so nothing is added to the plan and there is no tally."""
 
-    def __init__(self, what: str, *, sized: bool = False) -> None:
-        from pyspark.sql import Observation
-
-        # Unique per batch: Spark keys observations by name within a session.
-        self._observation: Observation = Observation(f"sluiceway-{what}-{uuid.uuid4().hex[:16]}")
+    def __init__(self, what: str, *, sized: bool = False, enabled: bool = True) -> None:
         self._sized = sized
+        self._observation: Observation | None = None
+        if enabled:
+            from pyspark.sql import Observation
+
+            # Unique per batch: Spark keys observations by name within a session.
+            self._observation = Observation(f"sluiceway-{what}-{uuid.uuid4().hex[:16]}")
 
     def watch(self, frame: DataFrame) -> DataFrame:
         """``frame`` with the count attached; the caller uses what this returns in its place. No
         call to Spark: the columns are taken as the constructor was told, not looked up."""
+        if self._observation is None:
+            return frame
         from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
         aggregates = [F.count(F.lit(1)).alias("records")]
@@ -54,7 +76,9 @@ class Observed:
         return frame.observe(self._observation, *aggregates)
 
     def tally(self) -> Tally | None:
-        """The count, once a job has run the watched DataFrame; None before."""
+        """The count, once a job has run the watched DataFrame; None before, and when counting is off."""
+        if self._observation is None:
+            return None
         try:
             result = self._observation.get
         except Exception:  # PySpark says "no observation yet" with an assertion error of its own

@@ -57,7 +57,7 @@ from sluiceway_executor.pipelines.error_handling import (
 )
 from sluiceway_executor.pipelines.failure_isolation import is_data_error
 from sluiceway_executor.pipelines.loading import worker_policy
-from sluiceway_executor.pipelines.observed import Observed
+from sluiceway_executor.pipelines.observed import Observed, counts_enabled
 from sluiceway_executor.pipelines.pipeline import BatchOutcome
 from sluiceway_executor.pipelines.sink_errors import (
     RAW_COLUMN,
@@ -162,6 +162,8 @@ class SinkPipeline:
         # and the counts of the batch being written (see observed.py).
         self._backlog: dict[TopicPartitionKey, int] = {}
         self._observed: tuple[Observed, Observed] | None = None
+        # metrics.task.counts.enable=false: no counts in the plan; the ranges give the records read.
+        self._counting = counts_enabled(worker_config)
         # Records seen while the last plan was made: what the converters may expect.
         self._sample = RecordSample()
         self._sizer = BatchSizer(batch_limits(spec.connector_config))
@@ -350,7 +352,11 @@ class SinkPipeline:
         self, task: DataFrameSinkTask, raw: DataFrame, context: BatchContext
     ) -> list[FailedRecord]:
         # Counted in the job that writes the batch (or the checkpoint before it); a retry counts anew.
-        read, written = self._observed = (Observed("read", sized=True), Observed("written"))
+        counting = self._counting
+        read, written = self._observed = (
+            Observed("read", sized=True, enabled=counting),
+            Observed("written", enabled=counting),
+        )
         raw = read.watch(raw)
         if not self._errors.tolerant:
             task.write_batch(written.watch(self.converted(raw)), context)

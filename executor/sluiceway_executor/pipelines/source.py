@@ -62,7 +62,7 @@ from sluiceway_executor.pipelines.failure_isolation import (
     with_row_ids,
 )
 from sluiceway_executor.pipelines.loading import worker_policy
-from sluiceway_executor.pipelines.observed import Observed, Tally
+from sluiceway_executor.pipelines.observed import Observed, Tally, counts_enabled
 from sluiceway_executor.pipelines.pipeline import BatchOutcome, canonical, merge_offsets
 from sluiceway_executor.pipelines.spec import TaskSpec, batch_limits
 from sluiceway_executor.record_errors import ERROR_COLUMN, Stage, has_error_column, marked, with_error_column
@@ -148,6 +148,9 @@ class SourcePipeline:
         # The counts of the batch under way: what its task read, and each write to Kafka.
         self._read: Observed | None = None
         self._writes: list[Observed] = []
+        # metrics.task.counts.enable=false: no counts in the plan (a record-level batch is counted
+        # by its summary anyway, a DataFrame-level one goes uncounted).
+        self._counting = counts_enabled(worker_config)
         producer_config = kafka_client_config(worker_config, "producer", spec.connector_config)
         self._bootstrap = producer_config.pop("bootstrap.servers")
         self._producer_config = producer_config
@@ -210,7 +213,10 @@ class SourcePipeline:
         if not outcome.empty:
             self._sizer.observe(limit, outcome.records, took)
         read = outcome.read if self._read is None else self._read.tally()
-        return dataclasses.replace(outcome, steps={"write": took}, read=read, written=self._written())
+        written = self._written()
+        return dataclasses.replace(
+            outcome, steps={"write": took}, read=read, written=outcome.written if written is None else written
+        )
 
     def _written(self) -> Tally | None:
         """What the batch's writes to Kafka counted (heartbeat records too); None when one of them
@@ -237,7 +243,7 @@ class SourcePipeline:
         offsets = merge_offsets(beat.offsets, batch.offsets)
         if batch.data is None:
             return BatchOutcome(records=0, offsets=offsets, topics=beat.topics, end_of_data=batch.end_of_data)
-        self._read = Observed("read")
+        self._read = Observed("read", enabled=self._counting)
         data = self._read.watch(batch.data)
         skipped, pinned = 0, False
         if self._errors.tolerant:
@@ -406,15 +412,20 @@ class SourcePipeline:
         offsets, written, count = last_offsets(summary, self._topic)
         if count == 0:
             return BatchOutcome(records=0)
-        self._sizer.observe_sizes(count, sum(int(row["bytes"] or 0) for row in summary))
+        total_bytes = sum(int(row["bytes"] or 0) for row in summary)
+        self._sizer.observe_sizes(count, total_bytes)
         heartbeats = sum(int(row["heartbeats"]) for row in summary)
         if heartbeats:
             self._ensure_heartbeat_topic()
         skipped = 0
+        # What the summary counted is what goes to Kafka unless transforms or errors change it:
+        # the count to fall back on when the write itself is not counted.
+        summed: Tally | None = None
         if self._chain or self._errors.tolerant:
             out, written, skipped = self._reconverted(records, written)
         else:
             out = records.select(*_WRITTEN_COLUMNS)
+            summed = Tally(count, total_bytes)
         self._write(out, written)
         # Heartbeat records are not data: a batch of nothing else counts as empty for the runner.
         return BatchOutcome(
@@ -423,6 +434,7 @@ class SourcePipeline:
             topics=written,
             skipped=skipped,
             read=Tally(count - heartbeats),
+            written=summed,
         )
 
     def _reconverted(
@@ -470,7 +482,7 @@ class SourcePipeline:
                 "may not write to; nothing of the batch was written"
             )
         self._topic_creator.ensure(topics)
-        observed = Observed("written", sized=True)
+        observed = Observed("written", sized=True, enabled=self._counting)
         self._writes.append(observed)
         writer = (
             observed.watch(out)

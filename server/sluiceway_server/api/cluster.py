@@ -15,7 +15,7 @@ from sluiceway.api.v1 import cluster_pb2, cluster_pb2_grpc
 from sluiceway.errors import FieldViolation, Reason
 from sluiceway_server.api.convert import timestamp
 from sluiceway_server.api.errors import mapped
-from sluiceway_server.api.forwarding import FORWARDED_BY, LeaderChannels, is_forwarded
+from sluiceway_server.api.forwarding import LeaderChannels, is_forwarded, leader_query_metadata
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
 from sluiceway_server.cluster.leadership import Leadership
 from sluiceway_server.errors import InvalidArgumentError, NotFoundError
@@ -152,7 +152,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
             answer: cluster_pb2.ServerInfo = await stub.GetServerInfo(
                 cluster_pb2.GetServerInfoRequest(),
                 timeout=_LEADER_QUERY_SECONDS,
-                metadata=(*self._channels.credentials, (FORWARDED_BY, self.leadership.member_id)),
+                metadata=leader_query_metadata(self._channels, self.leadership.member_id),
             )
         except grpc.aio.AioRpcError as exc:
             log.info("the leader at %s did not list its executors: %s", address, exc.code().name)

@@ -20,6 +20,7 @@ import grpc
 from google.protobuf import message_factory
 from google.protobuf.message import Message
 
+from sluiceway.common.tracing import TRACE_CONTEXT_KEYS, inject_context
 from sluiceway.common.transport import TransportSecurity
 from sluiceway.errors import Reason
 from sluiceway_server.api.errors import status_for
@@ -98,6 +99,13 @@ def is_forwarded(context: grpc.aio.ServicerContext[Any, Any]) -> bool:
     return any(key == FORWARDED_BY for key, _ in (context.invocation_metadata() or ()))
 
 
+def leader_query_metadata(channels: LeaderChannels, member_id: str) -> tuple[tuple[str, str], ...]:
+    """The metadata of a read this replica sends the leader on its own behalf (a status's progress,
+    the executors it holds): this replica's credentials, and the marker that keeps the leader from
+    asking anyone in turn."""
+    return (*channels.credentials, (FORWARDED_BY, member_id))
+
+
 def forwarded_identity(principal: Principal) -> tuple[tuple[str, str], ...]:
     """What a forwarding replica adds to the call it passes on."""
     return ((FORWARDED_PRINCIPAL, principal.name), (FORWARDED_ROLE, principal.role.value))
@@ -166,11 +174,13 @@ class ForwardingInterceptor(grpc.aio.ServerInterceptor):
             ).unary_unary(method)
             # The authentication interceptor admitted the caller before this runs.
             identity = forwarded_identity(current_principal.get())
+            metadata = (*passed_on, *identity)
+            traced = inject_context()  # this replica's span of the call becomes the leader's parent
+            if traced:
+                metadata = (*(pair for pair in metadata if pair[0] not in TRACE_CONTEXT_KEYS), *traced)
             began = time.monotonic()
             try:
-                response: bytes = await call(
-                    request, timeout=context.time_remaining(), metadata=(*passed_on, *identity)
-                )
+                response: bytes = await call(request, timeout=context.time_remaining(), metadata=metadata)
             except grpc.aio.AioRpcError as exc:
                 self._measure(method, exc.code().name, began)
                 if exc.code() == grpc.StatusCode.UNAVAILABLE and not exc.trailing_metadata():

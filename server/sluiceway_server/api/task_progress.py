@@ -18,7 +18,7 @@ from typing import Any, Final
 import grpc
 
 from sluiceway.api.v1 import common_pb2, connectors_pb2, connectors_pb2_grpc
-from sluiceway_server.api.forwarding import FORWARDED_BY, LeaderChannels, is_forwarded
+from sluiceway_server.api.forwarding import LeaderChannels, is_forwarded, leader_query_metadata
 from sluiceway_server.cluster.coordinator import ExecutorCoordinator
 from sluiceway_server.cluster.leadership import Leadership
 from sluiceway_server.cluster.members import task_progress
@@ -58,7 +58,7 @@ class ProgressSource:
             answer: connectors_pb2.ConnectorStatus = await stub.GetConnectorStatus(
                 connectors_pb2.GetConnectorStatusRequest(name=f"connectors/{connector}"),
                 timeout=_LEADER_QUERY_SECONDS,
-                metadata=(*self._channels.credentials, (FORWARDED_BY, self._leadership.member_id)),
+                metadata=leader_query_metadata(self._channels, self._leadership.member_id),
             )
         except grpc.aio.AioRpcError as exc:
             log.info(

@@ -95,8 +95,11 @@ def test_the_executor_reads_the_same_variables_as_before() -> None:
                 "key.converter",
                 "value.converter",
                 "header.converter",
-                # Since issue 35: the executor's own /metrics endpoint.
+                # Since issue 35: the executor's own /metrics endpoint, its switch for the counts
+                # Spark takes inside each batch's job, and the collector its spans go to.
                 "metrics.listeners",
+                "metrics.task.counts.enable",
+                "tracing.otlp.endpoint",
             }
         )
         == ENV_KEYS
