@@ -33,7 +33,7 @@ from sluiceway.api.v1 import (
 )
 from sluiceway.common.limits import SERVER_MAX_RECEIVE_BYTES
 from sluiceway.common.metrics_endpoint import MetricsEndpoint, parse_metrics_listener
-from sluiceway.common.tracing import otlp_endpoint, start_tracing, stop_tracing
+from sluiceway.common.tracing import TracingEndpointError, otlp_endpoint, start_tracing, stop_tracing
 from sluiceway.connect.config_providers import ConfigProviders
 from sluiceway.connect.plugins import PluginRegistry
 from sluiceway.connect.worker_policy import WorkerPolicy
@@ -234,6 +234,10 @@ class ControlPlane:
 
 
 async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | None = None) -> ControlPlane:
+    try:
+        tracing_endpoint = otlp_endpoint(config.get("tracing.otlp.endpoint"), os.environ)
+    except TracingEndpointError as exc:  # the key is checked with the config; OTEL_* variables here
+        raise RuntimeError(f"cannot trace: {exc}") from None
     loop = asyncio.get_running_loop()
     # Store calls block until records are read back; give them room beyond the default pool.
     loop.set_default_executor(ThreadPoolExecutor(64, thread_name_prefix="sluiceway-io"))
@@ -307,7 +311,6 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
     warn_if_exposed(config, authenticator.enabled, tls is not None)
     advertised = config.advertised_address(port)
     traced.replica = advertised
-    tracing_endpoint = otlp_endpoint(config.get("tracing.otlp.endpoint"), os.environ)
     if tracing_endpoint:
         start_tracing(
             tracing_endpoint,

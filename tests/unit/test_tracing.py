@@ -4,6 +4,7 @@ that worked, failed, or was idle."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import pytest
@@ -53,6 +54,8 @@ def test_the_worker_key_wins_over_opentelemetrys_variables() -> None:
     environ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = "http://traces:4317"
     assert tracing.otlp_endpoint(" ", environ) == "http://traces:4317"
     assert tracing.otlp_endpoint("", {}) == ""
+    with pytest.raises(tracing.TracingEndpointError, match=r"^OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "):
+        tracing.otlp_endpoint("", {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "collector:4317"})
 
 
 def test_off_until_started_and_nothing_is_made() -> None:
@@ -138,3 +141,16 @@ def test_a_span_carries_on_a_callers_trace(receiver: OtlpReceiver) -> None:
     spans = {span.name: span for span in receiver.spans()}
     assert spans["callee"].parent_id == spans["caller"].span_id
     assert spans["callee"].trace_id == spans["caller"].trace_id
+
+
+def test_a_control_plane_refuses_a_bad_opentelemetry_variable_before_it_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sluiceway_server.config import WorkerConfig
+    from sluiceway_server.server import start_control_plane
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317")
+    config = WorkerConfig.load(env={})
+    with pytest.raises(RuntimeError, match=r"^cannot trace: OTEL_EXPORTER_OTLP_ENDPOINT: expected http://"):
+        asyncio.run(start_control_plane(config))
+    assert not tracing.tracing_on()

@@ -87,7 +87,10 @@ def otlp_endpoint(configured: str, environ: Mapping[str, str]) -> str:
         return validate_endpoint(configured)
     for key in _ENVIRONMENT_KEYS:
         if environ.get(key, "").strip():
-            return validate_endpoint(environ[key])
+            try:
+                return validate_endpoint(environ[key])
+            except TracingEndpointError as exc:
+                raise TracingEndpointError(f"{key}: {exc}") from None
     return ""
 
 
