@@ -10,7 +10,7 @@ import os
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,19 +102,25 @@ def running_services(prefix: str) -> Iterator[Services]:
 
 
 @contextmanager
-def running_stack(prefix: str) -> Iterator[Stack]:
-    """Starts everything, waits for the executor to attach, and stops it all on the way out."""
+def running_stack(
+    prefix: str, plane_settings: Mapping[str, str] | None = None, executor_flags: Sequence[str] = ()
+) -> Iterator[Stack]:
+    """Starts everything, waits for the executor to attach, and stops it all on the way out.
+    ``plane_settings`` go into the control plane's worker config, ``executor_flags`` onto the
+    executor's command line (deploy/grafana/preview.py serves metrics from both)."""
     with running_services(prefix) as services:
         bootstrap, remote = services.broker.bootstrap_servers, services.spark_server.remote
         logs = services.logs
         address = f"127.0.0.1:{free_port()}"
         settings = {f"{k}.storage.replication.factor": "1" for k in ("config", "offset", "status")}
+        settings.update(plane_settings or {})
         children: list[ManagedProcess] = []
         try:
             plane = spawn("control-plane", control_plane_argv(bootstrap, address, "bench", settings), logs)
             children.append(plane)
             wait_serving(address, 60, plane)
-            executor = spawn("executor", executor_argv(address, remote, "--log-level", "DEBUG"), logs)
+            flags = ("--log-level", "DEBUG", *executor_flags)
+            executor = spawn("executor", executor_argv(address, remote, *flags), logs)
             children.append(executor)
             client = SluicewayClient(address, timeout=60)
             wait(lambda: len(client.server_info().executors) == 1, 60, "the executor to attach")

@@ -34,7 +34,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -43,6 +43,8 @@ from typing import Any, Final, TypeAlias
 from prometheus_client.parser import text_string_to_metric_families
 
 HERE: Final = Path(__file__).resolve().parent
+# The benchmarks' stack (bench/bench_stack.py) is the one this script runs.
+sys.path.insert(0, str(HERE.parents[1] / "bench"))
 DASHBOARD: Final = HERE / "sluiceway-dashboard.json"
 # Grafana's dark theme, approximately: page, panel, border, text, grid, and its classic palette.
 PAGE, PANEL, BORDER, TEXT, MUTED, GRID = "#111217", "#181b1f", "#2c2f36", "#ccccdc", "#8e8e9e", "#2a2d33"
@@ -608,57 +610,28 @@ def warm_up(client: Any, executor_metrics: str, work: Path, timeout: float) -> N
 
 
 def run_stack(args: argparse.Namespace, scrapes_for: Callable[[list[str]], Scrapes]) -> tuple[Scrapes, Run]:
-    """Starts the stack, runs the pipeline while scraping, and stops everything again."""
-    from confluent_kafka.admin import AdminClient
+    """Starts the stack (bench/bench_stack.py's, with metrics served by the control plane and the
+    executor), runs the pipeline while scraping, and stops everything again."""
     from confluent_kafka.cimpl import NewTopic
 
-    from sluiceway.client import SluicewayClient
-    from sluiceway_server.embedded import (
-        ManagedProcess,
-        control_plane_argv,
-        executor_argv,
-        free_port,
-        spawn,
-        start_broker,
-        start_spark_connect,
-        wait_serving,
-    )
+    from bench_stack import running_stack
+    from sluiceway_server.embedded import free_port
 
-    work = Path(tempfile.mkdtemp(prefix="sluiceway-preview-"))
-    logs = work / "logs"
-    print(f"work directory and logs: {work}", file=sys.stderr)
     run = Run()
-    with ExitStack() as stack:
-        broker = start_broker(logs)
-        stack.callback(broker.stop)
-        spark = start_spark_connect(logs)
-        stack.callback(spark.stop)
-        address = f"127.0.0.1:{free_port()}"
-        plane_metrics = f"http://127.0.0.1:{free_port()}"
-        settings = {f"{k}.storage.replication.factor": "1" for k in ("config", "offset", "status")}
-        settings["metrics.listeners"] = plane_metrics
-        plane: ManagedProcess = spawn(
-            "control-plane", control_plane_argv(broker.bootstrap_servers, address, "preview", settings), logs
-        )
-        stack.callback(plane.stop)
-        wait_serving(address, 60, plane)
-        own = work / "executor.properties"
-        own.write_text("metrics.listeners=http://127.0.0.1:0\n")  # port 0: any free one
-        executor = spawn("executor", executor_argv(address, spark.remote, "--config", str(own)), logs)
-        stack.callback(executor.stop, 60)
-        client = stack.enter_context(SluicewayClient(address, timeout=60))
-        deadline = time.monotonic() + 90
-        while not client.server_info().executors:
-            if time.monotonic() > deadline or executor.process.poll() is not None:
-                raise RuntimeError(f"the executor did not attach\n{executor.tail()}")
-            time.sleep(0.5)
+    plane_metrics = f"http://127.0.0.1:{free_port()}"
+    own = Path(tempfile.mkdtemp(prefix="sluiceway-preview-config-")) / "executor.properties"
+    own.write_text("metrics.listeners=http://127.0.0.1:0\n")  # port 0: any free one
+    with running_stack(
+        "sluiceway-preview-", {"metrics.listeners": plane_metrics}, ("--config", str(own))
+    ) as stack:
+        work, client, executor = stack.work, stack.client, stack.executor
+        print(f"work directory and logs: {work}", file=sys.stderr)
         executor_metrics = client.server_info().executors[0].metrics_url
         print(f"scraping {plane_metrics}/metrics and {executor_metrics}", file=sys.stderr)
 
         warm_up(client, executor_metrics, work, args.warm_up_timeout)
         topic = "orders"
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-        admin.create_topics([NewTopic(topic, num_partitions=4, replication_factor=1)])[topic].result(30)
+        stack.admin.create_topics([NewTopic(topic, num_partitions=4, replication_factor=1)])[topic].result(30)
         scrapes = scrapes_for([f"{plane_metrics}/metrics", executor_metrics])
         with scrapes.running():
             run.started = time.time()
