@@ -32,6 +32,7 @@ from sluiceway_server.embedded import (
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from sluiceway_server.spark_cluster import EmbeddedSparkCluster
     from tests.postgres_server import PostgresServer
 
 LOG_DIR = Path(os.environ.get("SLUICEWAY_TEST_LOG_DIR", "/tmp/sluiceway-test-logs"))
@@ -51,6 +52,27 @@ def spark_connect() -> Iterator[EmbeddedSparkConnect]:
     """A Spark Connect server (local[2]) for the whole session; its Python workers run
     this interpreter, so they import the project."""
     started = start_spark_connect(LOG_DIR)
+    yield started
+    started.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster() -> Iterator[EmbeddedSparkCluster]:
+    """Spark's standalone master and two workers of one core each, for the whole session (started
+    when a test first asks for it). The fault tests kill and replace its parts and leave it whole."""
+    from sluiceway_server.spark_cluster import start_spark_cluster
+
+    started = start_spark_cluster(LOG_DIR / "spark-cluster")
+    yield started
+    started.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster_spark_connect(spark_cluster: EmbeddedSparkCluster) -> Iterator[EmbeddedSparkConnect]:
+    """A Spark Connect server submitting to `spark_cluster`: its jobs run in the workers' executors."""
+    started = start_spark_connect(
+        LOG_DIR / "spark-cluster", master=spark_cluster.master_url, extra_conf=spark_cluster.connect_conf()
+    )
     yield started
     started.stop()
 

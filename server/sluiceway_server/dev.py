@@ -42,6 +42,7 @@ from sluiceway_server.embedded import (
     start_spark_connect,
 )
 from sluiceway_server.log_files import PREVIOUS_RUNS_KEPT, LogRotation, set_aside_previous_run
+from sluiceway_server.spark_cluster import start_spark_cluster
 
 DEFAULT_BROKER_PORT = 9092
 DEFAULT_SPARK_CONNECT_PORT = 15002
@@ -50,7 +51,14 @@ DEFAULT_LOG_DIR = Path("var/dev-logs")
 LOG_ROTATION = LogRotation()
 # The log files a run writes (named after the children) and their rotated pieces: what the next run
 # moves aside. Nothing else in --log-dir is touched.
-STACK_LOGS = re.compile(r"(?:tansu|spark-connect|control-plane(?:-\d+)?|executor)\.log(?:\.\d+)?")
+STACK_LOGS = re.compile(
+    r"(?:tansu|spark-connect|spark-master(?:-\d+)?|spark-worker-\d+|control-plane(?:-\d+)?|executor)"
+    r"\.log(?:\.\d+)?"
+)
+# `--spark-master cluster`: Spark's standalone master and this many workers (one core each) on this
+# machine, instead of a local master inside the Spark Connect server.
+CLUSTER_MASTER = "cluster"
+CLUSTER_WORKERS = 2
 
 # The README Quickstart's first commands (its first ```sh block, after the line that activates the
 # venv), which the start-up table offers to try; tests/unit/server/test_dev_banner.py keeps the two
@@ -129,7 +137,10 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--spark-master",
         default="local[2]",
-        help="Spark master of the Spark Connect server (default: local[2])",
+        help=(
+            "Spark master of the Spark Connect server (default: local[2]); `cluster` starts Spark's "
+            f"standalone master and {CLUSTER_WORKERS} workers here and runs the jobs there"
+        ),
     )
     return parser.parse_args(argv)
 
@@ -285,15 +296,26 @@ def _run(args: argparse.Namespace, log_dir: Path, running: list[_Child]) -> int:
         running.append((broker.managed, broker.stop))
         rows.append(("broker (Tansu, in memory)", broker.bootstrap_servers))
 
-        _say(f"sluiceway dev: starting Spark Connect ({args.spark_master})")
+        master, connect_conf = args.spark_master, {}
+        if master == CLUSTER_MASTER:
+            _say(f"sluiceway dev: starting Spark's standalone master and {CLUSTER_WORKERS} workers")
+            cluster = start_spark_cluster(log_dir, workers=CLUSTER_WORKERS, rotation=LOG_ROTATION)
+            assert cluster.master is not None
+            running.append((cluster.master, cluster.stop))
+            running += [(worker, worker.stop) for worker in cluster.workers]
+            master, connect_conf = cluster.master_url, cluster.connect_conf()
+            rows.append(("Spark master (standalone)", f"{master}, web UI {cluster.master_ui_url}"))
+            rows.append(("Spark workers", f"{CLUSTER_WORKERS}, one core each"))
+        _say(f"sluiceway dev: starting Spark Connect ({master})")
         spark = start_spark_connect(
             log_dir,
             port=_preferred_port(DEFAULT_SPARK_CONNECT_PORT),
-            master=args.spark_master,
+            master=master,
+            extra_conf=connect_conf,
             rotation=LOG_ROTATION,
         )
         running.append((spark.managed, spark.stop))
-        rows.append((f"Spark Connect ({args.spark_master})", spark.remote))
+        rows.append((f"Spark Connect ({master})", spark.remote))
 
         ports = list(range(port, port + args.replicas))
         addresses = [f"127.0.0.1:{p}" for p in ports]

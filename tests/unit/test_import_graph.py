@@ -59,7 +59,7 @@ LAYERS: Mapping[str, tuple[frozenset[str], ...]] = {
     "sluiceway_server": (
         frozenset({"__main__"}),
         frozenset({"main", "dev"}),
-        frozenset({"server", "embedded"}),
+        frozenset({"server", "embedded", "spark_cluster"}),
         frozenset({"api", "rest"}),
         frozenset({"cluster", "security", "readiness"}),
         frozenset({"herder"}),

@@ -57,7 +57,7 @@ from sluiceway_executor.pipelines.error_handling import (
 )
 from sluiceway_executor.pipelines.failure_isolation import is_data_error
 from sluiceway_executor.pipelines.loading import worker_policy
-from sluiceway_executor.pipelines.observed import Observed, counts_enabled
+from sluiceway_executor.pipelines.observed import Observed, Tally, counts_enabled
 from sluiceway_executor.pipelines.pipeline import BatchOutcome
 from sluiceway_executor.pipelines.sink_errors import (
     RAW_COLUMN,
@@ -161,7 +161,7 @@ class SinkPipeline:
         # What each partition holds past the last plan's ranges (the lag once that batch commits),
         # and the counts of the batch being written (see observed.py).
         self._backlog: dict[TopicPartitionKey, int] = {}
-        self._observed: tuple[Observed, Observed] | None = None
+        self._observed: tuple[Observed, Observed | None] | None = None
         # metrics.task.counts.enable=false: no counts in the plan; the ranges give the records read.
         self._counting = counts_enabled(worker_config)
         # Records seen while the last plan was made: what the converters may expect.
@@ -353,11 +353,16 @@ class SinkPipeline:
     ) -> list[FailedRecord]:
         # Counted in the job that writes the batch (or the checkpoint before it); a retry counts anew.
         counting = self._counting
-        read, written = self._observed = (
-            Observed("read", sized=True, enabled=counting),
-            Observed("written", enabled=counting),
-        )
+        read = Observed("read", sized=True, enabled=counting)
         raw = read.watch(raw)
+        if not self._errors.tolerant and not self._chain:
+            # Every record read reaches the task: the one count serves for both. A second observed
+            # node in the same job would cost as much again (bench_pipelines.py --metrics-cost).
+            self._observed = (read, None)
+            task.write_batch(self.converted(raw), context)
+            return []
+        written = Observed("written", enabled=counting)
+        self._observed = (read, written)
         if not self._errors.tolerant:
             task.write_batch(written.watch(self.converted(raw)), context)
             return []
@@ -459,8 +464,7 @@ class SinkPipeline:
         dead = [*(self._replayed(replay) if replay else []), *failed] if self._errors.dlq_topic else []
         read = {r.key for r in ranges}
         handling, connector, index = self._errors, self.spec.connector, self.spec.task_index
-        tallies = (None, None) if self._observed is None else (o.tally() for o in self._observed)
-        read_tally, written_tally = tallies
+        read_tally, written_tally = self._tallies()
         return BatchOutcome(
             records=records,
             offsets=sink_offsets(ranges) + sink_offsets([r for r in replay if r.key not in read]),
@@ -472,6 +476,16 @@ class SinkPipeline:
             written=written_tally,
             backlog=backlog,
         )
+
+    def _tallies(self) -> tuple[Tally | None, Tally | None]:
+        """The counts of the records read and of those handed to the task, from the batch's job."""
+        if self._observed is None:
+            return None, None
+        read, written = self._observed
+        read_tally = read.tally()
+        if written is not None:
+            return read_tally, written.tally()
+        return read_tally, None if read_tally is None else Tally(read_tally.records)
 
     def _write_diagnosed(
         self, task: DataFrameSinkTask, raw: DataFrame, context: BatchContext, ranges: list[PartitionRange]
