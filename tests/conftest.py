@@ -39,6 +39,12 @@ LOG_DIR = Path(os.environ.get("SLUICEWAY_TEST_LOG_DIR", "/tmp/sluiceway-test-log
 TEST_PLUGINS = Path(__file__).parent / "plugins"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests on Spark's standalone cluster run last (in their own order), so the session's
+    cluster, five JVMs, is up only while they run and takes nothing from the tests before."""
+    items.sort(key=lambda item: item.get_closest_marker("cluster") is not None)
+
+
 @pytest.fixture(scope="session")
 def broker() -> Iterator[EmbeddedBroker]:
     """A Kafka-compatible broker on a free loopback port for the whole session."""
