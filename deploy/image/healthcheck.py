@@ -1,27 +1,41 @@
 #!/opt/sluiceway/bin/python
 """The container image's health check (the HEALTHCHECK of deploy/image/Dockerfile, installed as
 /usr/local/bin/sluiceway-healthcheck; `docker exec CONTAINER sluiceway-healthcheck` runs it by hand).
+The exec probes of the Kubernetes TLS component (deploy/kubernetes/components/tls) run it too.
+
+    sluiceway-healthcheck                               # readiness: the health service ""
+    sluiceway-healthcheck --service=sluiceway.liveness  # liveness: another health service
 
 One image runs three kinds of process, so the check first looks at the command lines under /proc to
 see which one the container runs, then checks that one:
 
-- `sluiceway server`: the replica's gRPC health service must answer SERVING for readiness (the
-  service ""). The address is the one the replica listens on, worked out from its own arguments and
-  the container's environment as `sluiceway server` does (an address bound to every interface is
-  asked on 127.0.0.1); SLUICEWAY_HEALTHCHECK_ADDRESS (host:port) replaces it. When the listener
-  uses TLS, the check connects as one replica calls another (trusting tls.ca.file, presenting the
-  listener's certificate) and expects the certificate to name the advertised host.
+- `sluiceway server`: the replica's gRPC health service must answer SERVING for the service that
+  --service names, "" (readiness) by default. The address is the one the replica listens on, worked
+  out from its own arguments and the container's environment as `sluiceway server` does (an address
+  bound to every interface is asked on 127.0.0.1); SLUICEWAY_HEALTHCHECK_ADDRESS (host:port)
+  replaces it. When the listener uses TLS, the check connects as one replica calls another
+  (trusting tls.ca.file, presenting the listener's certificate, which a listener with
+  tls.client.auth=required demands) and expects the certificate to name the host of the advertised
+  address (advertised.listeners; the container's host name when that is unset).
 - a Spark Connect server (sluiceway-spark-connect): its gRPC port (spark.connect.grpc.binding.port
   on its command line, 15002 when absent) must accept a TCP connection.
 - `sluiceway executor`: it listens on no port, so a running executor is healthy (the container
   stops when it exits).
 
+--service only means something to a control plane: the other processes have no gRPC health
+service. It is refused (exit status 2, saying why) when the container runs no control plane, so that
+a probe written for the control plane and copied to another container fails visibly rather than
+passing without asking anything; next to a control plane, the other processes are checked as
+without it.
+
 Exit status 0 when healthy, 1 otherwise, with one line saying why on stdout (Docker keeps it with
-the check's result: `docker inspect --format '{{json .State.Health}}' CONTAINER`). Kubernetes does not
-run image health checks; its own `grpc` probes ask the control plane directly."""
+the check's result: `docker inspect --format '{{json .State.Health}}' CONTAINER`; the kubelet shows
+it in the pod's events when a probe fails). Exit status 2 for arguments it does not take, and for
+--service where no control plane runs (Docker reserves 2, but its HEALTHCHECK passes no arguments)."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import socket
 import sys
@@ -36,6 +50,11 @@ if TYPE_CHECKING:
 PROC: Final = Path("/proc")
 ADDRESS_ENV: Final = "SLUICEWAY_HEALTHCHECK_ADDRESS"
 TIMEOUT_S: Final = 3.0
+# The control plane's health service for readiness (what --service asks when not given).
+READINESS_SERVICE: Final = ""
+HEALTHY: Final = 0
+UNHEALTHY: Final = 1
+USAGE_ERROR: Final = 2
 SPARK_CONNECT_CLASS: Final = "org.apache.spark.sql.connect.service.SparkConnectServer"
 SPARK_CONNECT_PORT_CONF: Final = "spark.connect.grpc.binding.port"
 SPARK_CONNECT_ADDRESS_CONF: Final = "spark.connect.grpc.binding.address"
@@ -92,6 +111,13 @@ def _loopback_if_wildcard(host: str) -> str:
     return "127.0.0.1" if host in _EVERY_INTERFACE else host
 
 
+def host_of(address: str) -> str:
+    """The host of `host:port`, `[v6]:port`, a bare `host` or `[v6]`, without brackets."""
+    if address.startswith("["):
+        return address[1:].partition("]")[0]
+    return address.rpartition(":")[0] if ":" in address else address
+
+
 @dataclass(frozen=True)
 class ServerTarget:
     """How to reach a replica's health service: the address, the channel's security and options."""
@@ -124,14 +150,24 @@ def server_target(arguments: Sequence[str]) -> ServerTarget:
     options: tuple[tuple[str, str], ...] = ()
     if tls is not None:
         # Other replicas and executors reach this one by its advertised name, so its certificate names
-        # that host, not the loopback address the check connects to.
-        advertised_host = config.advertised_address().rpartition(":")[0].strip("[]")
-        options = (("grpc.ssl_target_name_override", advertised_host),)
+        # that host, not the loopback address the check connects to; the call carries that name too.
+        advertised_host = host_of(config.advertised_address())
+        if not advertised_host:
+            raise ValueError(
+                f"advertised.listeners {config.get('advertised.listeners')!r} names no host to verify "
+                "the listener's certificate against"
+            )
+        options = (
+            ("grpc.ssl_target_name_override", advertised_host),
+            ("grpc.default_authority", advertised_host),
+        )
     return ServerTarget(address, replica_transport(config, tls), options)
 
 
-def check_server(target: ServerTarget, timeout: float = TIMEOUT_S) -> str | None:
-    """None when the replica's readiness is SERVING, else why not."""
+def check_server(
+    target: ServerTarget, service: str = READINESS_SERVICE, timeout: float = TIMEOUT_S
+) -> str | None:
+    """None when the replica's health service `service` is SERVING, else why not."""
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -142,13 +178,19 @@ def check_server(target: ServerTarget, timeout: float = TIMEOUT_S) -> str | None
     with channel:
         stub = health_pb2_grpc.HealthStub(channel)
         try:
-            reply = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout)
+            reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout)
         except grpc.RpcError as exc:
+            code = exc.code() if isinstance(exc, grpc.Call) else None
+            if code == grpc.StatusCode.NOT_FOUND:
+                return f"control plane at {target.address} has no health service {service!r}"
             reason = f"{exc.code().name}: {exc.details()}" if isinstance(exc, grpc.Call) else repr(exc)
-            return f"control plane at {target.address} did not answer the health check ({reason})"
+            return (
+                f"control plane at {target.address} did not answer the health check of service "
+                f"{service!r} ({reason})"
+            )
     if reply.status != health_pb2.HealthCheckResponse.SERVING:
         status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
-        return f"control plane at {target.address} is {status}"
+        return f"control plane at {target.address} is {status} (health service {service!r})"
     return None
 
 
@@ -179,33 +221,66 @@ def check_tcp(address: str, timeout: float = TIMEOUT_S) -> str | None:
         return f"Spark Connect at {address} does not accept connections ({exc})"
 
 
-def check(role: Role) -> str | None:
-    """None when the process of `role` is healthy, else why not."""
+def check(role: Role, service: str = READINESS_SERVICE) -> str | None:
+    """None when the process of `role` is healthy, else why not; `service` is the health service a
+    control plane is asked for (the other kinds have none)."""
     if role.kind == "server":
         try:
             target = server_target(role.arguments)
         except ValueError as exc:
             return f"control plane (pid {role.pid}): {exc}"
-        return check_server(target)
+        return check_server(target, service)
     if role.kind == "spark-connect":
         return check_tcp(spark_connect_address(role.arguments))
     return None  # an executor: running is all it can show here
 
 
+def parser() -> argparse.ArgumentParser:
+    """The command line: --service only; a usage error exits with status 2."""
+    made = argparse.ArgumentParser(
+        prog="sluiceway-healthcheck",
+        description="Checks the Sluiceway process this container runs (see deploy/README.md).",
+    )
+    made.add_argument(
+        "--service",
+        metavar="NAME",
+        default=None,
+        help='the control plane\'s gRPC health service to ask: "" (readiness, the default) or '
+        "sluiceway.liveness; refused where no control plane runs",
+    )
+    return made
+
+
+def describe(role: Role, service: str) -> str:
+    """How the report names a process it checked (with the health service asked, if not readiness)."""
+    if role.kind == "server" and service != READINESS_SERVICE:
+        return f"{role.kind} (pid {role.pid}, health service {service!r})"
+    return f"{role.kind} (pid {role.pid})"
+
+
 def main(argv: Sequence[str] | None = None, proc: Path = PROC) -> int:
-    if list(sys.argv[1:] if argv is None else argv):
-        print("usage: sluiceway-healthcheck (it takes no arguments)")
-        return 1
+    try:
+        args = parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exc:  # --help (0) or a usage error (2); argparse has printed it
+        return exc.code if isinstance(exc.code, int) else USAGE_ERROR
     roles = list(find_roles(proc))
     if not roles:
         print("unhealthy: no sluiceway server, sluiceway executor or Spark Connect server runs here")
-        return 1
-    problems = [problem for problem in map(check, roles) if problem is not None]
+        return UNHEALTHY
+    if args.service is not None and not any(role.kind == "server" for role in roles):
+        found = ", ".join(describe(role, READINESS_SERVICE) for role in roles)
+        print(
+            f"--service names a health service of the control plane (sluiceway server), which does not "
+            f"run here ({found}): drop --service to check this container"
+        )
+        return USAGE_ERROR
+    service: str = READINESS_SERVICE if args.service is None else args.service
+    problems = [problem for problem in (check(role, service) for role in roles) if problem is not None]
     if problems:
         print("unhealthy: " + "; ".join(problems))
-        return 1
-    print("healthy: " + ", ".join(f"{role.kind} (pid {role.pid})" for role in roles))
-    return 0
+        return UNHEALTHY
+    print("healthy: " + ", ".join(describe(role, service) for role in roles))
+    return HEALTHY
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ mean to the control plane what the comments say, every COPY source present and l
 
 The scripts run for real: sluiceway-spark-connect against a spark-submit that records its
 arguments, and sluiceway-healthcheck against real gRPC health servers (plain and mutual TLS, with
-the development certificates) and a /proc tree written by the test."""
+the development certificates) and a /proc tree written by the test, for readiness (the service "")
+and for the service --service names, as the exec probes of deploy/kubernetes/components/tls run it.
+tests/unit/test_kubernetes_manifests.py runs it once more with a replica pod's variables and files."""
 
 from __future__ import annotations
 
@@ -44,9 +46,11 @@ from packaging.utils import canonicalize_name
 from deploy.image import healthcheck
 from sluiceway.cli.main import build_parser
 from sluiceway.cli.main import main as cli_main
+from sluiceway.common.transport import TransportSecurity
 from sluiceway_executor.own_config import load_own_config
 from sluiceway_server.config import WorkerConfig
 from sluiceway_server.dev_certificates import make_dev_certificates
+from sluiceway_server.readiness import LIVENESS_SERVICE
 from sluiceway_server.security.tls import listener_tls
 
 ROOT: Final = Path(__file__).resolve().parents[2]
@@ -607,18 +611,27 @@ def test_the_health_check_is_the_script_the_image_carries(dockerfile: Dockerfile
     # It runs with the venv's Python (its shebang), which has grpcio-health-checking and sluiceway.
     assert HEALTHCHECK_SCRIPT.read_text().splitlines()[0] == f"#!{VENV}/bin/python"
     assert HEALTHCHECK_SCRIPT.stat().st_mode & stat.S_IXUSR
-    # Run as a program, as Docker runs it (arguments make it stop before it looks at /proc).
-    done = subprocess.run(
-        [sys.executable, str(HEALTHCHECK_SCRIPT), "--help"],
+    # Run as a program, as Docker and the exec probes run it (--help stops it before it looks at /proc;
+    # an argument it does not know is a usage error, status 2).
+    done = run_healthcheck_script("--help")
+    assert done.returncode == 0 and done.stdout.startswith("usage: sluiceway-healthcheck"), done.stderr
+    assert "--service NAME" in done.stdout
+    done = run_healthcheck_script("--port=8083")
+    assert done.returncode == 2 and "unrecognized arguments: --port=8083" in done.stderr
+    assert not done.stdout
+    # Docker's reading of the durations: a timeout longer than the check's own gRPC deadline.
+    assert {"interval", "timeout", "start-period", "retries"} <= check.flags.keys()
+    assert float(check.flags["timeout"].removesuffix("s")) > healthcheck.TIMEOUT_S
+
+
+def run_healthcheck_script(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(HEALTHCHECK_SCRIPT), *args],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
-    assert done.returncode == 1 and done.stdout.startswith("usage: sluiceway-healthcheck"), done.stderr
-    # Docker's reading of the durations: a timeout longer than the check's own gRPC deadline.
-    assert {"interval", "timeout", "start-period", "retries"} <= check.flags.keys()
-    assert float(check.flags["timeout"].removesuffix("s")) > healthcheck.TIMEOUT_S
 
 
 def test_the_spark_connect_script_is_in_the_image(dockerfile: Dockerfile) -> None:
@@ -714,8 +727,8 @@ class HealthServer:
     port: int
     servicer: health.HealthServicer
 
-    def set(self, status: int) -> None:
-        self.servicer.set("", status)
+    def set(self, status: int, service: str = healthcheck.READINESS_SERVICE) -> None:
+        self.servicer.set(service, status)
 
 
 @pytest.fixture
@@ -812,10 +825,37 @@ def test_a_control_plane_that_cannot_start_is_unhealthy(
     assert "control plane (pid 1): invalid worker configuration" in out and "heartbeat.records.topic" in out
 
 
-def test_mutual_tls_checks_the_certificate_against_the_advertised_name(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    certificates = make_dev_certificates(tmp_path / "certs", ["admin"], hosts=["replica-0.sluiceway.svc"])
+REPLICA_HOST: Final = "replica-0.sluiceway.svc"
+
+
+@dataclass
+class TlsHealthServer:
+    """A health server behind the listener TLS of `settings` (client certificates required), and the
+    `--set` flags that give a replica those settings."""
+
+    port: int
+    servicer: health.HealthServicer
+    settings: Mapping[str, str]
+    ca_file: Path
+
+    @property
+    def flags(self) -> list[str]:
+        return [word for key, value in self.settings.items() for word in ("--set", f"{key}={value}")]
+
+    def replica(self, advertised_host: str = REPLICA_HOST) -> list[str]:
+        """The command line of a replica listening on every interface at the server's port."""
+        return server_argv(
+            "--listeners",
+            f"0.0.0.0:{self.port}",
+            "--advertised-address",
+            f"{advertised_host}:{self.port}",
+            *self.flags,
+        )
+
+
+@pytest.fixture
+def tls_health_server(tmp_path: Path) -> Iterator[TlsHealthServer]:
+    certificates = make_dev_certificates(tmp_path / "certs", ["admin"], hosts=[REPLICA_HOST])
     settings = {
         "tls.certificate.file": str(certificates.server.certificate),
         "tls.key.file": str(certificates.server.key),
@@ -823,34 +863,181 @@ def test_mutual_tls_checks_the_certificate_against_the_advertised_name(
         "tls.client.auth": "required",
         "tls.client.ca.file": str(certificates.ca_file),
     }
-    flags = [word for key, value in settings.items() for word in ("--set", f"{key}={value}")]
     tls = listener_tls(WorkerConfig.load(overrides=settings, env={}))
-    assert tls is not None
+    assert tls is not None and tls.client_auth == "required"
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
     servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
     port = server.add_secure_port("127.0.0.1:0", tls.server_credentials())
     server.start()
     try:
-        servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-        listen = ["--listeners", f"0.0.0.0:{port}"]
-        good = write_proc(
-            tmp_path / "good",
-            {1: server_argv(*listen, "--advertised-address", f"replica-0.sluiceway.svc:{port}", *flags)},
-        )
-        assert healthcheck.main([], good) == 0, capsys.readouterr().out
-        # A certificate that does not name the advertised host fails the handshake.
-        wrong = write_proc(
-            tmp_path / "wrong",
-            {1: server_argv(*listen, "--advertised-address", f"elsewhere.example:{port}", *flags)},
-        )
-        assert healthcheck.main([], wrong) == 1
-        assert "did not answer the health check (UNAVAILABLE" in capsys.readouterr().out
-        # A plaintext check of a TLS listener fails too: the TLS settings are what make it pass.
-        plain = write_proc(tmp_path / "plain", {1: server_argv(*listen)})
-        assert healthcheck.main([], plain) == 1
+        yield TlsHealthServer(port, servicer, settings, certificates.ca_file)
     finally:
         server.stop(grace=None)
+
+
+def test_mutual_tls_checks_the_certificate_against_the_advertised_name(
+    tls_health_server: TlsHealthServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tls_health_server.servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    good = write_proc(tmp_path / "good", {1: tls_health_server.replica()})
+    assert healthcheck.main([], good) == 0, capsys.readouterr().out
+    # A certificate that does not name the advertised host fails the handshake.
+    wrong = write_proc(tmp_path / "wrong", {1: tls_health_server.replica("elsewhere.example")})
+    assert healthcheck.main([], wrong) == 1
+    assert "did not answer the health check of service '' (UNAVAILABLE" in capsys.readouterr().out
+    # A plaintext check of a TLS listener fails too: the TLS settings are what make it pass.
+    plain = write_proc(
+        tmp_path / "plain", {1: server_argv("--listeners", f"0.0.0.0:{tls_health_server.port}")}
+    )
+    assert healthcheck.main([], plain) == 1
+
+
+def test_with_tls_the_check_trusts_the_ca_and_presents_the_listener_certificate(
+    tls_health_server: TlsHealthServer,
+) -> None:
+    """What the exec probes of deploy/kubernetes/components/tls rely on: the CA of tls.ca.file, the
+    replica's own certificate for a listener that requires one, the advertised host (not the
+    loopback address asked) as the name to verify and the call's authority."""
+    settings = tls_health_server.settings
+    arguments = tls_health_server.replica()[3:]
+    target = healthcheck.server_target(arguments)
+    assert target.address == f"127.0.0.1:{tls_health_server.port}"
+    assert target.security.ca_file == settings["tls.ca.file"]
+    assert target.security.cert_file == settings["tls.certificate.file"]
+    assert target.security.key_file == settings["tls.key.file"]
+    assert dict(target.options) == {
+        "grpc.ssl_target_name_override": REPLICA_HOST,
+        "grpc.default_authority": REPLICA_HOST,
+    }
+    tls_health_server.servicer.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.SERVING)
+    assert healthcheck.check_server(target, LIVENESS_SERVICE) is None
+    # Without the replica's certificate the listener refuses the handshake: the check passes above
+    # because it presents one.
+    anonymous = healthcheck.ServerTarget(
+        target.address, TransportSecurity(ca_file=str(tls_health_server.ca_file)), target.options
+    )
+    problem = healthcheck.check_server(anonymous, LIVENESS_SERVICE)
+    assert (
+        problem is not None and "did not answer the health check of service 'sluiceway.liveness'" in problem
+    )
+
+
+def test_the_service_option_asks_that_health_service_over_mutual_tls(
+    tls_health_server: TlsHealthServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The exec probes of components/tls: readiness asks "", liveness and startup ask
+    sluiceway.liveness, each with its own status."""
+    proc = write_proc(tmp_path / "proc", {1: tls_health_server.replica()})
+    liveness = f"--service={LIVENESS_SERVICE}"
+    serving, not_serving = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
+    tls_health_server.servicer.set("", serving)
+    tls_health_server.servicer.set(LIVENESS_SERVICE, serving)
+    assert healthcheck.main([], proc) == 0
+    assert capsys.readouterr().out.strip() == "healthy: server (pid 1)"
+    assert healthcheck.main([liveness], proc) == 0
+    assert capsys.readouterr().out.strip() == "healthy: server (pid 1, health service 'sluiceway.liveness')"
+    # A draining replica: not ready, still alive.
+    tls_health_server.servicer.set("", not_serving)
+    assert healthcheck.main([], proc) == 1
+    address = f"127.0.0.1:{tls_health_server.port}"
+    assert capsys.readouterr().out.strip() == (
+        f"unhealthy: control plane at {address} is NOT_SERVING (health service '')"
+    )
+    assert healthcheck.main([liveness], proc) == 0
+    capsys.readouterr()
+    # And the other way round.
+    tls_health_server.servicer.set("", serving)
+    tls_health_server.servicer.set(LIVENESS_SERVICE, not_serving)
+    assert healthcheck.main([liveness], proc) == 1
+    assert f"is NOT_SERVING (health service '{LIVENESS_SERVICE}')" in capsys.readouterr().out
+    assert healthcheck.main(["--service", ""], proc) == 0
+    capsys.readouterr()
+    # The certificate is checked against the advertised name whichever service is asked.
+    wrong = write_proc(tmp_path / "wrong", {1: tls_health_server.replica("elsewhere.example")})
+    tls_health_server.servicer.set(LIVENESS_SERVICE, serving)
+    assert healthcheck.main([liveness], wrong) == 1
+    assert "did not answer the health check of service 'sluiceway.liveness' (UNAVAILABLE" in (
+        capsys.readouterr().out
+    )
+
+
+def test_the_service_option_asks_that_health_service(
+    health_server: HealthServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    proc = write_proc(tmp_path / "proc", {1: server_argv("--listeners", f"0.0.0.0:{health_server.port}")})
+    address = f"127.0.0.1:{health_server.port}"
+    health_server.set(health_pb2.HealthCheckResponse.SERVING)
+    health_server.set(health_pb2.HealthCheckResponse.SERVING, LIVENESS_SERVICE)
+    assert healthcheck.main(["--service", LIVENESS_SERVICE], proc) == 0
+    assert "health service 'sluiceway.liveness'" in capsys.readouterr().out
+    health_server.set(health_pb2.HealthCheckResponse.NOT_SERVING, LIVENESS_SERVICE)
+    assert healthcheck.main(["--service", LIVENESS_SERVICE], proc) == 1
+    assert capsys.readouterr().out.strip() == (
+        f"unhealthy: control plane at {address} is NOT_SERVING (health service 'sluiceway.liveness')"
+    )
+    assert healthcheck.main([], proc) == 0  # readiness is its own service
+    capsys.readouterr()
+    # A service the replica does not serve is named as such, not as a connection failure.
+    assert healthcheck.main(["--service=no.such.service"], proc) == 1
+    assert capsys.readouterr().out.strip() == (
+        f"unhealthy: control plane at {address} has no health service 'no.such.service'"
+    )
+    # A service the servicer knows only as UNKNOWN is not SERVING either.
+    health_server.set(health_pb2.HealthCheckResponse.UNKNOWN, "sluiceway.other")
+    assert healthcheck.main(["--service=sluiceway.other"], proc) == 1
+    assert "is UNKNOWN (health service 'sluiceway.other')" in capsys.readouterr().out
+
+
+def test_the_service_option_is_refused_where_no_control_plane_runs(
+    health_server: HealthServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    executor = [f"{VENV}/bin/python", f"{VENV}/bin/sluiceway", "executor"]
+    spark = ["java", "org.apache.spark.deploy.SparkSubmit", "--class", healthcheck.SPARK_CONNECT_CLASS]
+    proc = write_proc(tmp_path / "executor", {1: executor})
+    assert healthcheck.main([f"--service={LIVENESS_SERVICE}"], proc) == healthcheck.USAGE_ERROR == 2
+    out = capsys.readouterr().out
+    assert "--service names a health service of the control plane" in out and "executor (pid 1)" in out
+    proc = write_proc(tmp_path / "spark", {4: spark})
+    assert healthcheck.main(["--service", ""], proc) == 2
+    assert "spark-connect (pid 4)" in capsys.readouterr().out
+    # Without --service the same containers are checked as ever.
+    assert healthcheck.main([], write_proc(tmp_path / "executor2", {1: executor})) == 0
+    capsys.readouterr()
+    # Next to a control plane, --service is the control plane's and the others are checked as usual.
+    health_server.set(health_pb2.HealthCheckResponse.SERVING, LIVENESS_SERVICE)
+    both = write_proc(
+        tmp_path / "both", {1: server_argv("--listeners", f"127.0.0.1:{health_server.port}"), 9: executor}
+    )
+    assert healthcheck.main([f"--service={LIVENESS_SERVICE}"], both) == 0
+    healthy = capsys.readouterr().out.strip()
+    assert healthy.startswith("healthy: ")
+    assert "server (pid 1, health service 'sluiceway.liveness')" in healthy and "executor (pid 9)" in healthy
+    # Nothing running at all is unhealthy (a process that has exited), not a usage error.
+    assert healthcheck.main([f"--service={LIVENESS_SERVICE}"], write_proc(tmp_path / "none", {})) == 1
+
+
+def test_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert healthcheck.parser().parse_args([]).service is None  # readiness, and no --service given
+    assert healthcheck.parser().parse_args(["--service=sluiceway.liveness"]).service == LIVENESS_SERVICE
+    assert healthcheck.main(["--help"], Path("/nonexistent")) == 0
+    assert "--service NAME" in capsys.readouterr().out
+    assert healthcheck.main(["--service"], Path("/nonexistent")) == 2
+    assert "expected one argument" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("address", "host"),
+    [
+        ("replica-0.sluiceway.svc:8083", "replica-0.sluiceway.svc"),
+        ("replica-0.sluiceway.svc", "replica-0.sluiceway.svc"),
+        ("[fd00::1]:8083", "fd00::1"),
+        ("[fd00::1]", "fd00::1"),
+        ("10.1.2.3:8083", "10.1.2.3"),
+    ],
+)
+def test_the_host_of_an_advertised_address(address: str, host: str) -> None:
+    assert healthcheck.host_of(address) == host
 
 
 def free_port() -> int:
@@ -884,4 +1071,5 @@ def test_nothing_to_check_is_unhealthy(tmp_path: Path, capsys: pytest.CaptureFix
     assert (
         "no sluiceway server, sluiceway executor or Spark Connect server runs here" in capsys.readouterr().out
     )
-    assert healthcheck.main(["--verbose"], proc) == 1
+    assert healthcheck.main(["--verbose"], proc) == 2  # a usage error, whatever runs
+    assert "unrecognized arguments: --verbose" in capsys.readouterr().err

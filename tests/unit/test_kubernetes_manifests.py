@@ -16,13 +16,14 @@ an unknown field fails), then against what our processes need:
   tag comes from the overlay, and the pods fit deploy/image/Dockerfile (its user, its commands).
 
 Without kubectl only the base's YAML files are checked against the schemas, as they are.
-The exec probe that components/tls puts in place of the gRPC probes runs here against a real
-gRPC server over mutual TLS."""
+components/tls puts exec probes in place of the gRPC probes: they run the image's health check
+(sluiceway-healthcheck, deploy/image/healthcheck.py, whose own tests are in test_container_image.py).
+Here its rendered probe commands run that script with a replica pod's arguments, variables and
+files, against a real gRPC health server over mutual TLS."""
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import inspect
 import os
 import re
@@ -32,7 +33,6 @@ from collections.abc import Iterator, Mapping
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Final
 
 import grpc
@@ -41,6 +41,7 @@ import pytest
 import yaml
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from deploy.image import healthcheck
 from sluiceway.common.metrics_endpoint import parse_metrics_listener
 from sluiceway.common.properties import parse_properties
 from sluiceway.common.targets import parse_targets
@@ -58,10 +59,11 @@ BASE: Final = KUBERNETES / "base"
 OVERLAY: Final = KUBERNETES / "overlays" / "example"
 TLS_COMPONENT: Final = KUBERNETES / "components" / "tls"
 OPERATOR_SECRETS: Final = KUBERNETES / "operator-secrets.yaml"
-PROBE_SCRIPT: Final = TLS_COMPONENT / "grpc_health_probe.py"
-# The image's Spark Connect launcher, and the command the image installs it as.
+# The image's Spark Connect launcher and health check, and the commands the image installs them as.
 SPARK_LAUNCHER: Final = ROOT / "deploy" / "image" / "spark-connect.sh"
 SPARK_LAUNCHER_COMMAND: Final = "sluiceway-spark-connect"
+HEALTHCHECK_SCRIPT: Final = ROOT / "deploy" / "image" / "healthcheck.py"
+HEALTHCHECK_COMMAND: Final = "sluiceway-healthcheck"
 DOCKERFILE: Final = ROOT / "deploy" / "image" / "Dockerfile"
 
 # The API version the manifests are checked against (the kubectl of the test machines is 1.32).
@@ -469,28 +471,41 @@ def test_the_probes_ask_the_grpc_health_services(renders: dict[str, list[Doc]], 
     assert server["startupProbe"]["grpc"] == {"port": GRPC_PORT, "service": LIVENESS_SERVICE}
 
 
+# The health service each probe of the control plane asks ("" is readiness).
+PROBE_SERVICES: Final = {
+    "readinessProbe": "",
+    "livenessProbe": LIVENESS_SERVICE,
+    "startupProbe": LIVENESS_SERVICE,
+}
+TLS_FILES: Final = frozenset(
+    {"/etc/sluiceway/tls/tls.crt", "/etc/sluiceway/tls/tls.key", "/etc/sluiceway/tls/ca.crt"}
+)
+
+
 def test_with_tls_the_probes_ask_the_same_services_over_tls(renders: dict[str, list[Doc]]) -> None:
+    """Exec probes of the image's health check, with --service for the liveness service, timed as
+    the base's gRPC probes. The component brings no script of its own: it mounts nothing for the
+    probes and makes no ConfigMap."""
     docs = renders[EXAMPLE_TLS]
     statefulset = find(docs, "StatefulSet", CONTROL_PLANE)
     server = container(statefulset, "server")
-    script_paths = [
-        path
-        for path, content in mounted_files(docs, statefulset, server).items()
-        if content == PROBE_SCRIPT.read_text()
-    ]
-    assert len(script_paths) == 1, "the probe script is mounted once, as it is in the repository"
-    expected_services = {
-        "readinessProbe": "",
-        "livenessProbe": LIVENESS_SERVICE,
-        "startupProbe": LIVENESS_SERVICE,
-    }
-    probe_module = load_probe_module()
-    for probe, service in expected_services.items():
+    base_statefulset = find(renders[EXAMPLE], "StatefulSet", CONTROL_PLANE)
+    base_server = container(base_statefulset, "server")
+    for probe, service in PROBE_SERVICES.items():
         assert set(server[probe]) & {"grpc", "httpGet", "tcpSocket"} == set()
         command = server[probe]["exec"]["command"]
-        assert command[:2] == ["python3", script_paths[0]]
-        arguments = probe_module.parser().parse_args(command[2:])
-        assert (arguments.service, arguments.port) == (service, GRPC_PORT)
+        expected = [HEALTHCHECK_COMMAND] if service == "" else [HEALTHCHECK_COMMAND, f"--service={service}"]
+        assert command == expected
+        arguments = healthcheck.parser().parse_args(command[1:])
+        assert (arguments.service or "") == service
+        timing = {key: value for key, value in server[probe].items() if key != "exec"}
+        assert timing == {key: value for key, value in base_server[probe].items() if key != "grpc"}
+    base_files = mounted_files(renders[EXAMPLE], base_statefulset, base_server)
+    added = mounted_files(docs, statefulset, server).keys() - base_files.keys()
+    assert added == TLS_FILES
+    config_maps = {doc["metadata"]["name"] for doc in docs if doc["kind"] == "ConfigMap"}
+    assert config_maps == {doc["metadata"]["name"] for doc in renders[EXAMPLE] if doc["kind"] == "ConfigMap"}
+    assert not list(TLS_COMPONENT.glob("*.py"))
 
 
 @pytest.mark.parametrize("name", RENDERS)
@@ -849,18 +864,23 @@ def test_the_overlay_sets_namespace_executors_and_its_patch(renders: dict[str, l
 
 
 def test_the_pods_fit_the_image(renders: dict[str, list[Doc]]) -> None:
-    """deploy/image/Dockerfile: its user is the pods' runAsUser, and the commands the pods run are
-    where it puts them (on its PATH: sluiceway and the venv's python3; the Spark launcher)."""
+    """deploy/image/Dockerfile: its user is the pods' runAsUser, and the commands the pods and their
+    probes run are where it puts them (on its PATH: sluiceway in the venv; the Spark launcher and
+    the health check in /usr/local/bin, first on the PATH of the python base images)."""
     dockerfile = DOCKERFILE.read_text()
     assert re.search(rf"^USER {IMAGE_UID}(:{IMAGE_UID})?$", dockerfile, re.MULTILINE)
-    assert re.search(
-        rf"^COPY .*{re.escape(SPARK_LAUNCHER.name)} /usr/local/bin/{SPARK_LAUNCHER_COMMAND}$",
-        dockerfile,
-        re.MULTILINE,
-    )
+    for script, command in (
+        (SPARK_LAUNCHER, SPARK_LAUNCHER_COMMAND),
+        (HEALTHCHECK_SCRIPT, HEALTHCHECK_COMMAND),
+    ):
+        assert re.search(
+            rf"^COPY --chmod=0755 deploy/image/{re.escape(script.name)} /usr/local/bin/{command}$",
+            dockerfile,
+            re.MULTILINE,
+        ), f"the image does not install {script.name} as {command}"
     path = re.search(r"\bPATH=(\S+)", dockerfile)
     assert path is not None
-    assert "/opt/sluiceway/bin" in path.group(1).split(":")
+    assert {"/opt/sluiceway/bin", "$PATH"} <= set(path.group(1).split(":"))
     commands = {
         c.get("command", [None])[0]
         for name in RENDERS
@@ -868,79 +888,129 @@ def test_the_pods_fit_the_image(renders: dict[str, list[Doc]]) -> None:
         for c in containers(w)
     }
     server = container(find(renders[EXAMPLE_TLS], "StatefulSet", CONTROL_PLANE), "server")
-    commands |= {server[probe]["exec"]["command"][0] for probe in ("readinessProbe", "livenessProbe")}
-    assert commands == {"sluiceway", SPARK_LAUNCHER_COMMAND, "python3"}
+    commands |= {server[probe]["exec"]["command"][0] for probe in PROBE_SERVICES}
+    assert commands == {"sluiceway", SPARK_LAUNCHER_COMMAND, HEALTHCHECK_COMMAND}
 
 
-# --- the exec probe of components/tls, against a real server -------------------------------------
+# --- the exec probes of components/tls, against a real server -----------------------------------
 
 
-def load_probe_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("grpc_health_probe", PROBE_SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@dataclass
+class TlsReplica:
+    """A gRPC health server over mutual TLS standing for the first replica of the TLS render, and
+    what the health check finds in that replica's pod: the pod's files (with real certificates,
+    certified for the advertised name), the replica's command line under a /proc, its variables."""
+
+    port: int
+    servicer: health.HealthServicer
+    advertised_host: str
+    view: ContainerView
+    arguments: list[str]  # after `sluiceway server`
+    proc: Path
+    probes: dict[str, list[str]]
 
 
 @pytest.fixture
-def tls_health_server(tmp_path: Path) -> Iterator[tuple[int, health.HealthServicer, dict[str, str]]]:
-    """A gRPC server with the health service over mutual TLS, certified for a replica's DNS name,
-    and the variables a replica's pod would have."""
-    host = f"{CONTROL_PLANE}-0.{CONTROL_PLANE}-headless.sluiceway.svc"
-    certificates = make_dev_certificates(tmp_path, (), hosts=(host,))
+def tls_replica(
+    renders: dict[str, list[Doc]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[TlsReplica]:
+    docs = renders[EXAMPLE_TLS]
+    statefulset = find(docs, "StatefulSet", CONTROL_PLANE)
+    server_container = container(statefulset, "server")
+    config, view = load_control_plane(docs, tmp_path / "pod", monkeypatch)
+    advertised_host = healthcheck.host_of(config.advertised_address())
+    namespace = namespace_of(statefulset)
+    assert advertised_host == f"{CONTROL_PLANE}-0.{CONTROL_PLANE}-headless.{namespace}.svc"
+    certificates = make_dev_certificates(tmp_path / "certs", (), hosts=(advertised_host,))
+    # The Secret's files where the pod mounts them, in place of the stand-ins the view wrote.
+    for key, made in (
+        ("tls.certificate.file", certificates.server.certificate),
+        ("tls.key.file", certificates.server.key),
+        ("tls.ca.file", certificates.ca_file),
+    ):
+        assert view.unrooted(config.get(key)) in TLS_FILES
+        Path(config.get(key)).write_bytes(made.read_bytes())
     credentials = grpc.ssl_server_credentials(
         [(certificates.server.key.read_bytes(), certificates.server.certificate.read_bytes())],
         root_certificates=certificates.ca_file.read_bytes(),
-        require_client_auth=True,
+        require_client_auth=True,  # as tls.client.auth=required: the check must show a certificate
     )
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
     servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
     port = server.add_secure_port("127.0.0.1:0", credentials)
     server.start()
-    env = {
-        "SLUICEWAY_TLS_CA_FILE": str(certificates.ca_file),
-        "SLUICEWAY_ADVERTISED_LISTENERS": f"{host}:{GRPC_PORT}",
-        "SLUICEWAY_TLS_CERTIFICATE_FILE": str(certificates.server.certificate),
-        "SLUICEWAY_TLS_KEY_FILE": str(certificates.server.key),
-    }
+    # The replica's process as /proc shows it: the venv's Python running the console script.
+    argv = ["/opt/sluiceway/bin/python", f"/opt/sluiceway/bin/{server_container['command'][0]}", *view.argv]
+    role = healthcheck.role_of(argv)
+    assert role is not None and role[0] == "server"
+    proc = tmp_path / "proc"
+    (proc / "1").mkdir(parents=True)
+    (proc / "1" / "cmdline").write_bytes(b"".join(arg.encode() + b"\0" for arg in argv))
+    probes = {probe: server_container[probe]["exec"]["command"] for probe in PROBE_SERVICES}
     try:
-        yield port, servicer, env
+        yield TlsReplica(port, servicer, advertised_host, view, list(role[1]), proc, probes)
     finally:
         server.stop(None)
 
 
-def test_the_tls_probe_reports_each_services_status(
-    tls_health_server: tuple[int, health.HealthServicer, dict[str, str]],
-) -> None:
-    port, servicer, env = tls_health_server
-    probe = load_probe_module()
-    servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-    servicer.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.SERVING)
-    assert probe.check(port, "", 5.0, env) == (True, "SERVING")
-    assert probe.check(port, LIVENESS_SERVICE, 5.0, env) == (True, "SERVING")
-    servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)  # a replica that is draining
-    assert probe.check(port, "", 5.0, env) == (False, "NOT_SERVING")
-    assert probe.check(port, LIVENESS_SERVICE, 5.0, env) == (True, "SERVING")
-    serving, message = probe.check(port, "no.such.service", 5.0, env)
-    assert not serving
-    assert message.startswith("NOT_FOUND")
+def run_probe(replica: TlsReplica, probe: str, monkeypatch: pytest.MonkeyPatch, **env: str) -> int:
+    """The exit status of `probe`'s command in the pod (its variables, plus `env`). The pod's
+    replica listens on 0.0.0.0:8083, which the check asks on 127.0.0.1:8083; the test's server is
+    on another port, which the check's own variable gives it."""
+    command = replica.probes[probe]
+    assert command[0] == HEALTHCHECK_COMMAND
+    address = {healthcheck.ADDRESS_ENV: f"127.0.0.1:{replica.port}"}
+    with process_environment(monkeypatch, {**replica.view.env, **address, **env}):
+        return healthcheck.main(command[1:], replica.proc)
 
 
-def test_the_tls_probe_verifies_the_advertised_name_and_shows_the_certificate(
-    tls_health_server: tuple[int, health.HealthServicer, dict[str, str]],
+def test_the_tls_probes_report_each_services_status(
+    tls_replica: TlsReplica, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    port, servicer, env = tls_health_server
-    probe = load_probe_module()
-    servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-    # A name the certificate is not for.
-    other_name = {**env, "SLUICEWAY_ADVERTISED_LISTENERS": f"{CONTROL_PLANE}-9.example.org:{GRPC_PORT}"}
-    assert probe.check(port, "", 2.0, other_name)[0] is False
-    # The listener asks for a client certificate: without one the handshake fails.
-    anonymous = {
-        k: v for k, v in env.items() if k not in ("SLUICEWAY_TLS_CERTIFICATE_FILE", "SLUICEWAY_TLS_KEY_FILE")
-    }
-    assert probe.check(port, "", 2.0, anonymous)[0] is False
-    assert probe.check(port, "", 2.0, {})[1] == "SLUICEWAY_TLS_CA_FILE is not set"
+    serving, not_serving = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
+    tls_replica.servicer.set("", serving)
+    tls_replica.servicer.set(LIVENESS_SERVICE, serving)
+    for probe in PROBE_SERVICES:
+        assert run_probe(tls_replica, probe, monkeypatch) == 0, capsys.readouterr().out
+    assert capsys.readouterr().out.splitlines() == [
+        "healthy: server (pid 1)",
+        f"healthy: server (pid 1, health service '{LIVENESS_SERVICE}')",
+        f"healthy: server (pid 1, health service '{LIVENESS_SERVICE}')",
+    ]
+    # A draining replica: out of the Services' endpoints, not restarted.
+    tls_replica.servicer.set("", not_serving)
+    assert run_probe(tls_replica, "readinessProbe", monkeypatch) == 1
+    assert "is NOT_SERVING (health service '')" in capsys.readouterr().out
+    assert run_probe(tls_replica, "livenessProbe", monkeypatch) == 0
+    assert run_probe(tls_replica, "startupProbe", monkeypatch) == 0
+    # Liveness NOT_SERVING (which the server never answers, but a probe must not pass it).
+    tls_replica.servicer.set(LIVENESS_SERVICE, not_serving)
+    assert run_probe(tls_replica, "livenessProbe", monkeypatch) == 1
+    assert f"is NOT_SERVING (health service '{LIVENESS_SERVICE}')" in capsys.readouterr().out
+
+
+def test_the_tls_probes_verify_the_advertised_name_and_show_the_certificate(
+    tls_replica: TlsReplica, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tls_replica.servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    tls_replica.servicer.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.SERVING)
+    with process_environment(monkeypatch, tls_replica.view.env):
+        target = healthcheck.server_target(tls_replica.arguments)
+    # In the pod it asks its own replica on loopback, verifying the name the replica advertises, and
+    # trusts the Secret's CA and shows the Secret's certificate (which the test's server requires).
+    assert target.address == f"127.0.0.1:{GRPC_PORT}"
+    assert dict(target.options)["grpc.ssl_target_name_override"] == tls_replica.advertised_host
+    security = target.security
+    assert security.ca_file is not None and security.cert_file is not None and security.key_file is not None
+    files = (security.ca_file, security.cert_file, security.key_file)
+    assert tuple(tls_replica.view.unrooted(path) for path in files) == (
+        "/etc/sluiceway/tls/ca.crt",
+        "/etc/sluiceway/tls/tls.crt",
+        "/etc/sluiceway/tls/tls.key",
+    )
+    # A name the certificate is not for fails every probe.
+    other = f"{CONTROL_PLANE}-9.example.org:{GRPC_PORT}"
+    for probe in PROBE_SERVICES:
+        assert run_probe(tls_replica, probe, monkeypatch, SLUICEWAY_ADVERTISED_LISTENERS=other) == 1
+        assert "(UNAVAILABLE" in capsys.readouterr().out
