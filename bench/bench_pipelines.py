@@ -39,11 +39,13 @@ from pyspark.sql import SparkSession
 import bench_metrics_cost
 from bench_stack import Stack, running_stack, wait
 from bench_steps import ConnectorSteps, connector_steps
+from process_usage import cpu_since, cpu_snapshot, peak_rss_mib
 from sluiceway_executor.datagen_records import datagen_record
 from sluiceway_executor.datasources.registry import register
 from sluiceway_executor.kafka_ranges import exact_end_offsets
 
 RECORD_SIZE = 100
+SPARK_SERVER = "Spark Connect server (JVM and its Python workers)"
 
 
 @dataclass
@@ -56,38 +58,6 @@ class Series:
 
     def summary(self) -> tuple[float, float, float]:
         return min(self.rates), statistics.median(self.rates), max(self.rates)
-
-
-def _descendants(pid: int) -> list[int]:
-    """``pid`` and every process below it (Linux /proc)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, pending = [], [pid]
-    while pending:
-        current = pending.pop()
-        found.append(current)
-        pending.extend(children.get(current, []))
-    return found
-
-
-def peak_rss_mib(pid: int) -> float:
-    """The sum of the peak resident memory (VmHWM) of ``pid`` and its descendants alive now: an upper
-    bound of the tree's own peak, since the processes need not peak at once."""
-    total_kib = 0
-    for member in _descendants(pid):
-        try:
-            status = Path(f"/proc/{member}/status").read_text()
-        except OSError:
-            continue
-        for line in status.splitlines():
-            if line.startswith("VmHWM:"):
-                total_kib += int(line.split()[1])
-    return total_kib / 1024
 
 
 def ratio(product: Series, baseline: Series) -> tuple[float, float, float]:
@@ -233,6 +203,13 @@ class ProductRun:
     created: float  # epoch seconds of the create call
     steps: ConnectorSteps
     probed: float  # seconds until the benchmark's own probe saw the run complete
+    # CPU seconds each process tree of the stack spent from the create call to the probe's end.
+    cpu: dict[str, float] = field(default_factory=dict)
+
+
+def stack_processes(stack: Stack) -> dict[str, int]:
+    """The product's processes whose CPU the runs measure, by the name the report gives them."""
+    return {"executor": stack.executor.process.pid, SPARK_SERVER: stack.spark_server_pid}
 
 
 def sink_run(
@@ -245,7 +222,7 @@ def sink_run(
 ) -> ProductRun:
     """One SparkFileSink run; ``check`` (given the connector's name) runs after the timing, while
     the connector still exists."""
-    created, started = time.time(), time.perf_counter()
+    created, started, used = time.time(), time.perf_counter(), cpu_snapshot(stack_processes(stack))
     stack.client.create_connector(
         name,
         {
@@ -264,18 +241,19 @@ def sink_run(
     # Probed every 20 ms: the run is charged half a pause on average, and the baseline none.
     wait(group_done, 900, name, poll=0.02)
     seconds = time.perf_counter() - started
+    cpu = cpu_since(used, stack_processes(stack))
     if check is not None:
         check(name)
     stack.client.delete_connector(name)
     written = stack.spark.read.parquet(path).count()
     if written != args.records:
         raise RuntimeError(f"SparkFileSink wrote {written} records, expected {args.records}")
-    return ProductRun(seconds, created, connector_steps(stack.executor_log, name), seconds)
+    return ProductRun(seconds, created, connector_steps(stack.executor_log, name), seconds, cpu)
 
 
 def source_run(stack: Stack, args: argparse.Namespace, topic: str, name: str) -> ProductRun:
     per_task = args.records // args.tasks
-    created, started = time.time(), time.perf_counter()
+    created, started, used = time.time(), time.perf_counter(), cpu_snapshot(stack_processes(stack))
     stack.client.create_connector(
         name,
         {
@@ -292,6 +270,7 @@ def source_run(stack: Stack, args: argparse.Namespace, topic: str, name: str) ->
     done = functools.partial(topic_reached, stack.bootstrap, topic, args.partitions, expected)
     wait(done, 900, name)
     probed = time.perf_counter() - started
+    cpu = cpu_since(used, stack_processes(stack))
 
     def every_task_logged() -> bool:
         return len({b.task for b in connector_steps(stack.executor_log, name).batches}) == int(args.tasks)
@@ -305,7 +284,7 @@ def source_run(stack: Stack, args: argparse.Namespace, topic: str, name: str) ->
     # once Spark's producers have every record acknowledged, as the raw producer's flush does. The
     # probe that saw the records in the topic comes later by however long one probe takes.
     seconds = max(b.ended for b in steps.batches) - created
-    return ProductRun(seconds, created, steps, probed)
+    return ProductRun(seconds, created, steps, probed, cpu)
 
 
 def batch_settings(args: argparse.Namespace) -> dict[str, str]:
@@ -380,7 +359,7 @@ def main() -> int:
         # Read while every process still runs: the peaks cover all the runs above.
         memory = {
             "executor": peak_rss_mib(stack.executor.process.pid),
-            "Spark Connect server (JVM and its Python workers)": peak_rss_mib(stack.spark_server_pid),
+            SPARK_SERVER: peak_rss_mib(stack.spark_server_pid),
         }
     report = render(args, raw_consume, handwritten, sink, raw_produce, source, memory, sink_runs, source_runs)
     print(report)
@@ -455,6 +434,20 @@ def where_time_went(label: str, runs: list[ProductRun], steps: tuple[str, ...]) 
             f"| {label} {index + 1} | {run.seconds:.2f} | {run.probed:.2f} | {start_up:.2f} | "
             f"{run.steps.batches_per_task()} | " + " | ".join(cells) + " |"
         )
+    return rows
+
+
+def cpu_rows(label: str, runs: list[ProductRun]) -> list[str]:
+    """The report's CPU rows of one path's runs, a row per process."""
+
+    def spread(values: list[float], form: str) -> str:
+        return " / ".join(format(v, form) for v in (min(values), statistics.median(values), max(values)))
+
+    rows = []
+    for process in runs[0].cpu if runs else {}:
+        seconds = [run.cpu[process] for run in runs]
+        cores = [run.cpu[process] / run.probed for run in runs]
+        rows.append(f"| {label} | {process} | {spread(seconds, '.1f')} | {spread(cores, '.2f')} |")
     return rows
 
 
@@ -543,6 +536,18 @@ def render(
         "| process | peak |",
         "|---|---|",
         *[f"| {name} | {mib:,.0f} |" for name, mib in memory.items()],
+        "",
+        "### CPU during the product runs",
+        "",
+        "CPU seconds (user and system) each process tree spent from a run's create call until its",
+        "probe saw it complete, including the children it reaped (Spark's Python workers), and that",
+        "divided by the same wall-clock seconds: the cores it kept busy on average. Median over the",
+        "runs, with min and max. The broker, the control plane and the benchmark itself are not in it.",
+        "",
+        "| run | process | CPU seconds: min / median / max | cores busy: min / median / max |",
+        "|---|---|---|---|",
+        *cpu_rows("SparkFileSink", sink_runs),
+        *cpu_rows("DataGenSource", source_runs),
         "",
     ]
     return "\n".join(lines)
