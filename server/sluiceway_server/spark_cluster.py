@@ -6,9 +6,9 @@ pipeline's Spark tasks run in processes other than the Spark Connect server, as 
 
 The master keeps its state in a recovery directory (`spark.deploy.recoveryMode=FILESYSTEM`): one
 started again on the same port and directory after a crash takes back the workers and the running
-applications. Without it a new master knows no application, tells every returning worker to kill
-the executors it runs, and the Spark Connect server is left with no executor it could ever get
-back."""
+applications. Without it (as Spark's master is written; not tried here) a new master knows no
+application, tells every returning worker to kill the executors it runs, and the Spark Connect
+server is left with no executor it could ever get back."""
 
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ _START_TIMEOUT_S: Final = 120.0
 @dataclass
 class EmbeddedSparkCluster:
     """A standalone master and its workers. ``master_url`` is what a Spark Connect server is started
-    with; `kill_worker`, `restart_master` are the faults the tests inflict."""
+    with; `kill_master` and `restart_master`, and a kill of one of ``workers``, are the faults the
+    tests inflict."""
 
     master_port: int
     master_ui_port: int
