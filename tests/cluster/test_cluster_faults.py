@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,8 +21,7 @@ from pyspark.sql import SparkSession
 from sluiceway_server.embedded import EmbeddedBroker, EmbeddedSparkConnect
 from sluiceway_server.spark_cluster import EmbeddedSparkCluster
 from tests.conftest import ControlPlaneProcess
-from tests.fault.fault_helpers import create_lake_pipeline, topic_records
-from tests.integration.api_helpers import read_topic
+from tests.fault.fault_helpers import create_lake_pipeline, failed_statuses, topic_records
 from tests.integration.pipeline_helpers import attach_executor, parquet_counts
 
 pytestmark = [pytest.mark.cluster, pytest.mark.fault]
@@ -33,23 +32,6 @@ PER_TASK = 60_000
 RATE = 500
 BATCH = 5_000
 EXPECTED = TASKS * PER_TASK
-
-
-@pytest.fixture
-def cluster_spark(cluster_spark_connect: EmbeddedSparkConnect) -> Iterator[SparkSession]:
-    session = SparkSession.builder.remote(cluster_spark_connect.remote).getOrCreate()
-    yield session
-    session.stop()
-
-
-def _failed(bootstrap: str, status_topic: str, unique: str) -> list[str]:
-    """Keys of every FAILED status ever written for the pipeline's tasks."""
-    return [
-        key
-        for key, value in read_topic(bootstrap, status_topic)
-        if key is not None and key.startswith("status-task-") and unique in key and value is not None
-        if value.get("state") == "FAILED"
-    ]
 
 
 @pytest.mark.timeout(900)
@@ -118,7 +100,7 @@ def test_a_worker_killed_and_the_master_restarted_lose_nothing_and_write_nothing
         assert distinct == EXPECTED, f"{EXPECTED - distinct} record(s) lost"
         assert rows == produced, f"the sink wrote {rows - produced} row(s) twice"
         assert EXPECTED <= produced <= EXPECTED + TASKS * BATCH, produced
-        assert _failed(broker.bootstrap_servers, plane.topics["status"], unique) == []
+        assert failed_statuses(broker.bootstrap_servers, plane.topics["status"], unique) == []
         assert spark_cluster.alive_workers() == 2
     finally:
         stack.close()

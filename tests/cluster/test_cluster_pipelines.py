@@ -42,14 +42,6 @@ JSON_SCHEMALESS = {
 
 
 @pytest.fixture(scope="module")
-def cluster_spark(cluster_spark_connect: EmbeddedSparkConnect) -> Iterator[SparkSession]:
-    """The test's own reads of the lake, through the cluster too."""
-    session = SparkSession.builder.remote(cluster_spark_connect.remote).getOrCreate()
-    yield session
-    session.stop()
-
-
-@pytest.fixture(scope="module")
 def stack(broker: EmbeddedBroker, cluster_spark_connect: EmbeddedSparkConnect) -> Iterator[PipelineStack]:
     """A control plane of the module's own and one executor whose jobs go to the cluster."""
     plane = ControlPlaneProcess(broker, uuid.uuid4().hex[:8], settings=dict(FAST_EXECUTOR_SESSION)).start()

@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from sluiceway.api.v1 import cluster_pb2, cluster_pb2_grpc, connectors_pb2, connectors_pb2_grpc
 from sluiceway_server.embedded import EmbeddedSparkConnect, ManagedProcess, executor_argv, spawn
 from tests.conftest import LOG_DIR
+from tests.integration.api_helpers import read_topic
 
 ExecutorStarter = Callable[[str, list[str]], ManagedProcess]
 
@@ -130,3 +131,17 @@ def topic_records(bootstrap: str, topic: str) -> int:
         return count
     finally:
         consumer.close()
+
+
+def failed_statuses(bootstrap: str, status_topic: str, unique: str) -> list[tuple[str, str]]:
+    """Every FAILED status ever written for the tasks of connectors named with ``unique``, as (key,
+    first line of its trace)."""
+    return [
+        (key, (value.get("trace") or "").splitlines()[0] if value.get("trace") else "")
+        for key, value in read_topic(bootstrap, status_topic)
+        if key is not None
+        and key.startswith("status-task-")
+        and unique in key
+        and value is not None
+        and value.get("state") == "FAILED"
+    ]

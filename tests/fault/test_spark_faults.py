@@ -22,8 +22,13 @@ from sluiceway_server.embedded import (
     start_spark_connect,
 )
 from tests.conftest import LOG_DIR, ControlPlaneProcess
-from tests.fault.fault_helpers import create_lake_pipeline, executor_tasks, topic_records, wait_for
-from tests.integration.api_helpers import read_topic
+from tests.fault.fault_helpers import (
+    create_lake_pipeline,
+    executor_tasks,
+    failed_statuses,
+    topic_records,
+    wait_for,
+)
 from tests.integration.pipeline_helpers import parquet_counts
 
 pytestmark = pytest.mark.fault
@@ -43,19 +48,6 @@ def own_spark() -> Iterator[list[EmbeddedSparkConnect]]:
     yield servers
     for server in servers:
         server.stop()
-
-
-def _failed_writes(bootstrap: str, status_topic: str, unique: str) -> list[tuple[str, str]]:
-    """Every FAILED status ever written for the pipeline's tasks, with the first line of its trace."""
-    return [
-        (key, (value.get("trace") or "").splitlines()[0] if value.get("trace") else "")
-        for key, value in read_topic(bootstrap, status_topic)
-        if key is not None
-        and key.startswith("status-task-")
-        and unique in key
-        and value is not None
-        and value.get("state") == "FAILED"
-    ]
 
 
 @pytest.mark.timeout(600)
@@ -121,7 +113,7 @@ def test_spark_connect_killed_and_restarted_every_task_recovers_by_itself(
         assert distinct == EXPECTED, f"{EXPECTED - distinct} record(s) lost"
         assert rows == produced, f"the sink wrote {rows - produced} row(s) twice"
         assert EXPECTED <= produced <= EXPECTED + TASKS * BATCH, produced
-        assert _failed_writes(broker.bootstrap_servers, plane.topics["status"], unique) == []
+        assert failed_statuses(broker.bootstrap_servers, plane.topics["status"], unique) == []
         assert all(e.process.poll() is None for e in executors), logs()
     finally:
         for executor in executors:

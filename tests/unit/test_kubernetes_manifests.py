@@ -210,37 +210,33 @@ def quantity(text: str | int) -> float:
 # --- what a container sees: its variables and its mounted files ---------------------------------
 
 
-def secret_references(workload: Doc) -> set[tuple[str, str]]:
-    """(Secret, key) pairs the pod reads, from volumes and variables."""
+def _references(workload: Doc, volume_kind: str, name_field: str, env_ref: str) -> set[tuple[str, str]]:
+    """(object, key) pairs the pod reads from one kind of object: its volumes of ``volume_kind``
+    (the object named in ``name_field``) and its variables' ``env_ref`` references."""
     used: set[tuple[str, str]] = set()
     for volume in pod_spec(workload).get("volumes", []):
-        if "secret" in volume:
-            items = volume["secret"].get("items")
+        if volume_kind in volume:
+            items = volume[volume_kind].get("items")
             assert items, f"volume {volume['name']}: list the keys it mounts (items)"
-            used |= {(volume["secret"]["secretName"], item["key"]) for item in items}
+            used |= {(volume[volume_kind][name_field], item["key"]) for item in items}
     for each in containers(workload):
-        assert "envFrom" not in each, "envFrom hides which keys become variables: name them"
         for variable in each.get("env", []):
-            ref = variable.get("valueFrom", {}).get("secretKeyRef")
+            ref = variable.get("valueFrom", {}).get(env_ref)
             if ref is not None:
                 used.add((ref["name"], ref["key"]))
     return used
+
+
+def secret_references(workload: Doc) -> set[tuple[str, str]]:
+    """(Secret, key) pairs the pod reads, from volumes and variables."""
+    for each in containers(workload):
+        assert "envFrom" not in each, "envFrom hides which keys become variables: name them"
+    return _references(workload, "secret", "secretName", "secretKeyRef")
 
 
 def config_map_references(workload: Doc) -> set[tuple[str, str]]:
     """(ConfigMap, key) pairs the pod reads, from volumes and variables."""
-    used: set[tuple[str, str]] = set()
-    for volume in pod_spec(workload).get("volumes", []):
-        if "configMap" in volume:
-            items = volume["configMap"].get("items")
-            assert items, f"volume {volume['name']}: list the keys it mounts (items)"
-            used |= {(volume["configMap"]["name"], item["key"]) for item in items}
-    for each in containers(workload):
-        for variable in each.get("env", []):
-            ref = variable.get("valueFrom", {}).get("configMapKeyRef")
-            if ref is not None:
-                used.add((ref["name"], ref["key"]))
-    return used
+    return _references(workload, "configMap", "name", "configMapKeyRef")
 
 
 def expand(text: str, known: Mapping[str, str]) -> str:
