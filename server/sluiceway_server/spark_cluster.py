@@ -166,6 +166,13 @@ class EmbeddedSparkCluster:
         """How many workers the master lists ALIVE (0 while it does not answer)."""
         return len(_workers(self.state(), "ALIVE"))
 
+    def running_applications(self) -> list[str]:
+        """The names of the applications (Spark Connect servers) the master lists RUNNING."""
+        apps = self.state().get("activeapps", [])
+        if not isinstance(apps, list):
+            return []
+        return [str(a.get("name")) for a in apps if isinstance(a, dict) and a.get("state") == "RUNNING"]
+
     def state(self) -> dict[str, object]:
         """The master's own account of the cluster (its web UI's JSON), {} while it does not answer."""
         try:
