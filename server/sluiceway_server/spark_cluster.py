@@ -157,21 +157,18 @@ class EmbeddedSparkCluster:
         self.workers.append(worker)
 
         def registered(state: dict[str, object]) -> bool:
-            return any(w.get("port") == port for w in _workers(state, "ALIVE"))
+            return any(w.get("port") == port for w in _listed(state, "workers", "ALIVE"))
 
         self._wait_state(registered, timeout, f"worker {number} to register", worker)
         return worker
 
     def alive_workers(self) -> int:
         """How many workers the master lists ALIVE (0 while it does not answer)."""
-        return len(_workers(self.state(), "ALIVE"))
+        return len(_listed(self.state(), "workers", "ALIVE"))
 
     def running_applications(self) -> list[str]:
         """The names of the applications (Spark Connect servers) the master lists RUNNING."""
-        apps = self.state().get("activeapps", [])
-        if not isinstance(apps, list):
-            return []
-        return [str(a.get("name")) for a in apps if isinstance(a, dict) and a.get("state") == "RUNNING"]
+        return [str(app.get("name")) for app in _listed(self.state(), "activeapps", "RUNNING")]
 
     def state(self) -> dict[str, object]:
         """The master's own account of the cluster (its web UI's JSON), {} while it does not answer."""
@@ -231,12 +228,13 @@ class EmbeddedSparkCluster:
         shutil.rmtree(self.work_dir, ignore_errors=True)
 
 
-def _workers(state: dict[str, object], status: str) -> list[dict[str, object]]:
-    """The workers of the master's JSON ``state`` in ``status`` (ALIVE, DEAD, …)."""
-    workers = state.get("workers", [])
-    if not isinstance(workers, list):
+def _listed(state: dict[str, object], key: str, status: str) -> list[dict[str, object]]:
+    """The entries of the master's JSON ``state`` under ``key`` (``workers``, ``activeapps``) whose
+    ``state`` is ``status`` (ALIVE, RUNNING, …)."""
+    entries = state.get(key, [])
+    if not isinstance(entries, list):
         return []
-    return [w for w in workers if isinstance(w, dict) and w.get("state") == status]
+    return [e for e in entries if isinstance(e, dict) and e.get("state") == status]
 
 
 def start_spark_cluster(
