@@ -40,19 +40,29 @@ def start_executor(spark_connect: EmbeddedSparkConnect) -> Iterator[ExecutorStar
 
 
 def create_lake_pipeline(
-    address: str, unique: str, out: Path, *, topic: str, tasks: int, per_task: int, batch: int, rate: int
+    address: str,
+    unique: str,
+    out: Path,
+    *,
+    topic: str,
+    tasks: int,
+    per_task: int | None,
+    batch: int,
+    rate: int,
 ) -> None:
-    """`gen-{unique}` (DataGenSource, `per_task` records per task at `rate` per second each) into
-    `topic`, and `sink-{unique}` (SparkFileSink, Parquet under `out`) out of it."""
+    """`gen-{unique}` (DataGenSource, `per_task` records per task, or no end when None, at `rate` per
+    second each) into `topic`, and `sink-{unique}` (SparkFileSink, Parquet under `out`) out of it."""
+    source = {
+        "connector.class": "DataGenSource",
+        "topic": topic,
+        "tasks.max": str(tasks),
+        "records.per.sec": str(rate),
+        "batch.max.records": str(batch),
+    }
+    if per_task is not None:
+        source["max.records"] = str(per_task)
     configs = {
-        f"gen-{unique}": {
-            "connector.class": "DataGenSource",
-            "topic": topic,
-            "tasks.max": str(tasks),
-            "max.records": str(per_task),
-            "records.per.sec": str(rate),
-            "batch.max.records": str(batch),
-        },
+        f"gen-{unique}": source,
         f"sink-{unique}": {
             "connector.class": "SparkFileSink",
             "topics": topic,
@@ -71,6 +81,20 @@ def create_lake_pipeline(
                 ),
                 timeout=60,
             )
+
+
+def generated_records(bootstrap: str, topic: str) -> tuple[int, int, int]:
+    """(records, distinct (task, seq), what the sources generated) of a DataGenSource's topic; what
+    they generated is the sum over tasks of the highest seq + 1, as each task counts from 0."""
+    seen: set[tuple[int, int]] = set()
+    highest: dict[int, int] = {}
+    records = 0
+    for _, value in read_topic(bootstrap, topic, timeout=180):
+        task, seq = int(value["task"]), int(value["seq"])
+        records += 1
+        seen.add((task, seq))
+        highest[task] = max(seq, highest.get(task, -1))
+    return records, len(seen), sum(seq + 1 for seq in highest.values())
 
 
 def server_info(address: str) -> cluster_pb2.ServerInfo | None:
