@@ -96,11 +96,15 @@ def test_a_worker_killed_and_the_master_restarted_lose_nothing_and_write_nothing
         stack.client.stop_connector(f"gen-{unique}")
         stack.wait_for(lambda: source_stopped(stack.client, f"gen-{unique}"), "the source to stop")
         # A task may still be finishing its last batch as the status changes: read until two reads agree.
-        counts, previous = generated_records(broker.bootstrap_servers, topic), None
-        while counts != previous:
+        reads = [generated_records(broker.bootstrap_servers, topic)]
+
+        def settled() -> bool:
             time.sleep(3)
-            counts, previous = generated_records(broker.bootstrap_servers, topic), counts
-        produced, in_topic, generated = counts
+            reads.append(generated_records(broker.bootstrap_servers, topic))
+            return reads[-1] == reads[-2]
+
+        stack.wait_for(settled, "the topic to stop growing", 120)
+        produced, in_topic, generated = reads[-1]
         assert in_topic == generated, f"the source skipped {generated - in_topic} seq(s)"
         stack.wait_for(lambda: in_lake() >= generated, "every generated record in the lake", 360)
         time.sleep(3)  # anything written twice would land now
