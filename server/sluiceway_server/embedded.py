@@ -8,6 +8,7 @@ import contextlib
 import importlib.util
 import logging
 import os
+import random
 import shutil
 import signal
 import socket
@@ -18,7 +19,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Final
 
 from sluiceway.common.transport import TransportSecurity
 from sluiceway_server.log_files import LogPump, LogRotation, RotatingLogFile
@@ -29,12 +30,39 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+# Where free_port looks first: above the well-known ports, below Linux's ephemeral range (32768 up),
+# with room for the ports a stack derives from its first one (REST and metrics).
+_PICKED_PORTS: Final = range(20_000, 32_000)
+_PORT_RANGE_FILE: Final = Path("/proc/sys/net/ipv4/ip_local_port_range")
+# Not the module-level generator: a test framework may seed that one the same in every process.
+_PORT_DRAW: Final = random.SystemRandom()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on right now (the OS picks it)."""
+    """A port nothing listens on right now. The caller binds it later, in another process, so it
+    is drawn from below the kernel's ephemeral range: a port-0 bind or an outgoing connection of
+    any process (a Spark JVM opens dozens) cannot take it in between. Where that range is unknown
+    or leaves no room, the OS picks."""
+    low = _ephemeral_low()
+    candidates = [port for port in _PICKED_PORTS if low is not None and port < low]
+    for port in _PORT_DRAW.sample(candidates, min(len(candidates), 20)):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+        picked: int = sock.getsockname()[1]
+        return picked
+
+
+def _ephemeral_low() -> int | None:
+    try:
+        return int(_PORT_RANGE_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def wait_for_port(
@@ -206,6 +234,18 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).parent
 
 
+# Variables through which coverage.py starts itself in every Python process of a measured run.
+_COVERAGE_STARTERS = ("COVERAGE_PROCESS_CONFIG", "COVERAGE_PROCESS_START")
+
+
+def spark_process_env(**overrides: str) -> dict[str, str]:
+    """The environment of a Spark JVM we start: this process's with `overrides`, less coverage.py's
+    start-up variables. Spark's Python workers fork from a daemon and end with os._exit, so a
+    measurement they inherited would trace every record they handle and never save a line of it."""
+    env = {key: value for key, value in os.environ.items() if key not in _COVERAGE_STARTERS}
+    return {**env, **overrides}
+
+
 # JDBC driver jars Spark Connect is started with; Debian's libpostgresql-jdbc-java puts the
 # PostgreSQL driver here. SLUICEWAY_JDBC_JARS (comma-separated paths; empty: none) replaces the list.
 JDBC_JARS_ENV = "SLUICEWAY_JDBC_JARS"
@@ -281,14 +321,13 @@ def start_spark_connect(
     for key, value in conf.items():
         argv += ["--conf", f"{key}={value}"]
     argv.append("spark-internal")
-    env = {
-        **os.environ,
-        "SPARK_HOME": str(home),
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "SPARK_LOG_DIR": str(work_dir / "logs"),
-    }
+    env = spark_process_env(
+        SPARK_HOME=str(home),
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_LOG_DIR=str(work_dir / "logs"),
+    )
     managed = spawn("spark-connect", argv, log_dir, env=env, rotation=rotation)
     try:
         wait_for_port("127.0.0.1", port, timeout, managed.process)

@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from sluiceway_server.embedded import ManagedProcess, free_port, spark_home, spawn, wait_for_port
+from sluiceway_server.embedded import (
+    ManagedProcess,
+    free_port,
+    spark_home,
+    spark_process_env,
+    spawn,
+    wait_for_port,
+)
 from sluiceway_server.log_files import LogRotation
 
 __all__ = ["EmbeddedSparkCluster", "start_spark_cluster"]
@@ -75,17 +82,16 @@ class EmbeddedSparkCluster:
         }
 
     def _env(self) -> dict[str, str]:
-        return {
-            **os.environ,
-            "SPARK_HOME": str(spark_home()),
+        return spark_process_env(
+            SPARK_HOME=str(spark_home()),
             # Loopback only: a worker would otherwise register with the machine's other address.
-            "SPARK_LOCAL_IP": "127.0.0.1",
-            "SPARK_DAEMON_MEMORY": _DAEMON_MEMORY,
-            "SPARK_LOG_DIR": str(self.work_dir / "logs"),
+            SPARK_LOCAL_IP="127.0.0.1",
+            SPARK_DAEMON_MEMORY=_DAEMON_MEMORY,
+            SPARK_LOG_DIR=str(self.work_dir / "logs"),
             # Executors start Python workers with this interpreter unless the application says
             # otherwise: the one this project is installed in.
-            "PYSPARK_PYTHON": sys.executable,
-        }
+            PYSPARK_PYTHON=sys.executable,
+        )
 
     def _properties(self) -> Path:
         """The Spark properties the master and the workers start with (written on first use)."""
