@@ -4,10 +4,6 @@ PY     := $(VENV)/bin/python
 STAMP       := $(VENV)/.installed
 TESTS_STAMP := $(VENV)/.installed-tests
 PYTEST_ARGS ?=
-# Worker processes of `make test` (pytest-xdist); each is a test session with its own broker, Spark
-# Connect server and control plane, started when its first test needs them. 0 runs the suite in one
-# process.
-TEST_WORKERS ?= 2
 # What `make test` runs (e.g. `make test TESTS=tests/unit`), and where its coverage data goes.
 TESTS ?= tests
 COVERAGE_DIR := var/coverage
@@ -53,8 +49,7 @@ run-cluster: install
 test: test-install lint
 	@rm -rf $(COVERAGE_DIR) && mkdir -p $(COVERAGE_DIR)
 	@export COVERAGE_FILE=$(CURDIR)/$(COVERAGE_DIR)/.coverage; \
-	$(PY) -m coverage run -m pytest -q -p no:cacheprovider --durations=30 \
-		-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS) $(TESTS); status=$$?; \
+	$(PY) -m coverage run -m pytest -q -p no:cacheprovider --durations=30 $(PYTEST_ARGS) $(TESTS); status=$$?; \
 	$(PY) -m coverage combine -q && total=$$($(PY) -m coverage report --format=total) && { \
 		echo "line coverage: total $$total%"; \
 		for pkg in sluiceway sluiceway_server sluiceway_executor; do \

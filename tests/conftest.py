@@ -35,31 +35,14 @@ if TYPE_CHECKING:
     from sluiceway_server.spark_cluster import EmbeddedSparkCluster
     from tests.postgres_server import PostgresServer
 
-# Under pytest-xdist each worker is a session of its own, with its own processes and so its own logs.
-LOG_DIR = Path(os.environ.get("SLUICEWAY_TEST_LOG_DIR", "/tmp/sluiceway-test-logs")) / os.environ.get(
-    "PYTEST_XDIST_WORKER", ""
-)
+LOG_DIR = Path(os.environ.get("SLUICEWAY_TEST_LOG_DIR", "/tmp/sluiceway-test-logs"))
 TEST_PLUGINS = Path(__file__).parent / "plugins"
 
 
-def _run_order(item: pytest.Item) -> int:
-    """The longest work first, so that under two workers the last module to end is a short one:
-    the tests on Spark's standalone cluster (one group of about six minutes), then the fault tests
-    (minutes each, mostly waiting), then the other integration tests, then the unit tests, whose
-    many short modules fill the time until the last long one ends."""
-    top = item.nodeid.split("/")[1] if item.nodeid.startswith("tests/") else ""
-    return {"cluster": 0, "fault": 1, "unit": 3}.get(top, 2)
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Orders the tests (`_run_order`) and gives each module its own xdist group, so that under
-    `--dist loadgroup` a module's tests run on one worker and share its module fixtures; the cluster's
-    two modules are one group, as they share the session's cluster and each leaves it whole."""
-    items.sort(key=_run_order)
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            group = "spark-cluster" if _run_order(item) == 0 else item.nodeid.split("::")[0]
-            item.add_marker(pytest.mark.xdist_group(group))
+    """The tests on Spark's standalone cluster run last (in their own order), so the session's
+    cluster, five JVMs, is up only while they run and takes nothing from the tests before."""
+    items.sort(key=lambda item: item.get_closest_marker("cluster") is not None)
 
 
 @pytest.fixture(scope="session")
