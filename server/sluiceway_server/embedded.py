@@ -44,7 +44,7 @@ def free_port(host: str = "127.0.0.1") -> int:
     any process (a Spark JVM opens dozens) cannot take it in between. Where that range is unknown
     or leaves no room, the OS picks."""
     low = _ephemeral_low()
-    candidates = [port for port in _PICKED_PORTS if low is not None and port < low]
+    candidates = range(_PICKED_PORTS.start, min(_PICKED_PORTS.stop, low if low is not None else 0))
     for port in _PORT_DRAW.sample(candidates, min(len(candidates), 20)):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
