@@ -191,6 +191,8 @@ def test_bulk_timestamp_whitelist_and_query_sources(
                 "mode": "incrementing",
                 "incrementing.column.name": "id",
                 "topic.prefix": prefix,
+                # The executor's batch limit, below batch.max.rows: batches of 2 rows, none lost.
+                "batch.max.records": 2,
             },
         )
         _source(

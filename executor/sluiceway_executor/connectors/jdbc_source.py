@@ -77,6 +77,11 @@ __all__ = ["HEARTBEAT_SCHEMA_NAME", "JdbcSourceConnector", "JdbcSourceTask", "ro
 
 HEARTBEAT_SCHEMA_NAME: Final = "sluiceway.jdbc.Heartbeat"
 
+# Rows the PostgreSQL driver fetches per round trip. Without a fetch size it holds the whole result
+# of a batch in Spark's memory before the first row is written; with one (and Spark's PostgreSQL
+# dialect turning autocommit off, which the driver needs for it) rows stream through a cursor.
+_POSTGRESQL_FETCH_ROWS: Final = 10_000
+
 
 def row_records(rows: DataFrame, topic: str, table: str | None) -> DataFrame:
     """The records of the rows read: no key, the row's columns as a struct value whose Connect
@@ -232,10 +237,14 @@ class JdbcSourceTask(DataFrameSourceTask):
         options = jdbc_options(self._config)
         if "driver" in options and options["driver"].startswith("org.postgresql."):
             options["sessionInitStatement"] = POSTGRESQL_SESSION_INIT
+            options["fetchsize"] = str(_POSTGRESQL_FETCH_ROWS)
         return spark.read.format("jdbc").options(**options).option("query", query).load()
 
-    def _poll(self, spark: SparkSession, partition: _Partition, offsets: OffsetStorageReader) -> SourceBatch:
-        """The partition's next rows, or a batch without data when nothing is new."""
+    def _poll(
+        self, spark: SparkSession, partition: _Partition, offsets: OffsetStorageReader, limit: int | None
+    ) -> SourceBatch:
+        """The partition's next rows (at most ``limit``, the executor's batch limit, and
+        ``batch.max.rows``), or a batch without data when nothing is new."""
         queries = partition.queries
         if self._mode == MODE_BULK:
             rows = self._read(spark, queries.bulk_query())
@@ -243,7 +252,7 @@ class JdbcSourceTask(DataFrameSourceTask):
                 data=row_records(rows, partition.topic, partition.table), topics=frozenset({partition.topic})
             )
         after = self._committed(partition, offsets)
-        bound = self._read(spark, queries.bounds_query(after)).collect()
+        bound = self._read(spark, queries.bounds_query(after, limit)).collect()
         if not bound:
             return SourceBatch(data=None, offsets=[])
         try:
@@ -268,7 +277,7 @@ class JdbcSourceTask(DataFrameSourceTask):
         now = time.monotonic()
         # The table waiting longest goes first; the others keep their turn for the next batches.
         for partition in sorted((p for p in self._partitions if p.due <= now), key=lambda p: p.due):
-            batch = self._poll(spark, partition, offsets)
+            batch = self._poll(spark, partition, offsets, context.max_records)
             if batch.data is None or self._mode == MODE_BULK:
                 partition.due = time.monotonic() + self._poll_interval
             else:

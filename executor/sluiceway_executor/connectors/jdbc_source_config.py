@@ -17,6 +17,7 @@ from sluiceway.connect import (
     ValidString,
     Width,
 )
+from sluiceway.connect.batch_config import DEFAULT_BATCH_MAX_RECORDS
 from sluiceway_executor.connectors.jdbc_common import IDENTIFIER_VALIDATOR, connection_config_def
 from sluiceway_executor.connectors.jdbc_source_queries import (
     MODE_INCREMENTING,
@@ -131,12 +132,14 @@ def source_config_def() -> ConfigDef:
         .define(
             BATCH_MAX_ROWS_CONFIG,
             ConfigType.INT,
-            100000,
+            DEFAULT_BATCH_MAX_RECORDS,
             Range.at_least(1),
             Importance.LOW,
             "Most rows one batch (one Spark job) copies from a table in the incrementing and timestamp "
-            "modes; all rows that share the batch's last timestamp come in it, even above this number. "
-            "Bulk mode copies the whole table in one batch.",
+            "modes. Below it the executor's batch policy sizes each batch, as for every source "
+            "(batch.max.records, batch.max.bytes, and batch.duration.ms once batches are timed); all "
+            "rows that share the batch's last timestamp come in it, even above either number. Bulk "
+            "mode copies the whole table in one batch.",
             _SOURCE_GROUP,
             6,
             Width.SHORT,

@@ -2,11 +2,12 @@
 how a table's position is kept as a source offset.
 
 A batch of an incrementing or timestamp mode is two queries. The first (``bounds_query``) finds
-the position of the last of the next ``batch.max.rows`` rows after the committed position, in the
-mode's order; the second (``batch_query``) reads the rows from the committed position up to and
-including that one. The range is fixed before any row is read, so a retried batch reads the same
-rows, and every row that shares the last timestamp comes in the same batch. Both queries order
-and limit in the database; nothing but the one bound row comes back to Python.
+the position of the last of the next rows after the committed position, in the mode's order, as
+many as the batch may take (the executor's batch limit, never above ``batch.max.rows``); the
+second (``batch_query``) reads the rows from the committed position up to and including that one.
+The range is fixed before any row is read, so a retried batch reads the same rows, and every row
+that shares the last timestamp comes in the same batch. Both queries order and limit in the
+database; nothing but the one bound row comes back to Python.
 
 Timestamps are compared in the database in UTC (the reader's PostgreSQL session is set to UTC), and
 kept as microseconds since the epoch. Offsets use the keys of Kafka's JDBC source connector:
@@ -138,7 +139,7 @@ class SourceQueries:
     incrementing_column: str | None = None
     timestamp_columns: Sequence[str] = ()
     delay_ms: int = 0
-    max_rows: int = 100000
+    max_rows: int = 1_000_000
 
     @property
     def _from(self) -> str:
@@ -193,9 +194,9 @@ class SourceQueries:
     def bulk_query(self) -> str:
         return f"SELECT * FROM {self._from}"
 
-    def bounds_query(self, after: Position | None) -> str:
-        """One row (none when nothing is new): the position of the last of the next ``max_rows``
-        rows after ``after``, in columns ``incrementing`` and/or ``micros``."""
+    def bounds_query(self, after: Position | None, limit: int | None = None) -> str:
+        """One row (none when nothing is new): the position of the last of the next ``limit``
+        rows (at most ``max_rows``) after ``after``, in columns ``incrementing`` and/or ``micros``."""
         if self.mode == MODE_BULK:
             raise ValueError("bulk mode has no bounds")
         inner: list[str] = []
@@ -215,9 +216,10 @@ class SourceQueries:
             order_inner.append("sluiceway_inc")
             order_outer.append("sluiceway_inc DESC")
         where = self._where(self._after(after) + self._settled())
+        rows = self.max_rows if limit is None else max(1, min(limit, self.max_rows))
         return (
             f"SELECT {', '.join(outer)} FROM (SELECT {', '.join(inner)} FROM {self._from}{where} "
-            f"ORDER BY {', '.join(order_inner)} LIMIT {int(self.max_rows)}) AS next_rows "
+            f"ORDER BY {', '.join(order_inner)} LIMIT {int(rows)}) AS next_rows "
             f"ORDER BY {', '.join(order_outer)} LIMIT 1"
         )
 

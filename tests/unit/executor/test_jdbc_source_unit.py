@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from sluiceway.connect import (
+    AbstractConfig,
     BatchContext,
     ConfigException,
     ConnectException,
@@ -14,7 +15,9 @@ from sluiceway.connect import (
     PluginRegistry,
     validate_connector_config,
 )
+from sluiceway.connect.batch_config import DEFAULT_BATCH_MAX_RECORDS
 from sluiceway_executor.connectors.jdbc_source import JdbcSourceConnector, JdbcSourceTask
+from sluiceway_executor.connectors.jdbc_source_config import source_config_def
 from sluiceway_executor.connectors.jdbc_source_queries import Position, SourceQueries, timestamp_literal
 
 URL = "jdbc:postgresql://localhost:5432/app"
@@ -30,6 +33,20 @@ def source(**extra: str) -> dict[str, str]:
 def errors(config: dict[str, str]) -> dict[str, list[str]]:
     registry = PluginRegistry.of(JdbcSourceConnector)
     return dict(validate_connector_config(registry, config).errors())
+
+
+def test_a_batch_takes_the_executors_limit_but_never_more_than_batch_max_rows() -> None:
+    queries = SourceQueries(mode="incrementing", source="orders", incrementing_column="id", max_rows=10)
+    assert "LIMIT 4) AS next_rows" in queries.bounds_query(None, 4)
+    assert "LIMIT 10) AS next_rows" in queries.bounds_query(None, 50)
+    assert "LIMIT 10) AS next_rows" in queries.bounds_query(None, None)
+    assert "LIMIT 1) AS next_rows" in queries.bounds_query(None, 0)
+
+
+def test_batch_max_rows_defaults_to_the_executors_record_ceiling() -> None:
+    assert SourceQueries(mode="incrementing", source="t").max_rows == DEFAULT_BATCH_MAX_RECORDS
+    config = AbstractConfig(source_config_def(), {"connection.url": "jdbc:postgresql://db/x"})
+    assert config.get_int("batch.max.rows") == DEFAULT_BATCH_MAX_RECORDS
 
 
 def test_incrementing_sql_orders_and_limits_in_the_database() -> None:
@@ -56,7 +73,7 @@ def test_timestamp_sql_waits_the_delay_and_reads_whole_timestamps() -> None:
     assert bounds == (
         "SELECT CAST(ROUND(EXTRACT(EPOCH FROM sluiceway_ts) * 1000000) AS BIGINT) AS micros FROM "
         f"(SELECT updated AS sluiceway_ts FROM app.orders WHERE updated > {LITERAL} AND "
-        "updated < CURRENT_TIMESTAMP - INTERVAL '250 milliseconds' ORDER BY sluiceway_ts LIMIT 100000) "
+        "updated < CURRENT_TIMESTAMP - INTERVAL '250 milliseconds' ORDER BY sluiceway_ts LIMIT 1000000) "
         "AS next_rows ORDER BY sluiceway_ts DESC LIMIT 1"
     )
     upto = Position(micros=MICROS + 1)
