@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from sluiceway.connect.batch_config import DEFAULT_BATCH_MAX_RECORDS
 from sluiceway_executor.connectors.jdbc_common import is_int
 
 __all__ = [
@@ -139,7 +140,7 @@ class SourceQueries:
     incrementing_column: str | None = None
     timestamp_columns: Sequence[str] = ()
     delay_ms: int = 0
-    max_rows: int = 1_000_000
+    max_rows: int = DEFAULT_BATCH_MAX_RECORDS
 
     @property
     def _from(self) -> str:
