@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,6 +43,40 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests on Spark's standalone cluster run last (in their own order), so the session's
     cluster, five JVMs, is up only while they run and takes nothing from the tests before."""
     items.sort(key=lambda item: item.get_closest_marker("cluster") is not None)
+
+
+# Lines of each service log a failed test's report ends with.
+LOG_TAIL_LINES = 40
+_CALL_STARTED = pytest.StashKey[float]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    item.stash[_CALL_STARTED] = time.time()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test's report carries the tails of the service logs (control planes, executors,
+    the broker, Spark Connect) written while it ran: CI keeps the report, not the log files."""
+    report: pytest.TestReport = yield
+    started = item.stash.get(_CALL_STARTED, None)
+    if report.when == "call" and report.failed and started is not None and LOG_DIR.is_dir():
+        for path in sorted(LOG_DIR.glob("*.log")):
+            if path.stat().st_mtime >= started:
+                lines = _tail(path, LOG_TAIL_LINES)
+                report.sections.append((f"log {path.name} (last {len(lines)} lines)", "\n".join(lines)))
+    return report
+
+
+def _tail(path: Path, count: int) -> list[str]:
+    """The last `count` lines of a log that may be large (Spark Connect's), read from its end."""
+    with path.open("rb") as log:
+        log.seek(max(0, path.stat().st_size - 64 * 1024))
+        return log.read().decode(errors="replace").splitlines()[-count:]
 
 
 @pytest.fixture(scope="session")

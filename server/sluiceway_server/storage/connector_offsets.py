@@ -63,6 +63,9 @@ StoredPair = tuple[dict[str, Any], dict[str, Any]]
 # The Admin API calls of offset changes, within the store timeout.
 _RETRY = RetryPolicy(initial=0.2, maximum=0.2, transient=transient_exception)
 T = TypeVar("T")
+# Seconds one Admin API request of an offsets change may take before it is sent again.
+_ATTEMPT_TIMEOUT = 10.0
+_MIN_ATTEMPT_TIMEOUT = 0.5
 _IDLE_GROUP_STATES = (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN)
 
 
@@ -314,12 +317,14 @@ class ConnectorOffsetStorage:
         await asyncio.to_thread(self._delete_group, admin, group)
 
     def _check_idle(self, admin: AdminClient, group: str) -> None:
-        self._retrying(f"describing consumer group {group}", lambda: self._describe_group(admin, group))
+        self._retrying(
+            f"describing consumer group {group}", lambda timeout: self._describe_group(admin, group, timeout)
+        )
 
-    def _describe_group(self, admin: AdminClient, group: str) -> None:
-        futures = admin.describe_consumer_groups([group], request_timeout=self._store_timeout)
+    def _describe_group(self, admin: AdminClient, group: str, timeout: float) -> None:
+        futures = admin.describe_consumer_groups([group], request_timeout=timeout)
         try:
-            description = futures[group].result(timeout=self._store_timeout)
+            description = futures[group].result(timeout=timeout)
         except KafkaException as exc:
             if _code(exc) == KafkaError.GROUP_ID_NOT_FOUND:
                 return
@@ -329,18 +334,19 @@ class ConnectorOffsetStorage:
 
     def _alter_sink(self, admin: AdminClient, group: str, offsets: CommittedOffsets) -> None:
         self._retrying(
-            f"committing offsets of consumer group {group}", lambda: self._alter(admin, group, offsets)
+            f"committing offsets of consumer group {group}",
+            lambda timeout: self._alter(admin, group, offsets, timeout),
         )
 
-    def _alter(self, admin: AdminClient, group: str, offsets: CommittedOffsets) -> None:
+    def _alter(self, admin: AdminClient, group: str, offsets: CommittedOffsets, timeout: float) -> None:
         partitions = [TopicPartition(topic, number, offset) for (topic, number), offset in offsets.items()]
         if not partitions:
             return
         futures = admin.alter_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group, partitions)], request_timeout=self._store_timeout
+            [ConsumerGroupTopicPartitions(group, partitions)], request_timeout=timeout
         )
         try:
-            result = futures[group].result(timeout=self._store_timeout)
+            result = futures[group].result(timeout=timeout)
         except KafkaException as exc:
             if _code(exc) in (KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS):
                 raise ConsumerGroupActiveError(group) from exc
@@ -351,12 +357,14 @@ class ConnectorOffsetStorage:
             raise SinkOffsetsRefusedError(f"Kafka refused offsets of consumer group {group}: {refused}")
 
     def _delete_group(self, admin: AdminClient, group: str) -> None:
-        self._retrying(f"deleting consumer group {group}", lambda: self._delete(admin, group))
+        self._retrying(
+            f"deleting consumer group {group}", lambda timeout: self._delete(admin, group, timeout)
+        )
 
-    def _delete(self, admin: AdminClient, group: str) -> None:
-        futures = admin.delete_consumer_groups([group], request_timeout=self._store_timeout)
+    def _delete(self, admin: AdminClient, group: str, timeout: float) -> None:
+        futures = admin.delete_consumer_groups([group], request_timeout=timeout)
         try:
-            futures[group].result(timeout=self._store_timeout)
+            futures[group].result(timeout=timeout)
         except KafkaException as exc:
             code = _code(exc)
             if code == KafkaError.GROUP_ID_NOT_FOUND:
@@ -365,18 +373,21 @@ class ConnectorOffsetStorage:
                 raise ConsumerGroupActiveError(group) from exc
             raise
 
-    def _retrying(self, what: str, call: Callable[[], T]) -> T:
-        """`call()`, again after a retriable Kafka error (a dropped connection, a coordinator
-        moving) until store_timeout has passed. Each call here is idempotent: committing the same
-        offsets twice or deleting a group that is gone already changes nothing."""
-        retry = _RETRY.start(Deadline(self._store_timeout))
+    def _retrying(self, what: str, call: Callable[[float], T]) -> T:
+        """`call(attempt_timeout)`, again after a retriable Kafka error (a dropped connection, a
+        coordinator moving) or an attempt that got no answer, until store_timeout has passed. An
+        attempt gets at most _ATTEMPT_TIMEOUT, so one request lost on a closed connection cannot
+        use up the whole time. Each call here is idempotent: committing the same offsets twice or
+        deleting a group that is gone already changes nothing."""
+        deadline = Deadline(self._store_timeout)
+        retry = _RETRY.start(deadline)
         while True:
             try:
-                return call()
-            except KafkaException as exc:
+                return call(min(deadline.remaining(at_least=_MIN_ATTEMPT_TIMEOUT), _ATTEMPT_TIMEOUT))
+            except (KafkaException, TimeoutError) as exc:
                 if not retry.again(exc):
                     raise
-                log.info("%s failed (%s); retrying", what, error_of(exc))
+                log.info("%s failed (%s); retrying", what, _describe_failure(exc))
 
     async def stop(self) -> None:
         for task in list(self._opening.values()):
@@ -399,6 +410,12 @@ def _merged(worker: OffsetStore, own: OffsetStore | None, connector: str) -> lis
 def _code(exc: KafkaException) -> int | None:
     error = exc.args[0] if exc.args else None
     return error.code() if isinstance(error, KafkaError) else None
+
+
+def _describe_failure(exc: KafkaException | TimeoutError) -> str:
+    if isinstance(exc, TimeoutError):
+        return "no answer in time"
+    return str(error_of(exc))
 
 
 def _format_offsets(offsets: CommittedOffsets) -> str:
