@@ -127,6 +127,29 @@ def wait_for(
     raise AssertionError(f"timed out waiting for {what}\n{logs()}")
 
 
+def wait_while_growing(
+    count: Callable[[], int],
+    target: int,
+    stall: float,
+    what: str,
+    logs: Callable[[], str] = lambda: "",
+    every: float = 2.0,
+) -> None:
+    """Poll `count` until it reaches `target`, for as long as it keeps growing: fail once it has
+    not grown for `stall` seconds. A slow machine makes the wait longer; a pipeline that stopped
+    delivering still fails."""
+    best, grew_at = count(), time.monotonic()
+    while best < target:
+        if time.monotonic() - grew_at > stall:
+            raise AssertionError(
+                f"timed out waiting for {what}: {best} of {target}, no growth for {stall:.0f}s\n{logs()}"
+            )
+        time.sleep(every)
+        now = count()
+        if now > best:
+            best, grew_at = now, time.monotonic()
+
+
 def topic_records(bootstrap: str, topic: str) -> int:
     """How many records the data topic holds (every one the source wrote, duplicates included)."""
     consumer = Consumer(
