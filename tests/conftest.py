@@ -47,13 +47,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 # Lines of each service log a failed test's report ends with.
 LOG_TAIL_LINES = 40
-_CALL_STARTED = pytest.StashKey[float]()
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
-    item.stash[_CALL_STARTED] = time.time()
-    return (yield)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -63,10 +56,9 @@ def pytest_runtest_makereport(
     """A failed test's report carries the tails of the service logs (control planes, executors,
     the broker, Spark Connect) written while it ran: CI keeps the report, not the log files."""
     report: pytest.TestReport = yield
-    started = item.stash.get(_CALL_STARTED, None)
-    if report.when == "call" and report.failed and started is not None and LOG_DIR.is_dir():
+    if report.when == "call" and report.failed and LOG_DIR.is_dir():
         for path in sorted(LOG_DIR.glob("*.log")):
-            if path.stat().st_mtime >= started:
+            if path.stat().st_mtime >= call.start:
                 lines = _tail(path, LOG_TAIL_LINES)
                 report.sections.append((f"log {path.name} (last {len(lines)} lines)", "\n".join(lines)))
     return report

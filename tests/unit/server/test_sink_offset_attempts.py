@@ -24,8 +24,8 @@ TOPIC = "orders"
 
 
 class _Admin:
-    """The three Admin API calls an offsets change makes, answering as told: an alter request
-    in `unanswered` never gets an answer, the others succeed."""
+    """The two Admin API calls an alter makes: the group is not found (so it has no members), and
+    the first `unanswered` offset commits never get an answer while later ones succeed."""
 
     def __init__(self, unanswered: int) -> None:
         self.unanswered = unanswered
