@@ -23,11 +23,11 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
-from typing import NoReturn
 
 import sluiceway
 from sluiceway.common.logging_setup import configure_logging
 from sluiceway.common.metrics_endpoint import MetricsEndpoint, MetricsListenerError, parse_metrics_listener
+from sluiceway.common.process_exit import exit_now
 from sluiceway.common.targets import parse_targets
 from sluiceway.common.tracing import TracingEndpointError, otlp_endpoint, start_tracing, stop_tracing
 from sluiceway.common.transport import TransportSecurity, add_arguments
@@ -154,7 +154,7 @@ def main(argv: list[str]) -> int:
             log.warning("still waiting for Spark Connect at %s", args.spark_remote)
     if sessions.generation == 0 or stop.is_set():
         # The client's exit hook would retry the unreachable server for minutes: leave now.
-        _exit_now(0)
+        exit_now(0)
 
     from sluiceway.connect import PluginRegistry
     from sluiceway_executor.connectors import BUILT_IN_CONNECTORS
@@ -204,7 +204,7 @@ def main(argv: list[str]) -> int:
     log.info("executor %s stopped", settings.executor_id)
     if closed.is_alive():
         # Spark Connect is unreachable and its client would retry on exit: do not hang on it.
-        _exit_now(code)
+        exit_now(code)
     return code
 
 
@@ -219,13 +219,6 @@ def _serve_metrics(listener: tuple[str, int] | None, metrics: ExecutorMetrics) -
         endpoint.host = socket.gethostname()
     log.info("serving metrics at %s", endpoint.url)
     return endpoint
-
-
-def _exit_now(code: int) -> NoReturn:
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover

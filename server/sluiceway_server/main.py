@@ -10,7 +10,11 @@ import sys
 from pathlib import Path
 
 from sluiceway.common.logging_setup import configure_logging
+from sluiceway.common.process_exit import exit_now, lingering_threads
 from sluiceway_server.config import WorkerConfig, WorkerConfigError
+
+# How long threads still running after the shutdown get to finish before the process leaves them.
+_THREAD_GRACE_S = 2.0
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -81,9 +85,18 @@ def main(argv: list[str] | None = None) -> int:
     except WorkerConfigError as exc:
         print(f"error: invalid worker configuration: {exc}", file=sys.stderr)
         return 2
+    code = 0
     try:
         asyncio.run(serve(config))
     except RuntimeError as exc:
         logging.getLogger("sluiceway_server").error("%s", exc)
-        return 1
-    return 0
+        code = 1
+    # A plugin callback abandoned past plugin.callback.timeout.ms still runs in a pool thread, which
+    # Python would join at exit: the replica has stopped, so it leaves without it.
+    stuck = lingering_threads(grace=_THREAD_GRACE_S)
+    if stuck:
+        logging.getLogger("sluiceway_server").warning(
+            "leaving %d thread(s) that did not finish (%s)", len(stuck), ", ".join(t.name for t in stuck)
+        )
+        exit_now(code)
+    return code

@@ -71,8 +71,11 @@ def test_deleted_runs_once_after_stop_on_delete_and_never_in_the_rest_of_the_lif
         client.restart_connector(name)
         client.patch_connector_config(name, {"note": "reconfigured"})
         wait_until(lambda: _names(calls).count("start") == 5, 20, 0.1, "five starts")
-    # A leader change: this control plane goes, the next one takes the connector over.
-    plane.stop()
+    # A leader change: this control plane goes, the next one takes the connector over. Its plugin
+    # threads all finish, so it leaves the ordinary way.
+    assert plane.stop() == 0
+    assert plane.managed is not None
+    assert "did not finish" not in plane.managed.log_path.read_text()
     plane = control_plane_factory(suffix)
     with SluicewayClient(plane.address, timeout=30) as client:
         wait_until(lambda: _names(calls).count("start") == 6, 30, 0.1, "the new leader's start")
@@ -128,6 +131,14 @@ def test_a_raising_or_hanging_deleted_does_not_hold_up_the_deletion(
                 return _callback_record(plane, name)[-1:] == [None]
 
             wait_until(cleared, 20, 0.2, name)
+    # The two callbacks still hanging do not hold the stopped replica up: it leaves them at once.
+    started = time.monotonic()
+    assert plane.stop() == 0
+    assert time.monotonic() - started < 10
+    assert plane.managed is not None
+    log = plane.managed.log_path.read_text()
+    assert "leaving 2 thread(s) that did not finish" in log, log[-2000:]
+    assert f"connector-{hanging}" in log and f"connector-{quick}" in log
 
 
 def test_a_control_plane_killed_during_deleted_leaves_the_call_to_the_next_one(

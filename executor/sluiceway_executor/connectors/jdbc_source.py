@@ -91,7 +91,9 @@ def row_records(rows: DataFrame, topic: str, table: str | None) -> DataFrame:
 
     from sluiceway.connect.data.spark import METADATA_KEY
 
-    value = F.struct(*[F.col(f"`{name.replace('`', '``')}`") for name in rows.columns])
+    # `*` expands to every column in order, named as in the row, without asking Spark (and the
+    # database) for the rows' schema first.
+    value = F.struct(F.col("*"))
     metadata = {METADATA_KEY: {"name": table}} if table else {}
     return rows.select(
         F.lit(None).cast("string").alias("key"),

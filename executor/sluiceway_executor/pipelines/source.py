@@ -104,6 +104,11 @@ def _only_topics(topics: frozenset[str], default_topic: str, task: str) -> Colum
     return F.when(allowed, topic).otherwise(F.raise_error(message))
 
 
+def _records_only(tally: Tally | None) -> Tally | None:
+    """A source's read count: records, no bytes (what a task reads has no wire size yet)."""
+    return None if tally is None else Tally(tally.records)
+
+
 def last_offsets(summary: list[Row], default_topic: str = "") -> tuple[list[OffsetPair], frozenset[str], int]:
     """From rows (source_partition JSON, topic, last_offset JSON, last_seq, records): the offset
     of the last record of each source partition, the topics written (`default_topic` for rows
@@ -212,7 +217,7 @@ class SourcePipeline:
         took = time.monotonic() - began
         if not outcome.empty:
             self._sizer.observe(limit, outcome.records, took)
-        read = outcome.read if self._read is None else self._read.tally()
+        read = outcome.read if self._read is None else _records_only(self._read.tally())
         written = self._written()
         return dataclasses.replace(
             outcome, steps={"write": took}, read=read, written=outcome.written if written is None else written
@@ -243,8 +248,10 @@ class SourcePipeline:
         offsets = merge_offsets(beat.offsets, batch.offsets)
         if batch.data is None:
             return BatchOutcome(records=0, offsets=offsets, topics=beat.topics, end_of_data=batch.end_of_data)
-        self._read = Observed("read", enabled=self._counting)
-        data = self._read.watch(batch.data)
+        data = batch.data
+        if self._errors.tolerant or self._chain:
+            self._read = Observed("read", enabled=self._counting)
+            data = self._read.watch(data)
         skipped, pinned = 0, False
         if self._errors.tolerant:
             out, skipped = self._tolerated(with_error_column(data))
@@ -265,6 +272,10 @@ class SourcePipeline:
             found = [row[0] for row in out.select("topic").distinct().collect()]
             topics = topics_written(found, self._topic)
         self._write(out, topics)
+        if self._read is None:
+            # Without transforms or tolerated errors every record read is written: the write's count
+            # stands for the read too, which spares the batch a second observed node.
+            self._read = self._writes[-1]
         return BatchOutcome(
             records=None,
             offsets=offsets,
