@@ -58,6 +58,8 @@ OffsetPair = tuple[dict[str, Any], dict[str, Any] | None]
 SinkOffsets = dict[tuple[str, int], int | None]
 """(topic, partition) → Kafka offset; None deletes the partition's committed offset."""
 CommittedOffsets = dict[tuple[str, int], int]
+AdminSettings = frozenset[tuple[str, str]]
+"""The settings of one admin client; connectors whose settings match share it."""
 StoredPair = tuple[dict[str, Any], dict[str, Any]]
 
 # The Admin API calls of offset changes, within the store timeout.
@@ -66,6 +68,10 @@ T = TypeVar("T")
 # Seconds one Admin API request of an offsets change may take before it is sent again.
 _ATTEMPT_TIMEOUT = 10.0
 _MIN_ATTEMPT_TIMEOUT = 0.5
+# Failures after which the admin client's connection is in doubt: the next attempt gets a new client.
+# Tansu closes the connection when a group is committed to right after it was deleted, and the
+# client that saw the close sometimes gets no answer about that group for tens of seconds.
+_CONNECTION_FAILURES = frozenset({KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN})
 _IDLE_GROUP_STATES = (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN)
 
 
@@ -127,7 +133,7 @@ class ConnectorOffsetStorage:
         self.offset_store = offset_store
         self._offset_store_factory = offset_store_factory
         self._admin_factory = admin_factory
-        self._admins: dict[frozenset[tuple[str, str]], AdminClient] = {}
+        self._admins: dict[AdminSettings, AdminClient] = {}
         self._store_timeout = store_timeout
         self._own: dict[tuple[str, str], OffsetStore] = {}
         self._opening: dict[tuple[str, str], asyncio.Task[OffsetStore]] = {}
@@ -152,13 +158,19 @@ class ConnectorOffsetStorage:
     def consumer_group(self, connector: str, config: Mapping[str, str]) -> str:
         return sink_consumer_group(connector, config)
 
-    def _admin(self, config: Mapping[str, str]) -> AdminClient:
-        settings = kafka_client_config(self.worker_config, "admin", self._resolved(config))
-        key = frozenset(settings.items())
-        admin = self._admins.get(key)
+    def _admin_settings(self, config: Mapping[str, str]) -> AdminSettings:
+        return frozenset(kafka_client_config(self.worker_config, "admin", self._resolved(config)).items())
+
+    def _admin(self, settings: AdminSettings) -> AdminClient:
+        admin = self._admins.get(settings)
         if admin is None:
-            admin = self._admins[key] = self._admin_factory(settings)
+            admin = self._admins[settings] = self._admin_factory(dict(settings))
         return admin
+
+    def _replace_admin(self, settings: AdminSettings, admin: AdminClient) -> None:
+        """Forget `admin`, so that the next call with these settings makes a new client."""
+        if self._admins.get(settings) is admin:
+            del self._admins[settings]
 
     # ------------------------------------------------------------------ own offsets topics
 
@@ -268,14 +280,20 @@ class ConnectorOffsetStorage:
     ) -> dict[tuple[str, int], int]:
         """The committed offsets of the sink's consumer group, asked for within `timeout` seconds
         (the store timeout when None)."""
-        return await asyncio.to_thread(
-            self._read_sink, self._admin(config), self.consumer_group(connector, config), timeout
-        )
+        settings, group = self._admin_settings(config), self.consumer_group(connector, config)
+        return await asyncio.to_thread(self._read_sink, settings, group, timeout)
 
     def _read_sink(
-        self, admin: AdminClient, group: str, timeout: float | None = None
-    ) -> dict[tuple[str, int], int]:
-        timeout = self._store_timeout if timeout is None else timeout
+        self, settings: AdminSettings, group: str, timeout: float | None = None
+    ) -> CommittedOffsets:
+        return self._retrying(
+            f"reading the offsets of consumer group {group}",
+            settings,
+            lambda admin, attempt_timeout: self._list(admin, group, attempt_timeout),
+            timeout,
+        )
+
+    def _list(self, admin: AdminClient, group: str, timeout: float) -> CommittedOffsets:
         futures = admin.list_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(group)], request_timeout=timeout
         )
@@ -291,34 +309,36 @@ class ConnectorOffsetStorage:
     async def write_sink(self, connector: str, config: Mapping[str, str], offsets: SinkOffsets) -> None:
         """KIP-875 alter: set these committed offsets, delete those given as None, keep the rest.
         Refused (ConsumerGroupActiveError) while the group has members."""
-        admin, group = self._admin(config), self.consumer_group(connector, config)
-        await asyncio.to_thread(self._check_idle, admin, group)
+        settings, group = self._admin_settings(config), self.consumer_group(connector, config)
+        await asyncio.to_thread(self._check_idle, settings, group)
         if all(offset is not None for offset in offsets.values()):
             await asyncio.to_thread(
-                self._alter_sink, admin, group, {k: v for k, v in offsets.items() if v is not None}
+                self._alter_sink, settings, group, {k: v for k, v in offsets.items() if v is not None}
             )
             return
         # The Admin API of our Kafka client cannot delete one partition's offset (OffsetDelete), so
         # the group goes and the offsets that stay are committed again. If the control plane dies
         # between the two steps, the kept partitions have no committed offset until the alter is
         # repeated; `kept` is logged first so that it can be.
-        current = await asyncio.to_thread(self._read_sink, admin, group)
+        current = await asyncio.to_thread(self._read_sink, settings, group)
         kept: CommittedOffsets = {key: value for key, value in current.items() if key not in offsets}
         kept.update({key: value for key, value in offsets.items() if value is not None})
         log.info("rewriting the offsets of consumer group %s to %s", group, _format_offsets(kept))
-        await asyncio.to_thread(self._delete_group, admin, group)
+        await asyncio.to_thread(self._delete_group, settings, group)
         if kept:
-            await asyncio.to_thread(self._alter_sink, admin, group, kept)
+            await asyncio.to_thread(self._alter_sink, settings, group, kept)
 
     async def reset_sink(self, connector: str, config: Mapping[str, str]) -> None:
         """KIP-875 reset: delete the consumer group (nothing to do when there is none)."""
-        admin, group = self._admin(config), self.consumer_group(connector, config)
-        await asyncio.to_thread(self._check_idle, admin, group)
-        await asyncio.to_thread(self._delete_group, admin, group)
+        settings, group = self._admin_settings(config), self.consumer_group(connector, config)
+        await asyncio.to_thread(self._check_idle, settings, group)
+        await asyncio.to_thread(self._delete_group, settings, group)
 
-    def _check_idle(self, admin: AdminClient, group: str) -> None:
+    def _check_idle(self, settings: AdminSettings, group: str) -> None:
         self._retrying(
-            f"describing consumer group {group}", lambda timeout: self._describe_group(admin, group, timeout)
+            f"describing consumer group {group}",
+            settings,
+            lambda admin, timeout: self._describe_group(admin, group, timeout),
         )
 
     def _describe_group(self, admin: AdminClient, group: str, timeout: float) -> None:
@@ -332,10 +352,11 @@ class ConnectorOffsetStorage:
         if description.members or description.state not in _IDLE_GROUP_STATES:
             raise ConsumerGroupActiveError(group)
 
-    def _alter_sink(self, admin: AdminClient, group: str, offsets: CommittedOffsets) -> None:
+    def _alter_sink(self, settings: AdminSettings, group: str, offsets: CommittedOffsets) -> None:
         self._retrying(
             f"committing offsets of consumer group {group}",
-            lambda timeout: self._alter(admin, group, offsets, timeout),
+            settings,
+            lambda admin, timeout: self._alter(admin, group, offsets, timeout),
         )
 
     def _alter(self, admin: AdminClient, group: str, offsets: CommittedOffsets, timeout: float) -> None:
@@ -356,9 +377,11 @@ class ConnectorOffsetStorage:
             refused = ", ".join(f"{tp.topic}-{tp.partition}: {tp.error}" for tp in failed)
             raise SinkOffsetsRefusedError(f"Kafka refused offsets of consumer group {group}: {refused}")
 
-    def _delete_group(self, admin: AdminClient, group: str) -> None:
+    def _delete_group(self, settings: AdminSettings, group: str) -> None:
         self._retrying(
-            f"deleting consumer group {group}", lambda timeout: self._delete(admin, group, timeout)
+            f"deleting consumer group {group}",
+            settings,
+            lambda admin, timeout: self._delete(admin, group, timeout),
         )
 
     def _delete(self, admin: AdminClient, group: str, timeout: float) -> None:
@@ -373,21 +396,37 @@ class ConnectorOffsetStorage:
                 raise ConsumerGroupActiveError(group) from exc
             raise
 
-    def _retrying(self, what: str, call: Callable[[float], T]) -> T:
-        """`call(attempt_timeout)`, again after a retriable Kafka error (a dropped connection, a
-        coordinator moving) or an attempt that got no answer, until store_timeout has passed. An
-        attempt gets at most _ATTEMPT_TIMEOUT, so one request lost on a closed connection cannot
-        use up the whole time. Each call here is idempotent: committing the same offsets twice or
+    def _retrying(
+        self,
+        what: str,
+        settings: AdminSettings,
+        call: Callable[[AdminClient, float], T],
+        timeout: float | None = None,
+    ) -> T:
+        """`call(admin, attempt_timeout)`, again after a retriable Kafka error (a dropped connection,
+        a coordinator moving) or an attempt that got no answer, until `timeout` (the store timeout
+        when None) has passed. An attempt gets at most _ATTEMPT_TIMEOUT, so one request lost on a
+        closed connection cannot use up the whole time, and an attempt after a connection failure
+        gets a new admin client. Each call here is idempotent: committing the same offsets twice or
         deleting a group that is gone already changes nothing."""
-        deadline = Deadline(self._store_timeout)
+        deadline = Deadline(self._store_timeout if timeout is None else timeout)
         retry = _RETRY.start(deadline)
         while True:
+            admin = self._admin(settings)
             try:
-                return call(min(deadline.remaining(at_least=_MIN_ATTEMPT_TIMEOUT), _ATTEMPT_TIMEOUT))
+                return call(admin, min(deadline.remaining(at_least=_MIN_ATTEMPT_TIMEOUT), _ATTEMPT_TIMEOUT))
             except (KafkaException, TimeoutError) as exc:
                 if not retry.again(exc):
                     raise
-                log.info("%s failed (%s); retrying", what, _describe_failure(exc))
+                replaced = _connection_failure(exc)
+                if replaced:
+                    self._replace_admin(settings, admin)
+                log.info(
+                    "%s failed (%s); retrying%s",
+                    what,
+                    _describe_failure(exc),
+                    " with a new admin client" if replaced else "",
+                )
 
     async def stop(self) -> None:
         for task in list(self._opening.values()):
@@ -410,6 +449,13 @@ def _merged(worker: OffsetStore, own: OffsetStore | None, connector: str) -> lis
 def _code(exc: KafkaException) -> int | None:
     error = exc.args[0] if exc.args else None
     return error.code() if isinstance(error, KafkaError) else None
+
+
+def _connection_failure(exc: KafkaException | TimeoutError) -> bool:
+    if isinstance(exc, TimeoutError):
+        return True
+    error = error_of(exc)
+    return error is not None and error.code() in _CONNECTION_FAILURES
 
 
 def _describe_failure(exc: KafkaException | TimeoutError) -> str:
