@@ -5,9 +5,15 @@
   follower, at 1, 8 and 32 concurrent clients; the follower's extra time is what forwarding costs;
 - failover: the leader killed with SIGKILL, then the time until a mutation sent through a
   survivor (the client library retrying UNAVAILABLE) first succeeds; repeated `--kills` times,
-  the killed replica restarted in between.
+  the killed replica restarted in between;
+- handover: the same after a clean stop of the leader (SIGTERM), `--handovers` times;
+- restart: a lone replica holding `--connectors` connectors killed with SIGKILL and started again,
+  the time from the new process's spawn until it leads and lists every connector, `--restarts` times.
 
-    .venv/bin/python bench/bench_cluster.py --requests 200 --kills 5 --report bench/CLUSTER.md
+Every replica runs with the default settings (no session timeout of ours).
+
+    .venv/bin/python bench/bench_cluster.py --requests 200 --kills 10 --report bench/CLUSTER.md \
+        --plot bench/failover.png
 """
 
 from __future__ import annotations
@@ -37,7 +43,6 @@ from sluiceway_server.embedded import (
     wait_serving,
 )
 
-SESSION_TIMEOUT_MS = 6000
 CONCURRENCY = (1, 8, 32)
 
 
@@ -63,7 +68,6 @@ def start_replica(replica: Replica, bootstrap: str, suffix: str, logs: Path, *, 
         "offset.storage.replication.factor": "1",
         "status.storage.replication.factor": "1",
         "cluster.storage.replication.factor": "1",
-        "session.timeout.ms": str(SESSION_TIMEOUT_MS),
     }
     argv = control_plane_argv(bootstrap, replica.address, f"bench-{suffix}", settings)
     replica.process = spawn(f"replica-{replica.port}", argv, logs)
@@ -183,46 +187,128 @@ def _logged_at(replica: Replica, text: str, after: float) -> float | None:
 
 @dataclass
 class Failover:
-    total: float  # kill → first successful mutation through a survivor
-    assigned: float | None  # kill → the new leader's replica got the group's partition
-    leading: float | None  # kill → it finished taking the lead (announced, term begun)
+    total: float  # kill (or stop) → first successful mutation through a survivor
+    decided: float | None  # → the new leader's election decided to take the lead
+    leading: float | None  # → it finished taking the lead (fenced, read, announced)
 
 
-def failover(replicas: list[Replica], kills: int, bootstrap: str, suffix: str, logs: Path) -> list[Failover]:
-    times: list[Failover] = []
-    for kill in range(kills):
+def failover(
+    replicas: list[Replica], times: int, bootstrap: str, suffix: str, logs: Path, *, clean: bool
+) -> list[Failover]:
+    """The leader killed (or, with `clean`, stopped) `times` times; restarted in between."""
+    results: list[Failover] = []
+    for round_ in range(times):
         leader_address, epoch = agreed_leader(replicas)
         leader = next(r for r in replicas if r.address == leader_address)
         survivor = next(r for r in replicas if r is not leader)
         assert leader.process is not None
-        leader.process.kill()
+        if clean:
+            stopping = threading.Thread(target=leader.process.stop, kwargs={"timeout": 30})
+            stopping.start()
+        else:
+            leader.process.kill()
         killed, killed_wall = time.monotonic(), time.time()
         with SluicewayClient(survivor.address, timeout=120) as client:
             client.create_connector(
-                f"failover-{kill}-{uuid.uuid4().hex[:6]}",
+                f"failover-{round_}-{uuid.uuid4().hex[:6]}",
                 {"connector.class": "DataGenSource", "topic": "failover", "tasks.max": "1"},
                 initial_state="STOPPED",
             )
         total = time.monotonic() - killed
+        if clean:
+            stopping.join()
         new_address, _ = agreed_leader([r for r in replicas if r is not leader], min_epoch=epoch + 1)
         new_leader = next(r for r in replicas if r.address == new_address)
-        assigned = _logged_at(new_leader, "holds the cluster partition", killed_wall)
+        decided = _logged_at(new_leader, "this replica takes the lead", killed_wall)
         leading = _logged_at(new_leader, "leads the cluster with epoch", killed_wall)
-        times.append(
+        results.append(
             Failover(
                 total,
-                None if assigned is None else assigned - killed_wall,
+                None if decided is None else decided - killed_wall,
                 None if leading is None else leading - killed_wall,
             )
         )
         print(
-            f"kill {kill + 1}: partition reassigned after {times[-1].assigned}s, leading after "
-            f"{times[-1].leading}s, first mutation through a survivor after {total:.2f}s",
+            f"{'stop' if clean else 'kill'} {round_ + 1}: lead taken after {results[-1].decided}s, "
+            f"leading after {results[-1].leading}s, first mutation through a survivor after {total:.2f}s",
             flush=True,
         )
         start_replica(leader, bootstrap, suffix, logs)
         agreed_leader(replicas)
-    return times
+    return results
+
+
+def lone_restarts(bootstrap: str, logs: Path, connectors: int, restarts: int) -> list[float]:
+    """A one-replica cluster holding `connectors` connectors, killed and started again: the seconds
+    from each new spawn until it leads and lists every connector."""
+    suffix = uuid.uuid4().hex[:8]
+    replica = Replica(free_port())
+    start_replica(replica, bootstrap, suffix, logs)
+    with SluicewayClient(replica.address, timeout=60) as client:
+        for n in range(connectors):
+            client.create_connector(
+                f"lone-{n}", {"connector.class": "DataGenSource", "topic": "lone"}, initial_state="STOPPED"
+            )
+    results: list[float] = []
+    try:
+        for round_ in range(restarts):
+            assert replica.process is not None
+            replica.process.kill()
+            spawned = time.monotonic()
+            start_replica(replica, bootstrap, suffix, logs, wait=False)
+            while True:
+                info = server_info(replica.address)
+                if info is not None and info.leader.id == info.this_replica.id:
+                    try:
+                        with SluicewayClient(replica.address, timeout=5) as client:
+                            if sum(1 for _ in client.list_connectors()) == connectors:
+                                break
+                    except Exception:  # still starting: try again
+                        pass
+                if time.monotonic() - spawned > 120:
+                    raise TimeoutError("the restarted replica did not answer with its state")
+                time.sleep(0.05)
+            results.append(time.monotonic() - spawned)
+            print(f"restart {round_ + 1}: leads and lists {connectors} connectors after {results[-1]:.2f}s")
+    finally:
+        if replica.process is not None and replica.process.process.poll() is None:
+            replica.process.stop(timeout=30)
+    return results
+
+
+def plot(kills: list[Failover], stops: list[Failover], restarts: list[float], path: Path) -> None:
+    """Each round's time to the first mutation (and to the new term), one series per kind."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(8, 4))
+    for label, values, marker in (
+        ("leader killed: first mutation through a survivor", [t.total for t in kills], "o"),
+        ("leader killed: survivor leads", [t.leading or 0.0 for t in kills], "."),
+        ("leader stopped: first mutation through a survivor", [t.total for t in stops], "s"),
+        ("lone replica restarted: leads and lists everything", restarts, "^"),
+    ):
+        if values:
+            axis.plot(range(1, len(values) + 1), values, marker=marker, label=label)
+    axis.axhline(5.0, color="grey", linestyle="--", linewidth=0.8)
+    axis.set_xlabel("round")
+    axis.set_ylabel("seconds")
+    axis.set_ylim(bottom=0)
+    axis.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+
+
+def _summary(title: str, rows: list[tuple[str, list[float]]]) -> list[str]:
+    lines = [title, "", "| step | min | median | max |", "|---|---|---|---|"]
+    lines += [
+        f"| {name} | {min(values):.2f} | {statistics.median(values):.2f} | {max(values):.2f} |"
+        for name, values in rows
+        if values
+    ]
+    return [*lines, ""]
 
 
 def main() -> int:
@@ -232,23 +318,30 @@ def main() -> int:
     parser.add_argument(
         "--requests", type=int, default=200, help="calls per measurement, split over the clients"
     )
-    parser.add_argument("--kills", type=int, default=5)
+    parser.add_argument("--kills", type=int, default=10)
+    parser.add_argument("--handovers", type=int, default=5)
+    parser.add_argument("--restarts", type=int, default=5)
+    parser.add_argument("--connectors", type=int, default=100, help="what the restarted lone replica holds")
     parser.add_argument("--only", choices=("latency", "failover"), help="run one of the two parts")
     parser.add_argument("--report", type=Path)
+    parser.add_argument("--plot", type=Path, help="a PNG of every failover round (needs matplotlib)")
     args = parser.parse_args()
     logs = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
     broker = start_broker(logs)
     suffix = uuid.uuid4().hex[:8]
     replicas = [Replica(free_port()) for _ in range(3)]
+    kills: list[Failover] = []
+    stops: list[Failover] = []
+    restarts: list[float] = []
     try:
         for replica in replicas:
             start_replica(replica, broker.bootstrap_servers, suffix, logs)
         rows = [] if args.only == "failover" else latency_table(replicas, args.requests, f"lat-{suffix}")
-        times = (
-            []
-            if args.only == "latency"
-            else failover(replicas, args.kills, broker.bootstrap_servers, suffix, logs)
-        )
+        if args.only != "latency":
+            bootstrap = broker.bootstrap_servers
+            kills = failover(replicas, args.kills, bootstrap, suffix, logs, clean=False)
+            stops = failover(replicas, args.handovers, bootstrap, suffix, logs, clean=True)
+            restarts = lone_restarts(bootstrap, logs, args.connectors, args.restarts)
     finally:
         for replica in replicas:
             if replica.process is not None and replica.process.process.poll() is None:
@@ -257,30 +350,39 @@ def main() -> int:
     report = [
         "## Control-plane cluster",
         "",
-        f"Three replicas on one embedded broker (Tansu), {platform.machine()}, "
-        f"`session.timeout.ms={SESSION_TIMEOUT_MS}`; command: "
-        f"`bench/bench_cluster.py --requests {args.requests} --kills {args.kills}`.",
+        f"Three replicas on one embedded broker (Tansu), {platform.machine()}, default settings; "
+        f"command: `bench/bench_cluster.py{' --only ' + args.only if args.only else ''} "
+        f"--requests {args.requests} --kills {args.kills} "
+        f"--handovers {args.handovers} --restarts {args.restarts} --connectors {args.connectors}`.",
         "",
         *rows,
         "",
     ]
-    if times:
-        report += [
-            f"Failover over {len(times)} kills of the leader (SIGKILL), seconds after the kill:",
-            "",
-            "| step | min | median | max |",
-            "|---|---|---|---|",
-            *(
-                f"| {name} | {min(values):.2f} | {statistics.median(values):.2f} | {max(values):.2f} |"
-                for name, values in (
-                    ("the group gives a survivor the partition", [t.assigned for t in times if t.assigned]),
-                    ("the survivor leads (fenced, read, announced)", [t.leading for t in times if t.leading]),
-                    ("first successful mutation through a survivor", [t.total for t in times]),
-                )
-                if values
-            ),
-            "",
-        ]
+    if kills:
+        report += _summary(
+            f"Failover over {len(kills)} kills of the leader (SIGKILL), seconds after the kill:",
+            [
+                ("a survivor's election decides to lead", [t.decided for t in kills if t.decided]),
+                ("the survivor leads (fenced, read, announced)", [t.leading for t in kills if t.leading]),
+                ("first successful mutation through a survivor", [t.total for t in kills]),
+            ],
+        )
+    if stops:
+        report += _summary(
+            f"Handover over {len(stops)} clean stops of the leader (SIGTERM), seconds after the signal:",
+            [
+                ("the survivor leads", [t.leading for t in stops if t.leading]),
+                ("first successful mutation through a survivor", [t.total for t in stops]),
+            ],
+        )
+    if restarts:
+        report += _summary(
+            f"A lone replica with {args.connectors} connectors killed and started again, "
+            f"{len(restarts)} times, seconds after the new spawn:",
+            [("leads and lists every connector", restarts)],
+        )
+    if args.plot is not None and (kills or stops or restarts):
+        plot(kills, stops, restarts, args.plot)
     text = "\n".join(report)
     print(text)
     if args.report is not None:

@@ -196,9 +196,8 @@ class ControlPlaneProcess:
             "offset.storage.partitions": "5",
             "status.storage.partitions": "2",
             "plugin.callback.timeout.ms": "5000",
-            # Tansu holds an empty group's first join for half of this (measured: 6000 → 3.0 s, 3000
-            # → 1.5 s), and the suite starts some 230 replicas: a short one keeps start-ups quick.
-            # Heartbeats then go every second (cluster/election.py), three to a session.
+            # A silent leader (the SIGSTOP test's) is replaced after this; its member record is
+            # refreshed every second (cluster/election.py).
             "session.timeout.ms": "3000",
             # The test plugins (testing_connectors, deletion_connectors) load from here; executors
             # get it in the worker config Welcome carries.

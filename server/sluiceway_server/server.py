@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import grpc
 from confluent_kafka.admin import AdminClient
@@ -61,8 +62,6 @@ from sluiceway_server.config import WorkerConfig
 from sluiceway_server.herder.herder import Herder
 from sluiceway_server.metrics import ControlPlaneMetrics
 from sluiceway_server.readiness import HealthReporter, KafkaProbe, Readiness
-from sluiceway_server.rest.app import RestServer
-from sluiceway_server.rest.gateway import GrpcGateway
 from sluiceway_server.security.audit import AuditLog
 from sluiceway_server.security.gateway import GatewaySocket
 from sluiceway_server.security.setup import (
@@ -86,6 +85,9 @@ from sluiceway_server.storage import (
 from sluiceway_server.storage.cluster_store import ClusterStore
 from sluiceway_server.storage.leader_writer import LeaderWriter, leader_transactional_id
 from sluiceway_server.storage.task_fencing import TaskFencer
+
+if TYPE_CHECKING:
+    from sluiceway_server.rest.app import RestServer
 
 log = logging.getLogger(__name__)
 
@@ -402,6 +404,11 @@ async def start_control_plane(config: WorkerConfig, plugins: PluginRegistry | No
         log.info("metrics served", extra={"metrics_url": metrics_endpoint.url})
     rest = None
     if gateway_socket is not None:
+        # Imported here: the REST API's web framework costs a replica without rest.listeners about
+        # 0.3 s of its start.
+        from sluiceway_server.rest.app import RestServer
+        from sluiceway_server.rest.gateway import GrpcGateway
+
         gateway = GrpcGateway(gateway_socket, config.seconds("request.timeout.ms"))
         rest = RestServer(config, gateway, readiness, metrics)
         await rest.start(rest_listeners)
@@ -523,13 +530,10 @@ def _leadership(
             on_fenced=on_fenced,
         ),
         election_factory=lambda on_change: LeaderElection(
-            topic=config.get("cluster.storage.topic"),
-            bootstrap_servers=bootstrap,
-            group_id=config.get("group.id"),
             member_id=advertised,
-            session_timeout_ms=session_timeout_ms,
+            cluster=cluster_store,
+            session_timeout=session_timeout_ms / 1000.0,
             on_change=on_change,
-            consumer_config=config.prefixed("consumer."),
         ),
         read_to_end=read_leader_logs,
         member_refresh=session_timeout_ms / 3000.0,

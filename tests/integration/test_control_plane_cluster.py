@@ -1,5 +1,6 @@
-"""Three control-plane replicas on the real broker: one leader chosen through Kafka, mutations
-forwarded from followers, fencing of a deposed leader, failover after kill -9."""
+"""Three control-plane replicas on the real broker: one leader, elected from the cluster topic and
+fenced by its transactional producer; mutations forwarded from followers; fencing of a deposed
+leader; failover after kill -9 and handover after a clean stop."""
 
 from __future__ import annotations
 
@@ -228,7 +229,12 @@ def test_follower_forwards_the_callers_deadline(cluster: Cluster, unique: str) -
     assert "validating" in got.message, got.message
 
 
-def test_leader_killed_another_leads_and_serves_mutations(
+def _log_of(replica: ControlPlaneProcess) -> str:
+    assert replica.managed is not None
+    return replica.managed.log_path.read_text(errors="replace")
+
+
+def test_leader_killed_another_leads_and_serves_mutations_then_a_clean_stop_hands_over(
     own_cluster: Cluster, broker: object, unique: str
 ) -> None:
     cluster = own_cluster
@@ -249,6 +255,27 @@ def test_leader_killed_another_leads_and_serves_mutations(
         with SluicewayClient(survivor.address, timeout=60) as client:
             client.create_connector(f"after-kill-{index}-{unique}", DATAGEN)
     print(f"failover to the first successful mutation: {time.monotonic() - killed_at:.1f}s")
+    # The survivors saw the killed leader's address refuse connections; neither waited out the
+    # session timeout.
+    assert any(
+        f"leader {leader.address} (epoch {epoch}) refuses connections" in _log_of(s) for s in survivors
+    )
+
+    # A clean stop of the new leader: it leaves its tombstone, and the last replica takes over.
+    second = cluster.leader(survivors)
+    last = next(r for r in survivors if r is not second)
+    assert second.stop() == 0
+    stopped_at = time.monotonic()
+    cluster.wait_agreed([last], min_epoch=new_epoch + 1)
+    with SluicewayClient(last.address, timeout=60) as client:
+        client.create_connector(f"after-stop-{unique}", DATAGEN)
+    print(f"handover to the first successful mutation: {time.monotonic() - stopped_at:.1f}s")
+    assert f"leader {second.address} (epoch {new_epoch}) stopped" in _log_of(last)
+
+    # The killed replica, started again at its address, follows the live leader.
+    leader.start(lead=False)
+    cluster.wait_agreed([leader, last], min_epoch=new_epoch + 1)
+    assert cluster.leader([leader, last]) is last
 
 
 def test_stopped_leader_cannot_change_state_when_resumed(

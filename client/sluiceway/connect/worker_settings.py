@@ -245,7 +245,7 @@ _DOCS: Final[Mapping[str, str]] = {
     "bootstrap.servers": "the Kafka cluster holding the data and the internal topics",
     "group.id": (
         "the control-plane cluster: replicas with the same `group.id` (and internal topics) elect one "
-        "leader through this consumer group; also the prefix of the transactional ids "
+        "leader; also the prefix of the transactional ids "
         "(`{group.id}-leader`, `{group.id}-{connector}-{task}`)"
     ),
     "config.storage.topic": (
@@ -259,13 +259,14 @@ _DOCS: Final[Mapping[str, str]] = {
     "status.storage.replication.factor": _replication_factor_doc("status"),
     "status.storage.partitions": "partitions of the status topic when it is created",
     "cluster.storage.topic": (
-        "ours: the topic the replicas' group is subscribed to (created with 1 partition); holds the "
-        "leader's announcement and the members' records"
+        "ours: the replicas' shared record of the cluster (created with 1 partition): the leader's "
+        "announcement, from which the replicas elect the next leader, and the members' records"
     ),
     "cluster.storage.replication.factor": _replication_factor_doc("cluster"),
     "session.timeout.ms": (
-        "a replica that sends the group no heartbeat for this long leaves it; if it led, another "
-        "replica takes over"
+        "a leader whose member record (refreshed every third of this) has not been read for this "
+        "long is taken for gone, and another replica takes over; a leader whose address refuses "
+        "connections, or that stopped cleanly, is replaced without this wait"
     ),
     "listeners": "gRPC listen address (the first of a comma-separated list); this host only unless changed",
     "advertised.listeners": (

@@ -1,129 +1,253 @@
-"""Leader election through Kafka's group coordination: every replica joins the consumer group
-`group.id` subscribed to the cluster topic (one partition), and the member the group assigns that
-partition to is the leader. Kafka decides who is in the group (session timeouts, rebalances);
-nothing here keeps time of its own.
+"""Leader election from the cluster topic: a replica takes the lead when the announced leader is
+gone, and the leader's fenced producer settles any race.
 
-The cooperative-sticky assignor keeps the partition where it is when replicas join or leave, so a
-new replica does not interrupt the leader; a leader that stops heartbeating (killed, stopped, cut
-off) loses the partition once its session times out."""
+Safety does not rest on this module. Taking the lead starts with the leader's transactional producer
+(storage/leader_writer.py): initialising it fences every earlier holder, so of two replicas that
+both believe they should lead, only the later one can still write, and the other finds itself
+fenced (or reads the newer announcement) and steps aside. What this module decides is only *when*
+a replica tries, so that a dead leader is replaced quickly and a live one is left alone.
+
+A follower takes the announced leader for gone when
+- its latest member record is the tombstone a replica writes when it stops cleanly (a handover);
+- the leader's id is this replica's own, announced by an earlier run of this process (member ids
+  are the advertised addresses, so the earlier run is dead: this one holds the address);
+- two connection attempts in a row to the leader's address, `probe_interval` apart, are refused
+  (the process is gone; its host answered for it);
+- no record of the leader was read for `session_timeout` (it hangs, or cannot reach Kafka, or its
+  host is down), counting from when this replica started watching.
+The leader refreshes its member record every third of the session timeout, so a live leader is
+never silent that long. The survivors then try in the order of their ids: the first at once, each
+next one `stagger` later, and only while no newer leader has been announced. A replica that stepped
+aside waits `session_timeout` (or for a newer announcement) before trying again, so the replica
+that fenced it can announce itself.
+
+`on_change(True)` asks Leadership to take the lead; `on_change(False)` is sent only on stop."""
 
 from __future__ import annotations
 
 import logging
+import socket
 import threading
-from collections.abc import Callable, Mapping
-from typing import Any
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from sluiceway_server.storage.cluster_store import LeaderRecord, MemberRecord
 
 log = logging.getLogger(__name__)
 
-_POLL_SECONDS = 0.1
+_TICK_SECONDS = 0.1
+
+
+class Reachability(Enum):
+    ANSWERED = "answered"  # something accepted the connection
+    REFUSED = "refused"  # the host answered that nothing listens there
+    UNKNOWN = "unknown"  # no answer in time, no route, a name that does not resolve
+
+
+def probe_address(address: str, timeout: float = 1.0) -> Reachability:
+    """Whether a process listens at `host:port` (a bare TCP connect; TLS and gRPC play no part)."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    if not host or not port.isdigit():
+        return Reachability.UNKNOWN
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return Reachability.ANSWERED
+    except ConnectionRefusedError:
+        return Reachability.REFUSED
+    except OSError:
+        return Reachability.UNKNOWN
+
+
+class ClusterView(Protocol):
+    """What the election reads of the cluster topic (storage/cluster_store.py)."""
+
+    def leader(self) -> LeaderRecord | None: ...
+
+    def member_seen(self, member_id: str) -> float | None: ...
+
+    def departed(self, member_id: str) -> bool: ...
+
+    def members(self, max_age_ms: int) -> list[MemberRecord]: ...
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    gone: bool
+    why: str = ""
+    # The leader is this replica's earlier run: no other replica waits for its turn.
+    own_earlier_run: bool = False
 
 
 class LeaderElection:
-    """This replica's membership of the control-plane group.
+    """Decides when this replica tries to take the lead (see the module doc).
 
-    Owns one consumer and the thread that polls it (heartbeats and rebalance callbacks happen inside
-    `poll`). `on_change(leads)` is called on that thread whenever the partition comes or goes: True
-    when this replica was assigned it, False when it was revoked or lost. It must not block.
-
-    `rejoin()` leaves and joins the group again, letting the group choose afresh: a replica whose
-    term failed (fenced, say) while the group still names it uses this to step aside.
+    Owns one thread, which reads `cluster` and probes the leader's address; `on_change` is called on
+    it and must not block. `rejoin()` (after this replica was fenced or saw a newer leader) makes it
+    a follower that waits its turn again.
     """
 
     def __init__(
         self,
         *,
-        topic: str,
-        bootstrap_servers: str,
-        group_id: str,
         member_id: str,
-        session_timeout_ms: int,
+        cluster: ClusterView,
+        session_timeout: float,
         on_change: Callable[[bool], None],
-        consumer_config: Mapping[str, str] | None = None,
+        stagger: float = 1.0,
+        probe_interval: float = 0.5,
+        probe: Callable[[str], Reachability] = probe_address,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.topic = topic
+        self.member_id = member_id
+        self._cluster = cluster
+        self._session_timeout = session_timeout
         self._on_change = on_change
-        self._config: dict[str, Any] = {
-            "bootstrap.servers": bootstrap_servers,
-            **(consumer_config or {}),
-            "group.id": group_id,
-            "client.id": f"sluiceway-replica-{member_id}",
-            "session.timeout.ms": session_timeout_ms,
-            # Frequent heartbeats: a surviving replica learns of the rebalance a dead leader causes
-            # from its next heartbeat's answer.
-            "heartbeat.interval.ms": max(min(session_timeout_ms // 3, 1000), 100),
-            # The rebalance timeout: how long the group waits for members to rejoin. Our poll loop
-            # never stalls, and a long value would slow every join on brokers that wait it out.
-            "max.poll.interval.ms": session_timeout_ms,
-            "partition.assignment.strategy": "cooperative-sticky",
-            "enable.auto.commit": "false",
-            "enable.auto.offset.store": "false",
-            "auto.offset.reset": "latest",
-            "logger": log,
-        }
-        self._leads = False
+        self._stagger = stagger
+        self._probe_interval = probe_interval
+        self._probe = probe
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._elected = False
+        self._watch_started = clock()
+        # The epoch announced when this process started: a leader record naming this replica with
+        # that epoch or an older one was written by an earlier run.
+        first = cluster.leader()
+        self._epoch_at_start = first.epoch if first is not None else 0
+        self._gone_since: tuple[int, float] | None = None  # (announced epoch, since)
+        self._hold: tuple[int, float] | None = None  # (announced epoch, until) after stepping aside
+        self._refusals: tuple[int, float] | None = None  # (epoch, since) of consecutive refusals
+        self._last_probe = float("-inf")
         self._stop = threading.Event()
-        self._rejoin = threading.Event()
         self._thread: threading.Thread | None = None
 
     @property
-    def leads(self) -> bool:
-        return self._leads
+    def elected(self) -> bool:
+        return self._elected
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="leader-election", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
-        """Leave the group (at once, so another replica can take over without waiting for the
-        session timeout)."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=30)
+            self._thread.join(timeout=10)
+        self._set(False)
 
     def rejoin(self) -> None:
-        self._rejoin.set()
+        """Follow again, and wait before trying to lead: another replica fenced this one, or
+        announced itself, and should have the time to show that it leads."""
+        with self._lock:
+            self._elected = False
+            announced = self._cluster.leader()
+            epoch = announced.epoch if announced is not None else 0
+            self._hold = (epoch, self._clock() + self._session_timeout)
+            self._gone_since = None
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            consumer = Consumer(dict(self._config))
+        while not self._stop.wait(_TICK_SECONDS):
             try:
-                consumer.subscribe(
-                    [self.topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._revoked
+                self.tick()
+            except Exception:
+                log.exception("leader election: a check failed")
+
+    def tick(self) -> None:
+        """One look at the cluster: try to lead when the leader is gone and it is this replica's
+        turn. Called by the thread; tests call it directly."""
+        if self._elected:
+            return
+        self._probe_leader()  # outside the lock: a connection attempt may take a second
+        with self._lock:
+            if self._elected:
+                return
+            claim = self._should_claim()
+            if claim:
+                self._elected = True
+        if claim:
+            self._on_change(True)
+
+    def _probe_leader(self) -> None:
+        """Every `probe_interval`, try to connect to the announced leader (another replica's)."""
+        now = self._clock()
+        leader = self._cluster.leader()
+        if leader is None or leader.id == self.member_id or now - self._last_probe < self._probe_interval:
+            return
+        self._last_probe = now
+        refused = self._probe(leader.address) is Reachability.REFUSED
+        with self._lock:
+            if not refused:
+                self._refusals = None
+            elif self._refusals is None or self._refusals[0] != leader.epoch:
+                self._refusals = (leader.epoch, now)
+
+    def _set(self, elected: bool) -> None:
+        with self._lock:
+            changed, self._elected = self._elected != elected, elected
+        if changed:
+            self._on_change(elected)
+
+    # -- the decision (under the lock) ---------------------------------------------------------
+
+    def _should_claim(self) -> bool:
+        now = self._clock()
+        leader = self._cluster.leader()
+        epoch = leader.epoch if leader is not None else 0
+        verdict = self._verdict(leader, now)
+        if not verdict.gone:
+            self._gone_since = None
+            return False
+        if self._hold is not None:
+            held_epoch, until = self._hold
+            if held_epoch == epoch and now < until:
+                return False
+            self._hold = None
+        if self._gone_since is None or self._gone_since[0] != epoch:
+            self._gone_since = (epoch, now)
+            log.info("leader election: %s", verdict.why)
+        turn = 0 if verdict.own_earlier_run else self._turn(leader)
+        if now < self._gone_since[1] + turn * self._stagger:
+            return False
+        log.info("leader election: this replica takes the lead (turn %d after epoch %d)", turn, epoch)
+        return True
+
+    def _verdict(self, leader: LeaderRecord | None, now: float) -> _Verdict:
+        if leader is None:
+            return _Verdict(True, "no leader has been announced")
+        if leader.id == self.member_id:
+            if leader.epoch <= self._epoch_at_start:
+                return _Verdict(
+                    True, f"the leader (epoch {leader.epoch}) was an earlier run of this replica", True
                 )
-                while not self._stop.is_set() and not self._rejoin.is_set():
-                    message = consumer.poll(_POLL_SECONDS)
-                    error = None if message is None else message.error()
-                    if error is not None:
-                        self._report(error)
-            except KafkaException as exc:
-                log.error("leader election: the group consumer failed: %s", exc)
-            finally:
-                self._set(False)
-                consumer.close()
-            if self._rejoin.is_set():
-                log.info("leader election: leaving the group to let it choose a leader again")
-                self._rejoin.clear()
+            return _Verdict(True, f"this replica no longer leads (epoch {leader.epoch})")
+        if self._cluster.departed(leader.id):
+            return _Verdict(True, f"leader {leader.id} (epoch {leader.epoch}) stopped")
+        if self._refused_twice(leader, now):
+            return _Verdict(True, f"leader {leader.id} (epoch {leader.epoch}) refuses connections")
+        seen = self._cluster.member_seen(leader.id)
+        last = self._watch_started if seen is None else max(seen, self._watch_started)
+        if now - last >= self._session_timeout:
+            return _Verdict(
+                True, f"leader {leader.id} (epoch {leader.epoch}) was silent for {now - last:.1f}s"
+            )
+        return _Verdict(False)
 
-    @staticmethod
-    def _report(error: KafkaError) -> None:
-        if error.code() == KafkaError._PARTITION_EOF:
-            return
-        (log.error if error.fatal() else log.warning)("leader election: group consumer: %s", error)
+    def _refused_twice(self, leader: LeaderRecord, now: float) -> bool:
+        """Whether connections to the leader were refused at two probes in a row (the first at least
+        `probe_interval` ago)."""
+        return (
+            self._refusals is not None
+            and self._refusals[0] == leader.epoch
+            and now - self._refusals[1] >= self._probe_interval
+        )
 
-    def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        if any(p.partition == 0 for p in partitions):
-            self._set(True)
-
-    def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        if any(p.partition == 0 for p in partitions):
-            self._set(False)
-
-    def _set(self, leads: bool) -> None:
-        if leads == self._leads:
-            return
-        self._leads = leads
-        log.info("leader election: this replica %s the cluster partition", "holds" if leads else "lost")
-        self._on_change(leads)
+    def _turn(self, leader: LeaderRecord | None) -> int:
+        """This replica's place among the live members that could lead next, by id."""
+        gone = None if leader is None else leader.id
+        max_age_ms = int(self._session_timeout * 1000)
+        candidates = {m.id for m in self._cluster.members(max_age_ms) if m.id != gone}
+        candidates.add(self.member_id)
+        return sorted(candidates).index(self.member_id)

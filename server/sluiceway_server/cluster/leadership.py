@@ -1,6 +1,6 @@
 """This replica's role in the control-plane cluster: follower, or leader for one term.
 
-The group decides (cluster/election.py); this module turns the decision into a term: it takes over
+The election decides when to try (cluster/election.py); this module turns that into a term: it takes over
 the leader's fenced producer, reads the internal topics to the end, announces itself with an epoch
 above every earlier one, and only then lets the term's duties (the herder's reconciliation, the
 executor coordinator) start. Losing the partition, being fenced, or reading a newer leader's
@@ -59,7 +59,7 @@ class TermDuties(Protocol):
         ...
 
 
-# Taking the lead again after a failed start of a term, for as long as the group wants this replica
+# Taking the lead again after a failed start of a term, for as long as the election wants this replica
 # to lead.
 _RETRY: Final = RetryPolicy(initial=0.5, maximum=10.0)
 
@@ -153,7 +153,8 @@ class Leadership:
         self._election.start()
 
     async def stop(self) -> None:
-        """End the term (if any) and leave the group, so another replica leads at once."""
+        """End the term (if any), then write this replica's tombstone: the other replicas read it
+        as the leader's handover and one of them takes the lead at once."""
         self._stopping = True
         if self._refresh_task is not None:
             self._refresh_task.cancel()
@@ -193,8 +194,8 @@ class Leadership:
         self._post(apply)
 
     def _step_aside(self) -> None:
-        """End the term and let the group choose again: this replica may not lead on the strength
-        of an assignment that another leader's fencing has shown to be stale."""
+        """End the term and follow: another replica has fenced this one or announced itself, and
+        the election waits for it before this replica tries again."""
         self._elected = False
         self._election.rejoin()
         self._schedule()

@@ -12,8 +12,8 @@ no counterpart (its workers learn the leader from the group protocol itself).
   hash of method and id, one of REQUEST_SLOTS) bounds the keys: a newer answer in the same slot
   replaces the older one, as an eviction would.
 
-The same topic carries the control-plane group's subscription (cluster/election.py): the replica
-the group assigns its one partition to is the leader."""
+The replicas elect the leader from what this topic holds (cluster/election.py): the leader record,
+how recently each member's record was read, and the tombstone a leader leaves when it stops."""
 
 from __future__ import annotations
 
@@ -80,6 +80,10 @@ class ClusterStore:
         self._lock = threading.Lock()
         self._leader: LeaderRecord | None = None
         self._members: dict[str, MemberRecord] = {}
+        # When (time.monotonic(), this process's clock) each member's latest record was read, and the
+        # members whose latest record is the tombstone of a clean stop.
+        self._member_seen: dict[str, float] = {}
+        self._departed: set[str] = set()
         self._answers: dict[int, AnswerRecord] = {}
         self.on_leader: Callable[[LeaderRecord], None] | None = None
 
@@ -113,6 +117,17 @@ class ClusterStore:
             return sorted(
                 (m for m in self._members.values() if now - m.time_ms <= max_age_ms), key=lambda m: m.id
             )
+
+    def member_seen(self, member_id: str) -> float | None:
+        """When this replica last read a record of that member (time.monotonic()); None when it
+        read none, or the latest is a tombstone."""
+        with self._lock:
+            return self._member_seen.get(member_id)
+
+    def departed(self, member_id: str) -> bool:
+        """Whether that member's latest record is the tombstone it writes when it stops cleanly."""
+        with self._lock:
+            return member_id in self._departed
 
     def answer(self, method: str, request_id: str) -> AnswerRecord | None:
         """The recorded answer to this mutation, if its slot still holds it."""
@@ -219,6 +234,8 @@ class ClusterStore:
         with self._lock:
             if value is None:
                 self._members.pop(member_id, None)
+                self._member_seen.pop(member_id, None)
+                self._departed.add(member_id)
                 return
             if not isinstance(value, dict):
                 return
@@ -228,3 +245,6 @@ class ClusterStore:
                 )
             except (KeyError, TypeError, ValueError):
                 log.warning("cluster topic: skipping a malformed member record at offset %d", offset)
+                return
+            self._member_seen[member_id] = time.monotonic()
+            self._departed.discard(member_id)
