@@ -7,6 +7,11 @@ PYTEST_ARGS ?=
 # What `make test` runs (e.g. `make test TESTS=tests/unit`), and where its coverage data goes.
 TESTS ?= tests
 COVERAGE_DIR := var/coverage
+# Python keeps the bytecode of our modules in __pycache__ even where the environment asks it not to
+# (PYTHONDONTWRITEBYTECODE): the suite starts hundreds of Python processes (replicas, executors, the
+# CLI, Spark's Python workers), and without the cache each compiles our ~170 modules again, which
+# doubles the import time of a control plane (measured: 1.3-1.6 s without, 0.6-0.7 s with).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: install test-install bench-install run run-cluster test lint proto api-protos unit integration clean fuzz dev-certs
 
