@@ -1,6 +1,6 @@
 """The cluster topic (`cluster.storage.topic`, default `connect-cluster`, one partition, compacted):
 who leads the control-plane cluster and which replicas are in it. Our own topic; Kafka Connect has
-no counterpart (its workers learn the leader from the group protocol itself).
+no counterpart (its workers learn the leader from Kafka's group protocol).
 
 - `leader`: `{"id", "address", "epoch", "time_ms"}`, written by each new leader through its fenced
   producer, so a deposed leader cannot announce itself again. Epochs only grow.
