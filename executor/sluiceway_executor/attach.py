@@ -193,7 +193,8 @@ class ExecutorAgent:
 
     ``factory`` builds each task's pipeline; ``committer_factory`` its offset committer (by default
     a :class:`~sluiceway_executor.offset_commits.KafkaCommitterFactory`); ``sessions`` replaces the
-    Spark Connect session the pipelines run on when it is lost.
+    Spark Connect session the pipelines run on when it is lost; ``on_worker_config`` hears the
+    worker config of each welcome (the executor warms its Spark session up with it).
     """
 
     def __init__(
@@ -204,8 +205,10 @@ class ExecutorAgent:
         committer_factory: CommitterFactory | None = None,
         sessions: SessionKeeper | None = None,
         metrics: ExecutorMetrics | None = None,
+        on_worker_config: Callable[[Mapping[str, str]], None] | None = None,
     ) -> None:
         self.settings = settings
+        self._on_worker_config = on_worker_config
         self.tasks = TaskTable(
             factory,
             committer_factory if committer_factory is not None else KafkaCommitterFactory(),
@@ -383,6 +386,8 @@ class ExecutorAgent:
         self.tasks.forget_topics()
         session.welcomed.set()
         self.welcomed.set()
+        if self._on_worker_config is not None:
+            self._on_worker_config(session.worker_config)
         log.info(
             "attached to %s as %s (heartbeat every %.1fs, session timeout %.1fs, %d task(s) kept)",
             session.address,

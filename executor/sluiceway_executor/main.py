@@ -36,6 +36,7 @@ from sluiceway_executor.attach import AttachSettings, ExecutorAgent, default_exe
 from sluiceway_executor.own_config import load_own_config
 from sluiceway_executor.pipelines.observed import counts_enabled
 from sluiceway_executor.spark_sessions import SparkSessions
+from sluiceway_executor.spark_warm_up import SparkWarmUp
 from sluiceway_executor.task_metrics import ExecutorMetrics
 
 __all__ = ["main", "parse_args"]
@@ -145,6 +146,9 @@ def main(argv: list[str]) -> int:
     # On its own thread: a call to a Spark Connect server that is not up yet may take a while to
     # give up, and a signal must still end the process meanwhile.
     sessions = SparkSessions(args.spark_remote, stop)
+    # Each new session runs a source's and a sink's job on no records before a pipeline needs it.
+    warm_up = SparkWarmUp(sessions, stop)
+    sessions.on_new_session(warm_up.session_built)
     connecting = threading.Thread(target=sessions.start, name="spark", daemon=True)
     connecting.start()
     warned_at = started
@@ -178,6 +182,7 @@ def main(argv: list[str]) -> int:
         committer_factory=KafkaCommitterFactory(registry),
         sessions=sessions,
         metrics=metrics,
+        on_worker_config=warm_up.configure,
     )
     attach = threading.Thread(target=agent.run, name="attach", daemon=True)
     attach.start()

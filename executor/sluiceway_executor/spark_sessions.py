@@ -97,6 +97,11 @@ class SparkSessions:
         self._building = False
         # How many sessions were built: 1 after start(), one more per replacement.
         self.generation = 0
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_new_session(self, listener: Callable[[], None]) -> None:
+        """Calls ``listener`` (on the building thread) after each new session is ready."""
+        self._listeners.append(listener)
 
     def current(self) -> SparkSession:
         """The session tasks run on now (while a replacement is built, still the lost one: a task
@@ -147,6 +152,9 @@ class SparkSessions:
                 self._condition.notify_all()
             if session is not None and old is not None:
                 _stop_quietly(old)
+            if session is not None:
+                for listener in self._listeners:
+                    listener()
 
     def _build(self, cancelled: Callable[[], bool]) -> SparkSession | None:
         started = warned = time.monotonic()

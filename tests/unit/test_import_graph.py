@@ -76,7 +76,7 @@ LAYERS: Mapping[str, tuple[frozenset[str], ...]] = {
         frozenset({"runner"}),
         frozenset({"batch_traces", "committer_opening", "task_metrics"}),
         frozenset({"offset_commits", "restarts"}),
-        frozenset({"pipelines"}),
+        frozenset({"pipelines", "spark_warm_up"}),
         frozenset({"spark_sessions"}),
         frozenset({"datasources", "heartbeats", "connectors", "transforms"}),
         frozenset(

@@ -113,3 +113,5 @@ def test_datagen_to_parquet_through_a_real_executor(
     process.process.send_signal(signal.SIGTERM)
     assert process.process.wait(60) == 0, process.tail()
     assert parquet_counts(spark, out) == (expected, expected)
+    # Its session ran the two empty jobs as soon as the worker config arrived.
+    assert "Spark Connect session 1 warmed up in" in process.log_path.read_text(encoding="utf-8")
