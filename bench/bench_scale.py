@@ -1,40 +1,48 @@
-"""Control-plane scale: one control plane on the embedded broker holding N connectors (default 1,000).
+"""Control-plane scale: one control plane on the embedded broker filled with N connectors (default
+1,000), measured at each checkpoint on the way (`--checkpoints 1000,2500,5000`):
 
-- create: N DataGenSource connectors (tasks.max=1, RUNNING; no executor attached, so their tasks
-  stay UNASSIGNED), one after another from one client: the latency of each create;
-- list: `ListConnectors` with the STATUS view, every page (page_size 1000), repeated `--lists`
-  times, against the round trip of `GetServerInfo` measured the same way (the baseline: what any
-  call costs);
+- create: DataGenSource connectors (tasks.max=1, RUNNING; no executor attached, so their tasks
+  stay UNASSIGNED) from `--clients` clients side by side (threads, a client each): creates/s and
+  the latency of each create;
+- list: the first page of 1,000 of `ListConnectors` with the STATUS view, and the whole list
+  (page_size 1000), `--lists` times each, against the round trip of `GetServerInfo` (the baseline:
+  what any call costs);
+- memory: the control plane's resident set (and its peak) after the lists;
 - cold start: the control plane stopped, a new one started on the same internal topics, and the
-  time from its spawn until `ListConnectors` (STATUS) answers with all N connectors (polled from
-  the spawn on, every 50 ms by a new client), and until its health check says SERVING (it knows
-  a leader), repeated `--restarts` times, against reading the config topic to its end with a raw
+  time from its spawn until `ListConnectors` (STATUS) answers with all of them (polled from the
+  spawn on, every 50 ms by a new client), and until its health check says SERVING (it knows a
+  leader), `--restarts` times, against reading the config topic to its end with a raw
   confluent-kafka consumer in this script (the baseline: what reading the configs alone costs).
 
-    .venv/bin/python bench/bench_scale.py --connectors 1000 --lists 20 --restarts 3 [--report FILE]
+    .venv/bin/python bench/bench_scale.py --connectors 10000 --checkpoints 1000,2500,5000 \
+        [--clients 8] [--lists 20] [--restarts 3] [--report FILE] [--plot FILE.png]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import platform
 import statistics
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from bench_cluster import Replica, percentile, start_replica
+from bench_cluster import Replica, start_replica
 from sluiceway.client import SluicewayClient
+from sluiceway.errors import SluicewayError
 from sluiceway_server.embedded import free_port, start_broker, wait_serving
 
-TARGET_LIST_MS = 200.0
-TARGET_COLD_START_S = 5.0
+TARGET_PAGE_MS = 100.0
+TARGET_COLD_START_S = 3.0
 
 
 def timed_ms(call: Callable[[], object]) -> tuple[float, object]:
@@ -91,7 +99,7 @@ def cold_start_s(
                 if list_all(client) == expected:
                     listed = time.monotonic() - started
                     break
-            except grpc.RpcError:
+            except (grpc.RpcError, SluicewayError):
                 pass
         time.sleep(0.05)
     wait_serving(replica.address, 120, replica.process)
@@ -102,83 +110,201 @@ def spread(values: list[float]) -> tuple[float, float, float]:
     return min(values), statistics.median(values), max(values)
 
 
+def first_page_ms(client: SluicewayClient, size: int) -> float:
+    """Milliseconds until the first ``size`` connectors with status are in hand: one page."""
+    started = time.perf_counter()
+    listed = list(itertools.islice(client.list_connectors(view="STATUS", page_size=size), size))
+    assert len(listed) == size, len(listed)
+    return (time.perf_counter() - started) * 1000
+
+
+def rss_mib(pid: int) -> tuple[float, float]:
+    """The process's resident memory now and at its peak (VmRSS, VmHWM), in MiB."""
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
+    )
+    return tuple(int(fields[name].split()[0]) / 1024 for name in ("VmRSS", "VmHWM"))  # type: ignore[return-value]
+
+
+def create_many(address: str, first: int, count: int, clients: int) -> list[float]:
+    """Creates connectors ``first`` to ``first + count - 1`` from ``clients`` clients side by side
+    (threads, a client each); the milliseconds of each create."""
+    latencies: list[float] = []
+    lock = threading.Lock()
+
+    def work(offset: int) -> None:
+        with SluicewayClient(address, timeout=60) as client:
+            for n in range(first + offset, first + count, clients):
+                config = {"connector.class": "DataGenSource", "topic": f"scale-{n}", "tasks.max": "1"}
+                started = time.perf_counter()
+                client.create_connector(f"c{n:05d}", config)
+                took = (time.perf_counter() - started) * 1000
+                with lock:
+                    latencies.append(took)
+
+    threads = [threading.Thread(target=work, args=(offset,)) for offset in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(latencies) == count, len(latencies)
+    return latencies
+
+
+@dataclass
+class Checkpoint:
+    """What was measured once the control plane held ``connectors``."""
+
+    connectors: int
+    creates_per_s: float
+    create_ms: list[float]
+    page_ms: list[float]
+    list_ms: list[float]
+    info_ms: list[float]
+    rss_mib: float
+    peak_mib: float
+    cold_s: list[float] = field(default_factory=list)
+    serving_s: list[float] = field(default_factory=list)
+    raw_read_s: list[float] = field(default_factory=list)
+
+
+def plot_scale(path: Path, points: list[Checkpoint]) -> None:
+    """Four panels against the number of connectors: creates/s, a page and the whole list with
+    status, cold start, memory."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = [p.connectors for p in points]
+    figure, axes = plt.subplots(1, 4, figsize=(14, 3.4), dpi=110)
+    panels = [
+        ("creates/s, 8 clients (target 500)", [[p.creates_per_s] for p in points], 500.0),
+        ("ListConnectors STATUS, first page of 1,000 (ms)", [p.page_ms for p in points], 100.0),
+        ("cold start until it lists all (s)", [p.cold_s for p in points], 3.0),
+        ("control plane RSS (MiB)", [[p.rss_mib] for p in points], None),
+    ]
+    for axis, (title, values, target) in zip(axes, panels, strict=True):
+        axis.plot(xs, [statistics.median(v) for v in values], marker="o", color="#2f6db5")
+        axis.fill_between(xs, [min(v) for v in values], [max(v) for v in values], color="#2f6db5", alpha=0.2)
+        if target is not None:
+            axis.axhline(target, color="#c0392b", linestyle="--", linewidth=1, label="target")
+            axis.legend(loc="best")
+        axis.set_title(title, fontsize=9)
+        axis.set_xlabel("connectors")
+        axis.set_ylim(bottom=0)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--connectors", type=int, default=1000)
+    parser.add_argument(
+        "--checkpoints",
+        default="",
+        help="comma-separated counts to measure on the way (the last is --connectors)",
+    )
+    parser.add_argument("--clients", type=int, default=8, help="clients creating side by side")
     parser.add_argument("--lists", type=int, default=20)
     parser.add_argument("--restarts", type=int, default=3)
     parser.add_argument("--report", type=Path)
+    parser.add_argument("--plot", type=Path, help="write a PNG of the figures against the count here")
     args = parser.parse_args()
+    marks = sorted({int(n) for n in args.checkpoints.split(",") if n.strip()} | {args.connectors})
+    marks = [n for n in marks if n <= args.connectors]
 
     logs = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     broker = start_broker(logs)
     suffix = uuid.uuid4().hex[:8]
     replica = Replica(free_port())
+    points: list[Checkpoint] = []
     try:
         start_replica(replica, broker.bootstrap_servers, suffix, logs)
-        creates: list[float] = []
-        with SluicewayClient(replica.address, timeout=60) as client:
-            for n in range(args.connectors):
-                config = {"connector.class": "DataGenSource", "topic": f"scale-{n}", "tasks.max": "1"}
-                started = time.perf_counter()
-                client.create_connector(f"c{n:05d}", config)
-                creates.append((time.perf_counter() - started) * 1000)
-            assert list_all(client) == args.connectors
-            lists: list[float] = []
-            infos: list[float] = []
-            for _ in range(args.lists):
-                took, counted = timed_ms(lambda: list_all(client))
-                assert counted == args.connectors, counted
-                lists.append(took)
-                infos.append(timed_ms(client.server_info)[0])
-        colds: list[float] = []
-        servings: list[float] = []
-        reads: list[float] = []
-        for _ in range(args.restarts):
-            listed, serving = cold_start_s(replica, broker.bootstrap_servers, suffix, logs, args.connectors)
-            colds.append(listed)
-            servings.append(serving)
-            started = time.monotonic()
-            records = read_config_topic(broker.bootstrap_servers, f"configs-{suffix}")
-            reads.append(time.monotonic() - started)
-            assert records >= args.connectors, records
+        held = 0
+        for mark in marks:
+            started = time.perf_counter()
+            creates = create_many(replica.address, held, mark - held, args.clients)
+            rate = (mark - held) / (time.perf_counter() - started)
+            held = mark
+            with SluicewayClient(replica.address, timeout=60) as client:
+                assert list_all(client) == mark
+                pages, lists, infos = [], [], []
+                for _ in range(args.lists):
+                    pages.append(first_page_ms(client, min(1000, mark)))
+                    took, counted = timed_ms(lambda: list_all(client))
+                    assert counted == mark, counted
+                    lists.append(took)
+                    infos.append(timed_ms(client.server_info)[0])
+            assert replica.process is not None
+            rss, peak = rss_mib(replica.process.process.pid)
+            point = Checkpoint(mark, rate, creates, pages, lists, infos, rss, peak)
+            for _ in range(args.restarts):
+                listed, serving = cold_start_s(replica, broker.bootstrap_servers, suffix, logs, mark)
+                point.cold_s.append(listed)
+                point.serving_s.append(serving)
+                began = time.monotonic()
+                records = read_config_topic(broker.bootstrap_servers, f"configs-{suffix}")
+                point.raw_read_s.append(time.monotonic() - began)
+                assert records >= mark, records
+            points.append(point)
+            print(
+                f"{mark} connectors: {rate:.1f} creates/s, page {statistics.median(pages):.1f} ms", flush=True
+            )
     finally:
         if replica.process is not None:
             replica.process.stop(timeout=30)
         broker.stop()
+    if args.plot is not None:
+        plot_scale(args.plot, points)
+
+    def cells(values: list[float], digits: int) -> str:
+        lo, mid, hi = spread(values)
+        return f"{lo:,.{digits}f} / {mid:,.{digits}f} / {hi:,.{digits}f}"
 
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    lo, mid, hi = spread(lists)
-    cold_lo, cold_mid, cold_hi = spread(colds)
+    rows = [
+        f"| {p.connectors:,} | {p.creates_per_s:,.1f} | {cells(p.create_ms, 1)} | {cells(p.page_ms, 1)} | "
+        f"{cells(p.list_ms, 1)} | {statistics.median(p.info_ms):.1f} | {cells(p.cold_s, 2)} | "
+        f"{cells(p.serving_s, 2)} | {statistics.median(p.raw_read_s):.2f} | "
+        f"{p.rss_mib:,.0f} ({p.peak_mib:,.0f}) |"
+        for p in points
+    ]
+    first, last = points[0], points[-1]
+    growth = last.connectors / first.connectors
+    page_growth = statistics.median(last.page_ms) / statistics.median(first.page_ms)
+    cold_growth = statistics.median(last.cold_s) / statistics.median(first.cold_s)
     report = [
         "## Control-plane scale",
         "",
         f"Run: {when}, {platform.machine()}, Python {platform.python_version()}; one control plane on "
-        f"the embedded broker (Tansu), {args.connectors} DataGenSource connectors (tasks.max=1, RUNNING, "
-        "no executor: tasks UNASSIGNED).",
+        f"the embedded broker (Tansu), DataGenSource connectors (tasks.max=1, RUNNING, no executor: "
+        f"tasks UNASSIGNED) created by {args.clients} clients side by side; {args.lists} lists and "
+        f"{args.restarts} cold starts at each count.",
         "",
         "```sh",
-        f".venv/bin/python bench/bench_scale.py --connectors {args.connectors} --lists {args.lists} "
+        f".venv/bin/python bench/bench_scale.py --connectors {args.connectors} --checkpoints "
+        f"{','.join(str(m) for m in marks)} --clients {args.clients} --lists {args.lists} "
         f"--restarts {args.restarts}",
         "```",
         "",
-        "| measure | min | median | max | p99 | target |",
-        "|---|---|---|---|---|---|",
-        f"| create, one connector (ms) | {min(creates):.1f} | {statistics.median(creates):.1f} | "
-        f"{max(creates):.1f} | {percentile(creates, 0.99):.1f} | — |",
-        f"| ListConnectors, STATUS view, all {args.connectors} (ms) | {lo:.1f} | {mid:.1f} | {hi:.1f} | "
-        f"{percentile(lists, 0.99):.1f} | < {TARGET_LIST_MS:.0f} |",
-        f"| GetServerInfo round trip (ms, baseline) | {min(infos):.1f} | {statistics.median(infos):.1f} | "
-        f"{max(infos):.1f} | {percentile(infos, 0.99):.1f} | — |",
-        f"| cold start until the list answers (s) | {cold_lo:.2f} | {cold_mid:.2f} | {cold_hi:.2f} | — | "
-        f"< {TARGET_COLD_START_S:.0f} |",
-        f"| cold start until SERVING: a leader known, mutations taken (s) | {min(servings):.2f} | "
-        f"{statistics.median(servings):.2f} | {max(servings):.2f} | — | — |",
-        f"| raw read of the config topic (s, baseline) | {min(reads):.2f} | {statistics.median(reads):.2f} | "
-        f"{max(reads):.2f} | — | — |",
+        "min / median / max; creates/s over the creates since the count before; a page is the first "
+        "1,000 of ListConnectors with the STATUS view; cold start from the spawn of a new process on the "
+        "same topics until it lists everything, and until its health check says SERVING.",
         "",
-        f"ListConnectors / GetServerInfo (median): {mid / statistics.median(infos):.1f} times; cold start / "
-        f"raw config read (median): {cold_mid / statistics.median(reads):.1f} times.",
+        "| connectors | creates/s | create (ms) | a page (ms) | the whole list (ms) | GetServerInfo (ms, "
+        "baseline) | cold start, lists all (s) | cold start, SERVING (s) | raw read of the config topic (s, "
+        "baseline) | RSS MiB (peak) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+        f"Targets at 10,000: 500 creates/s, a page under {TARGET_PAGE_MS:.0f} ms, a cold start under "
+        f"{TARGET_COLD_START_S:.0f} s. From {first.connectors:,} to {last.connectors:,} connectors "
+        f"({growth:.0f} times as many): a page took {page_growth:.1f} times as long, the cold start "
+        f"{cold_growth:.1f} times, "
+        f"the memory {last.rss_mib / first.rss_mib:.1f} times; creates/s went from {first.creates_per_s:.1f} "
+        f"to {last.creates_per_s:.1f}.",
         "",
     ]
     text = "\n".join(report)

@@ -135,17 +135,18 @@ class ConnectorServicer(connectors_pb2_grpc.ConnectorServiceServicer):
         page = page_request(request.page_size, request.page_token, "connectors", view)
         await self._catch_up(request.min_config_position, context)
         names, next_token = take(self.herder.connector_names(), str, page, "connectors", view)
-        read: list[tuple[str, connectors_pb2.Connector]] = []
-        for name in names:
-            try:
-                read.append(
-                    (
-                        name,
-                        await self._run(context, self._view(name, view, connectors_pb2.CONNECTOR_VIEW_NAMES)),
-                    )
-                )
-            except ServerError:
-                continue  # deleted between listing and reading
+
+        async def read_page() -> list[tuple[str, connectors_pb2.Connector]]:
+            read = []
+            for name in names:
+                try:
+                    read.append((name, await self._view(name, view, connectors_pb2.CONNECTOR_VIEW_NAMES)))
+                except ServerError:
+                    continue  # deleted between listing and reading
+            return read
+
+        # One deadline for the page: a task and a timer per connector cost more than the reads.
+        read = await self._run(context, read_page())
         items, next_token = within_bytes(
             [item for _, item in read], [name for name, _ in read], next_token, "connectors", view
         )

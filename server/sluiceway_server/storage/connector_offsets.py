@@ -43,6 +43,7 @@ from sluiceway.common.offsets import SINK_OFFSETS_CHANGE, new_sink_offsets_chang
 from sluiceway.common.retry import Deadline, RetryPolicy
 from sluiceway.connect.config_providers import ConfigProviders, ConfigProvidersError
 from sluiceway.connect.kafka_clients import (
+    OWN_OFFSETS_TOPIC_KEYS,
     WORKER_OFFSETS_TOPIC_CONFIG,
     connection_settings,
     kafka_client_config,
@@ -148,10 +149,13 @@ class ConnectorOffsetStorage:
         return self._providers.try_resolve(config).config
 
     def own_topic(self, config: Mapping[str, str]) -> OwnOffsetsTopic | None:
-        config = self._resolved(config)
-        topic = own_offsets_topic(self.worker_config, config)
+        # Asked of every source connector on each rebalance: only the keys that decide it are
+        # resolved first, and the whole config only for a connector that has its own topic.
+        deciding = {key: config[key] for key in OWN_OFFSETS_TOPIC_KEYS if key in config}
+        topic = own_offsets_topic(self.worker_config, self._resolved(deciding))
         if topic is None:
             return None
+        config = self._resolved(config)
         producer = kafka_client_config(self.worker_config, "producer", config)
         return OwnOffsetsTopic(topic, tuple(sorted(producer.items())))
 
