@@ -31,7 +31,6 @@ from sluiceway_server.cluster.members import (
     OwnedTask,
     choose_adopted,
     current_task,
-    desired_tasks,
     record_status_report,
     send_assignment,
     status_differs,
@@ -39,6 +38,7 @@ from sluiceway_server.cluster.members import (
     write_adopted,
 )
 from sluiceway_server.cluster.releases import BackgroundWrites, Releases
+from sluiceway_server.cluster.wanted import WantedTasks
 from sluiceway_server.errors import PermissionDeniedError, UnavailableError
 from sluiceway_server.herder.active_topics import ActiveTopicTracker
 from sluiceway_server.model import ConnectorType, State, TargetState, TaskId
@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 _HELD: Final = ""
 # A failed rebalance waits about a second each time (the same pause, so each wait is a fresh run).
 _REBALANCE_RETRY: Final = RetryPolicy(initial=1.0, maximum=1.0)
+_MAX_REBALANCE_PAUSE_S: Final = 1.0
 
 _Handler = Callable[["ExecutorCoordinator", Member, executor_pb2.ExecutorMessage], Awaitable[None]]
 
@@ -104,6 +105,8 @@ class ExecutorCoordinator:
         self._on_rebalance = on_rebalance  # told the seconds of each rebalance that completed
         self._snapshot = snapshot
         self._connector_type = connector_type
+        # Each connector's desired tasks and own offsets topic, kept while its config is unchanged.
+        self._wanted_tasks = WantedTasks(connector_type, offsets)
         self.status = status
         self.offsets = offsets
         offsets.on_opened = self.request_rebalance
@@ -388,17 +391,22 @@ class ExecutorCoordinator:
             began = time.monotonic()
             try:
                 await self._rebalance()
+                took = time.monotonic() - began
                 if self._on_rebalance is not None:
-                    self._on_rebalance(time.monotonic() - began)
+                    self._on_rebalance(took)
             except Exception:
                 log.exception("rebalance failed; retrying")
                 await _REBALANCE_RETRY.start().wait_async()
                 self._rebalance_again = True
+                took = 0.0
             if not self._rebalance_again or self._stopping:
                 return
+            # A rebalance looks at every task: pausing as long as the last one took leaves at least
+            # half of the loop to the calls when thousands of connectors are created back to back.
+            await asyncio.sleep(min(took, _MAX_REBALANCE_PAUSE_S))
 
     def desired(self) -> dict[TaskId, DesiredTask]:
-        return desired_tasks(self._snapshot())
+        return self._wanted_tasks.desired(self._snapshot())
 
     def _wanted(self) -> tuple[dict[TaskId, DesiredTask], dict[TaskId, DesiredTask]]:
         """The desired tasks that may run (all but those refused as too large), and of those the
@@ -410,22 +418,15 @@ class ExecutorCoordinator:
         self._oversize = {
             t: fp for t, fp in self._oversize.items() if t in wanted and wanted[t].fingerprint == fp
         }
-        eligible = {t: d for t, d in wanted.items() if t not in self._oversize}
-        self.offsets.open_stores(d.connector_config for d in eligible.values() if self._is_source(d))
-        ready = {
-            t: d
-            for t, d in eligible.items()
-            if not self._is_source(d) or self.offsets.ready(d.connector_config)
-        }
-        return eligible, ready
-
-    def _is_source(self, desired: DesiredTask) -> bool:
-        return self._connector_type(desired.connector_config) is ConnectorType.SOURCE
+        eligible = {t: d for t, d in wanted.items() if t not in self._oversize} if self._oversize else wanted
+        return eligible, self._wanted_tasks.ready(eligible)
 
     async def _rebalance(self) -> None:
         async with self._lock:
             eligible, ready = self._wanted()
             live = {m.id: m for m in self.members.values() if m.connected}
+            if not live:
+                return  # nothing to place, restart or revoke (nor to fence for placing) yet
             owners = {t: m.id for m in self.members.values() for t in m.owned}
             owners.update(dict.fromkeys(self.releases.held, _HELD))
             revoking = {t for m in self.members.values() for t in m.revoking}
@@ -497,7 +498,7 @@ class ExecutorCoordinator:
         # A sink task gets the record of the latest change of its offsets (SINK_OFFSETS_CHANGE).
         carried = (
             self.offsets.source_offsets(connector, desired.connector_config)
-            if self._is_source(desired)
+            if self._connector_type(desired.connector_config) is ConnectorType.SOURCE
             else self.offsets.sink_change(connector)
         )
         for partition, offset in carried:

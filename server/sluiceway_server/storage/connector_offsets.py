@@ -25,7 +25,7 @@ import asyncio
 import functools
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -178,17 +178,14 @@ class ConnectorOffsetStorage:
 
     # ------------------------------------------------------------------ own offsets topics
 
-    def open_stores(self, configs: Iterable[Mapping[str, str]]) -> None:
-        """Start opening, in the background, the own offsets topics of these connector configs."""
-        for config in configs:
-            own = self.own_topic(config)
-            if own is not None and own.key not in self._own and own.key not in self._opening:
-                self._start_opening(own)
+    def open_topic(self, own: OwnOffsetsTopic) -> None:
+        """Starts opening ``own`` in the background, unless it is open or opening."""
+        if own.key not in self._own and own.key not in self._opening:
+            self._start_opening(own)
 
-    def ready(self, config: Mapping[str, str]) -> bool:
-        """Whether the source offsets of a connector with this config can be read now."""
-        own = self.own_topic(config)
-        return own is None or own.key in self._own
+    def is_open(self, own: OwnOffsetsTopic) -> bool:
+        """Whether the offsets in ``own`` can be read now."""
+        return own.key in self._own
 
     async def _store(self, own: OwnOffsetsTopic) -> OffsetStore:
         store = self._own.get(own.key)
