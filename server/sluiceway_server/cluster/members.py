@@ -133,18 +133,29 @@ class DesiredTask:
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def placeable(
+    snap: Any, connector: str
+) -> tuple[Mapping[str, str], Sequence[Mapping[str, str]], TargetState] | None:
+    """A connector's config, task configs and target state when its tasks should run (it is STARTED
+    or PAUSED and its task set is consistent); None otherwise."""
+    config = snap.connector_config(connector)
+    target = snap.target_state(connector)
+    if config is None or target not in (TargetState.STARTED, TargetState.PAUSED):
+        return None
+    if connector in snap.inconsistent:
+        return None
+    return config, snap.tasks(connector), target
+
+
 def desired_tasks(snap: Any) -> dict[TaskId, DesiredTask]:
-    """The tasks that should run, from a config snapshot: those of every connector that is STARTED
-    or PAUSED and whose task set is consistent."""
+    """The tasks that should run, from a config snapshot: those of every ``placeable`` connector
+    (the coordinator keeps them per connector instead: cluster/wanted.py)."""
     wanted: dict[TaskId, DesiredTask] = {}
     for connector in snap.connectors():
-        target = snap.target_state(connector)
-        config = snap.connector_config(connector)
-        tasks = snap.tasks(connector)
-        if config is None or target not in (TargetState.STARTED, TargetState.PAUSED):
+        found = placeable(snap, connector)
+        if found is None:
             continue
-        if connector in snap.inconsistent:
-            continue
+        config, tasks, target = found
         for index, task_config in enumerate(tasks):
             task = TaskId(connector, index)
             wanted[task] = DesiredTask(task, config, task_config, target, len(tasks))

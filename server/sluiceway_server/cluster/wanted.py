@@ -15,11 +15,11 @@ Kafka Connect resolves them when it starts a connector).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sluiceway_server.cluster.members import DesiredTask
+from sluiceway_server.cluster.members import DesiredTask, placeable
 from sluiceway_server.model import ConnectorType, TargetState, TaskId
 from sluiceway_server.storage.connector_offsets import OwnOffsetsTopic
 
@@ -41,7 +41,7 @@ class _Derived:
     """What a rebalance needs of one connector, with the snapshot values it came from."""
 
     config: Mapping[str, str]
-    tasks: tuple[Mapping[str, str], ...]
+    tasks: Sequence[Mapping[str, str]]
     target: TargetState
     # By task: merged into each rebalance's dict with the keys' stored hashes.
     desired: dict[TaskId, DesiredTask]
@@ -50,7 +50,7 @@ class _Derived:
     source: bool
 
     def same(
-        self, config: Mapping[str, str], tasks: tuple[Mapping[str, str], ...], target: TargetState
+        self, config: Mapping[str, str], tasks: Sequence[Mapping[str, str]], target: TargetState
     ) -> bool:
         return self.config is config and self.tasks is tasks and self.target is target
 
@@ -71,13 +71,10 @@ class WantedTasks:
         wanted: dict[TaskId, DesiredTask] = {}
         derived: dict[str, _Derived] = {}
         for connector in snap.connectors():
-            config = snap.connector_config(connector)
-            target = snap.target_state(connector)
-            if config is None or target not in (TargetState.STARTED, TargetState.PAUSED):
+            found = placeable(snap, connector)
+            if found is None:
                 continue
-            if connector in snap.inconsistent:
-                continue
-            tasks = snap.tasks(connector)
+            config, tasks, target = found
             known = self._derived.get(connector)
             if known is None or not known.same(config, tasks, target):
                 known = self._derive(connector, config, tasks, target)
@@ -90,7 +87,7 @@ class WantedTasks:
         self,
         connector: str,
         config: Mapping[str, str],
-        tasks: tuple[Mapping[str, str], ...],
+        tasks: Sequence[Mapping[str, str]],
         target: TargetState,
     ) -> _Derived:
         desired = {
