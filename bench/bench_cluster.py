@@ -100,6 +100,15 @@ def agreed_leader(replicas: list[Replica], min_epoch: int = 0, timeout: float = 
     raise TimeoutError("the replicas did not agree on a leader")
 
 
+def side_by_side(work: Callable[[int], None], count: int) -> None:
+    """Runs ``work(0)`` to ``work(count - 1)`` on threads of their own and waits for all of them."""
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
@@ -126,11 +135,7 @@ def measure(
         with lock:
             latencies.extend(mine)
 
-    threads = [threading.Thread(target=run, args=(w,)) for w in range(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    side_by_side(run, clients)
     assert len(latencies) == clients * requests, (len(latencies), clients * requests)
     return latencies
 

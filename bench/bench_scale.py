@@ -36,7 +36,7 @@ from pathlib import Path
 import grpc
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from bench_cluster import Replica, start_replica
+from bench_cluster import Replica, side_by_side, start_replica
 from sluiceway.client import SluicewayClient
 from sluiceway.errors import SluicewayError
 from sluiceway_server.embedded import free_port, start_broker, wait_serving
@@ -142,11 +142,7 @@ def create_many(address: str, first: int, count: int, clients: int) -> list[floa
                 with lock:
                     latencies.append(took)
 
-    threads = [threading.Thread(target=work, args=(offset,)) for offset in range(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    side_by_side(work, clients)
     assert len(latencies) == count, len(latencies)
     return latencies
 

@@ -147,18 +147,29 @@ def placeable(
     return config, snap.tasks(connector), target
 
 
+def connector_desired_tasks(
+    connector: str,
+    config: Mapping[str, str],
+    tasks: Sequence[Mapping[str, str]],
+    target: TargetState,
+) -> dict[TaskId, DesiredTask]:
+    """One placeable connector's tasks, by task."""
+    return {
+        TaskId(connector, index): DesiredTask(
+            TaskId(connector, index), config, task_config, target, len(tasks)
+        )
+        for index, task_config in enumerate(tasks)
+    }
+
+
 def desired_tasks(snap: Any) -> dict[TaskId, DesiredTask]:
     """The tasks that should run, from a config snapshot: those of every ``placeable`` connector
     (the coordinator keeps them per connector instead: cluster/wanted.py)."""
     wanted: dict[TaskId, DesiredTask] = {}
     for connector in snap.connectors():
         found = placeable(snap, connector)
-        if found is None:
-            continue
-        config, tasks, target = found
-        for index, task_config in enumerate(tasks):
-            task = TaskId(connector, index)
-            wanted[task] = DesiredTask(task, config, task_config, target, len(tasks))
+        if found is not None:
+            wanted.update(connector_desired_tasks(connector, *found))
     return wanted
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sluiceway_server.cluster.members import DesiredTask, placeable
+from sluiceway_server.cluster.members import DesiredTask, connector_desired_tasks, placeable
 from sluiceway_server.model import ConnectorType, TargetState, TaskId
 from sluiceway_server.storage.connector_offsets import OwnOffsetsTopic
 
@@ -90,12 +90,7 @@ class WantedTasks:
         tasks: Sequence[Mapping[str, str]],
         target: TargetState,
     ) -> _Derived:
-        desired = {
-            TaskId(connector, index): DesiredTask(
-                TaskId(connector, index), config, task_config, target, len(tasks)
-            )
-            for index, task_config in enumerate(tasks)
-        }
+        desired = connector_desired_tasks(connector, config, tasks, target)
         source = self._connector_type(config) is ConnectorType.SOURCE
         own = self._offsets.own_topic(config) if source else None
         return _Derived(config, tasks, target, desired, own, source)
