@@ -252,6 +252,28 @@ JDBC_JARS_ENV = "SLUICEWAY_JDBC_JARS"
 DEFAULT_JDBC_JARS = ("/usr/share/java/postgresql.jar",)
 
 
+# Extra options for the JVMs the embedded stack starts (Spark Connect, and the standalone master,
+# workers and executors of `spark_cluster`), space-separated; unset or empty: none. The test bed sets
+# `-XX:TieredStopAtLevel=1` here (tests/conftest.py): JIT compiling short-lived plans to the top
+# tier was a third of Spark Connect's CPU time across the suite.
+SPARK_JAVA_OPTIONS_ENV = "SLUICEWAY_SPARK_JAVA_OPTIONS"
+
+
+def spark_java_options() -> str:
+    """The extra JVM options of SLUICEWAY_SPARK_JAVA_OPTIONS, "" when there are none."""
+    return " ".join(os.environ.get(SPARK_JAVA_OPTIONS_ENV, "").split())
+
+
+def with_java_options(conf: Mapping[str, str], key: str) -> dict[str, str]:
+    """``conf`` with SLUICEWAY_SPARK_JAVA_OPTIONS added to its ``key`` (a Spark
+    ``*.extraJavaOptions`` setting) after what it already holds."""
+    options = spark_java_options()
+    if not options:
+        return dict(conf)
+    given = conf.get(key, "").strip()
+    return {**conf, key: f"{given} {options}" if given else options}
+
+
 def jdbc_jars() -> list[Path]:
     """The JDBC driver jars that exist on this machine, from SLUICEWAY_JDBC_JARS or the default."""
     setting = os.environ.get(JDBC_JARS_ENV)
@@ -304,6 +326,10 @@ def start_spark_connect(
         "spark.python.worker.reuse": "true",
         **(extra_conf or {}),
     }
+    conf = with_java_options(conf, "spark.driver.extraJavaOptions")
+    if not master.startswith("local"):
+        # The executors a cluster starts for this application are JVMs of the stack too.
+        conf = with_java_options(conf, "spark.executor.extraJavaOptions")
     argv = [
         str(home / "bin" / "spark-submit"),
         "--class",

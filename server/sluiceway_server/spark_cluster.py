@@ -28,6 +28,7 @@ from sluiceway_server.embedded import (
     ManagedProcess,
     free_port,
     spark_home,
+    spark_java_options,
     spark_process_env,
     spawn,
     wait_for_port,
@@ -87,6 +88,8 @@ class EmbeddedSparkCluster:
             # Loopback only: a worker would otherwise register with the machine's other address.
             SPARK_LOCAL_IP="127.0.0.1",
             SPARK_DAEMON_MEMORY=_DAEMON_MEMORY,
+            # The master's and workers' JVMs (spark-class reads it for Spark's daemons).
+            SPARK_DAEMON_JAVA_OPTS=spark_java_options(),
             SPARK_LOG_DIR=str(self.work_dir / "logs"),
             # Executors start Python workers with this interpreter unless the application says
             # otherwise: the one this project is installed in.
