@@ -236,13 +236,19 @@ def spark_home() -> Path:
 
 # Variables through which coverage.py starts itself in every Python process of a measured run.
 _COVERAGE_STARTERS = ("COVERAGE_PROCESS_CONFIG", "COVERAGE_PROCESS_START")
+# What PySpark sets in a process once it holds a Spark Connect session (or was told of a remote):
+# a Spark driver we start with them would take itself for a Spark Connect client.
+_CONNECT_CLIENT_MARKERS = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
 
 
 def spark_process_env(**overrides: str) -> dict[str, str]:
     """The environment of a Spark JVM we start: this process's with `overrides`, less coverage.py's
-    start-up variables. Spark's Python workers fork from a daemon and end with os._exit, so a
-    measurement they inherited would trace every record they handle and never save a line of it."""
-    env = {key: value for key, value in os.environ.items() if key not in _COVERAGE_STARTERS}
+    start-up variables (Spark's Python workers fork from a daemon and end with os._exit, so a
+    measurement they inherited would trace every record they handle and never save a line of it)
+    and less PySpark's marks of a Spark Connect client (a process that already opened a session,
+    such as a test, would otherwise pass them to the embedded server's driver program)."""
+    dropped = {*_COVERAGE_STARTERS, *_CONNECT_CLIENT_MARKERS}
+    env = {key: value for key, value in os.environ.items() if key not in dropped}
     return {**env, **overrides}
 
 
@@ -251,6 +257,11 @@ def spark_process_env(**overrides: str) -> dict[str, str]:
 JDBC_JARS_ENV = "SLUICEWAY_JDBC_JARS"
 DEFAULT_JDBC_JARS = ("/usr/share/java/postgresql.jar",)
 
+
+_SPARK_CONNECT_PLUGIN: Final = "org.apache.spark.sql.connect.SparkConnectPlugin"
+# The program spark-submit runs as the embedded server's driver; a file, not imported here (it
+# imports pyspark, which the rest of this module never needs).
+_SPARK_CONNECT_DRIVER: Final = Path(__file__).resolve().with_name("spark_connect_driver.py")
 
 # Extra options for the JVMs the embedded stack starts (Spark Connect, and the standalone master,
 # workers and executors of `spark_cluster`), space-separated; unset or empty: none. The test bed sets
@@ -324,19 +335,18 @@ def start_spark_connect(
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.sql.shuffle.partitions": "2",
         "spark.python.worker.reuse": "true",
+        # Spark Connect as a plugin of a Spark context of ours, its sessions not isolated: they
+        # then share one pool of Python workers (spark_connect_driver.py says why).
+        "spark.plugins": _SPARK_CONNECT_PLUGIN,
+        "spark.sql.artifact.isolation.enabled": "false",
+        "spark.app.name": "sluiceway-spark-connect",
         **(extra_conf or {}),
     }
     conf = with_java_options(conf, "spark.driver.extraJavaOptions")
     if not master.startswith("local"):
         # The executors a cluster starts for this application are JVMs of the stack too.
         conf = with_java_options(conf, "spark.executor.extraJavaOptions")
-    argv = [
-        str(home / "bin" / "spark-submit"),
-        "--class",
-        "org.apache.spark.sql.connect.service.SparkConnectServer",
-        "--master",
-        master,
-    ]
+    argv = [str(home / "bin" / "spark-submit"), "--master", master]
     jars = ",".join(str(jar.resolve()) for jar in jdbc_jars())
     if jars:
         # On the driver JVM's own class path, so java.sql.DriverManager registers the drivers and
@@ -346,7 +356,7 @@ def start_spark_connect(
         argv += ["--driver-class-path", jars.replace(",", os.pathsep), "--jars", jars]
     for key, value in conf.items():
         argv += ["--conf", f"{key}={value}"]
-    argv.append("spark-internal")
+    argv.append(str(_SPARK_CONNECT_DRIVER))
     env = spark_process_env(
         SPARK_HOME=str(home),
         PYSPARK_PYTHON=sys.executable,

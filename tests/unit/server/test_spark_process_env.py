@@ -25,3 +25,12 @@ def test_coverage_start_up_variables_are_left_out_and_the_rest_kept(monkeypatch:
 def test_an_override_replaces_the_inherited_value(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPARK_LOG_DIR", "/var/log/elsewhere")
     assert spark_process_env(SPARK_LOG_DIR="/tmp/logs")["SPARK_LOG_DIR"] == "/tmp/logs"
+
+
+def test_pysparks_marks_of_a_connect_client_are_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Set in a process once it has opened a Spark Connect session; the embedded server's driver
+    # program would then refuse to be a classic Spark driver.
+    for name in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE"):
+        monkeypatch.setenv(name, "1")
+    env = spark_process_env()
+    assert not {"SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE"} & set(env)
