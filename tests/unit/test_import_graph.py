@@ -59,7 +59,7 @@ LAYERS: Mapping[str, tuple[frozenset[str], ...]] = {
     "sluiceway_server": (
         frozenset({"__main__"}),
         frozenset({"main", "dev"}),
-        frozenset({"server", "embedded", "spark_cluster"}),
+        frozenset({"server", "embedded", "spark_cluster", "spark_connect_driver"}),
         frozenset({"api", "rest"}),
         frozenset({"cluster", "security", "readiness"}),
         frozenset({"herder"}),
