@@ -332,9 +332,18 @@ def test_shutdown_leaves_running_tasks_alone_and_logs_no_errors(
 
     if goodbye:
         # As under `sluiceway dev` on Ctrl-C: the executors leave as the control plane stops, so
-        # the releases of their tasks are still being written when the shutdown begins.
+        # the releases of their tasks are still being written when the shutdown begins. The stop
+        # waits until the plane has read both goodbyes (a goodbye still in the socket when the
+        # shutdown begins is never read, and then there is nothing to release).
         first.goodbye()
         second.goodbye()
+        wait_until(
+            lambda: all(
+                f"executor {who}-{unique} released: it shut down" in plane.managed.log_path.read_text()
+                for who in ("s1", "s2")
+            ),
+            what="both goodbyes read",
+        )
     assert plane.stop() == 0
     wait_for(lambda: first.closed.is_set() and second.closed.is_set(), what="streams closed")
     latest = dict(read_topic(broker.bootstrap_servers, plane.topics["status"]))
