@@ -266,7 +266,7 @@ _SPARK_CONNECT_DRIVER: Final = Path(__file__).resolve().with_name("spark_connect
 # Extra options for the JVMs the embedded stack starts (Spark Connect, and the standalone master,
 # workers and executors of `spark_cluster`), space-separated; unset or empty: none. The test bed sets
 # `-XX:TieredStopAtLevel=1` here (tests/conftest.py): JIT compiling short-lived plans to the top
-# tier was a third of Spark Connect's CPU time across the suite.
+# tier took a third of Spark Connect's CPU time in the first minutes of a `make test`.
 SPARK_JAVA_OPTIONS_ENV = "SLUICEWAY_SPARK_JAVA_OPTIONS"
 
 
