@@ -28,10 +28,10 @@ from sluiceway_server.embedded import (
     ManagedProcess,
     free_port,
     spark_home,
-    spark_java_options,
     spark_process_env,
     spawn,
     wait_for_port,
+    with_java_options,
 )
 from sluiceway_server.log_files import LogRotation
 
@@ -83,18 +83,19 @@ class EmbeddedSparkCluster:
         }
 
     def _env(self) -> dict[str, str]:
-        return spark_process_env(
+        env = spark_process_env(
             SPARK_HOME=str(spark_home()),
             # Loopback only: a worker would otherwise register with the machine's other address.
             SPARK_LOCAL_IP="127.0.0.1",
             SPARK_DAEMON_MEMORY=_DAEMON_MEMORY,
-            # The master's and workers' JVMs (spark-class reads it for Spark's daemons).
-            SPARK_DAEMON_JAVA_OPTS=spark_java_options(),
             SPARK_LOG_DIR=str(self.work_dir / "logs"),
             # Executors start Python workers with this interpreter unless the application says
             # otherwise: the one this project is installed in.
             PYSPARK_PYTHON=sys.executable,
         )
+        # The master's and workers' JVM options (spark-class reads this variable for Spark's
+        # daemons), after any the environment already gives them.
+        return with_java_options(env, "SPARK_DAEMON_JAVA_OPTS")
 
     def _properties(self) -> Path:
         """The Spark properties the master and the workers start with (written on first use)."""

@@ -39,7 +39,24 @@ def test_the_standalone_daemons_get_them_too(monkeypatch: pytest.MonkeyPatch, tm
     cluster = EmbeddedSparkCluster(
         master_port=7077, master_ui_port=8080, work_dir=tmp_path, log_dir=tmp_path, worker_cores=1
     )
+    monkeypatch.delenv("SPARK_DAEMON_JAVA_OPTS", raising=False)
     monkeypatch.setenv(SPARK_JAVA_OPTIONS_ENV, "-XX:TieredStopAtLevel=1")
     assert cluster._env()["SPARK_DAEMON_JAVA_OPTS"] == "-XX:TieredStopAtLevel=1"
     monkeypatch.delenv(SPARK_JAVA_OPTIONS_ENV)
-    assert cluster._env()["SPARK_DAEMON_JAVA_OPTS"] == ""
+    assert "SPARK_DAEMON_JAVA_OPTS" not in cluster._env()
+
+
+def test_the_daemons_keep_the_options_their_environment_gives(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    cluster = EmbeddedSparkCluster(
+        master_port=7077, master_ui_port=8080, work_dir=tmp_path, log_dir=tmp_path, worker_cores=1
+    )
+    monkeypatch.setenv("SPARK_DAEMON_JAVA_OPTS", "-Dspark.deploy.zookeeper.url=zk:2181")
+    monkeypatch.delenv(SPARK_JAVA_OPTIONS_ENV, raising=False)
+    assert cluster._env()["SPARK_DAEMON_JAVA_OPTS"] == "-Dspark.deploy.zookeeper.url=zk:2181"
+    monkeypatch.setenv(SPARK_JAVA_OPTIONS_ENV, "-XX:TieredStopAtLevel=1")
+    assert (
+        cluster._env()["SPARK_DAEMON_JAVA_OPTS"]
+        == "-Dspark.deploy.zookeeper.url=zk:2181 -XX:TieredStopAtLevel=1"
+    )
