@@ -236,9 +236,14 @@ def spark_home() -> Path:
 
 # Variables through which coverage.py starts itself in every Python process of a measured run.
 _COVERAGE_STARTERS = ("COVERAGE_PROCESS_CONFIG", "COVERAGE_PROCESS_START")
-# What PySpark sets in a process once it holds a Spark Connect session (or was told of a remote):
-# a Spark driver we start with them would take itself for a Spark Connect client.
-_CONNECT_CLIENT_MARKERS = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
+# What PySpark sets in a process once it holds a Spark Connect session, or reads as a wish for one
+# (a remote, the API mode): a Spark driver we start with them would take itself for a client.
+_CONNECT_CLIENT_MARKERS = (
+    "SPARK_CONNECT_MODE_ENABLED",
+    "SPARK_REMOTE",
+    "SPARK_LOCAL_REMOTE",
+    "SPARK_API_MODE",
+)
 
 
 def spark_process_env(**overrides: str) -> dict[str, str]:
@@ -277,7 +282,8 @@ def spark_java_options() -> str:
 
 def with_java_options(conf: Mapping[str, str], key: str) -> dict[str, str]:
     """``conf`` with SLUICEWAY_SPARK_JAVA_OPTIONS added to its ``key`` (a Spark
-    ``*.extraJavaOptions`` setting) after what it already holds."""
+    ``*.extraJavaOptions`` setting, or an environment's variable of JVM options) after what it
+    already holds; ``conf`` unchanged when there are none."""
     options = spark_java_options()
     if not options:
         return dict(conf)

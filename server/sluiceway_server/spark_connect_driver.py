@@ -18,17 +18,14 @@ Run by spark-submit as a file, with the Python of this project; it imports nothi
 
 from __future__ import annotations
 
-import os
 import sys
 
 from pyspark.sql import SparkSession
 
 
 def main() -> None:
-    # This program is a classic Spark driver whatever its environment says: with these set (by a
-    # shell, or a parent that holds a Spark Connect session) PySpark would build a client instead.
-    for name in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE", "SPARK_API_MODE"):
-        os.environ.pop(name, None)
+    # A classic Spark driver: `embedded.spark_process_env` keeps PySpark's Spark Connect client
+    # variables out of this program's environment, so the builder does not make a client instead.
     SparkSession.builder.getOrCreate()
     # Nothing is ever written here: read returns when the JVM's end of the pipe closes.
     sys.stdin.buffer.read()

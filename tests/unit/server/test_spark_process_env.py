@@ -30,7 +30,7 @@ def test_an_override_replaces_the_inherited_value(monkeypatch: pytest.MonkeyPatc
 def test_pysparks_marks_of_a_connect_client_are_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
     # Set in a process once it has opened a Spark Connect session; the embedded server's driver
     # program would then refuse to be a classic Spark driver.
-    for name in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE"):
+    markers = {"SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE", "SPARK_API_MODE"}
+    for name in markers:
         monkeypatch.setenv(name, "1")
-    env = spark_process_env()
-    assert not {"SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE"} & set(env)
+    assert not markers & set(spark_process_env())
