@@ -37,6 +37,20 @@ def parquet_counts(spark: SparkSession, path: Path) -> tuple[int, int]:
     return int(row["rows"]), int(row["distinct"])
 
 
+def published_rows(path: Path) -> int:
+    """The rows of a Parquet lake's published batches (``task=N/batch=KEY``), summed from the files'
+    footers in this process: no Spark job. For waits that poll a growing lake, whose Spark reads
+    would take the cores from the pipeline under test; distinct counts still come from Spark. A
+    batch directory appears whole (a rename), and its files never change afterwards."""
+    import pyarrow.parquet as pq
+
+    return sum(
+        pq.read_metadata(file).num_rows
+        for file in path.glob("task=*/batch=*/*.parquet")
+        if not file.name.startswith(("_", "."))
+    )
+
+
 def typed_lake_counts(spark: SparkSession, path: Path) -> tuple[int, int]:
     """(rows, distinct keys) of a typed lake (a DataGen struct value per row, keyed task-seq)."""
     if not any(path.glob("task=*/batch=*")):

@@ -28,7 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql import SparkSession
 
 from sluiceway_server.embedded import EmbeddedSparkConnect, free_port
-from tests.integration.pipeline_helpers import typed_lake_counts
+from tests.integration.pipeline_helpers import published_rows, typed_lake_counts
 from tests.readme_blocks import blocks_under, commands
 
 pytestmark = pytest.mark.integration
@@ -267,13 +267,12 @@ def test_dev_stack_runs_the_quickstart_and_stops_everything_on_ctrl_c(
     # the generated records.
     lake = tmp_path / "lake"
     quickstart(banner, lake)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and published_rows(lake) < 100_000:
+        time.sleep(1)
     spark = SparkSession.builder.remote(spark_connect.remote).getOrCreate()
     try:
-        deadline = time.monotonic() + 240
-        counts = (0, 0)
-        while time.monotonic() < deadline and counts != (100_000, 100_000):
-            time.sleep(2)
-            counts = typed_lake_counts(spark, lake)
+        counts = typed_lake_counts(spark, lake)
         assert counts == (100_000, 100_000), f"{counts}\n{output.text()}"
     finally:
         spark.stop()

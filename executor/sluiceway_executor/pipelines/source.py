@@ -255,10 +255,14 @@ class SourcePipeline:
         skipped, pinned = 0, False
         if self._errors.tolerant:
             out, skipped = self._tolerated(with_error_column(data))
-            pinned = True
+            pinned, has_topic = True, "topic" in out.columns
         else:
-            out = self._for_kafka(self._transformed(data))
-        if "topic" not in out.columns:  # no topic column before the chain, and none added by it
+            transformed = self._transformed(data)
+            out = self._for_kafka(transformed)
+            # Asked of what _for_kafka has analysed already: asking `out` would be one more
+            # analysis, and of a JDBC read one more database connection, per batch.
+            has_topic = "topic" in transformed.columns
+        if not has_topic:  # no topic column before the chain, and none added by it
             topics = frozenset({self._topic})
         elif batch.topics is not None and not self._chain:
             topics = topics_written(batch.topics, self._topic)
