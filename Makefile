@@ -4,6 +4,9 @@ PY     := $(VENV)/bin/python
 STAMP       := $(VENV)/.installed
 TESTS_STAMP := $(VENV)/.installed-tests
 PYTEST_ARGS ?=
+# pytest-xdist workers of `make test`, each with a test bed of its own (0: one process, no xdist).
+# On 2 cores two workers fill the time one leaves idle while its tests wait on processes.
+PYTEST_WORKERS ?= 2
 # What `make test` runs (e.g. `make test TESTS=tests/unit`), and where its coverage data goes.
 TESTS ?= tests
 COVERAGE_DIR := var/coverage
@@ -54,7 +57,8 @@ run-cluster: install
 test: test-install lint
 	@rm -rf $(COVERAGE_DIR) && mkdir -p $(COVERAGE_DIR)
 	@export COVERAGE_FILE=$(CURDIR)/$(COVERAGE_DIR)/.coverage; \
-	$(PY) -m coverage run -m pytest -q -p no:cacheprovider --durations=30 $(PYTEST_ARGS) $(TESTS); status=$$?; \
+	$(PY) -m coverage run -m pytest -q -p no:cacheprovider --durations=30 \
+		-n $(PYTEST_WORKERS) --no-loadscope-reorder $(PYTEST_ARGS) $(TESTS); status=$$?; \
 	$(PY) -m coverage combine -q && total=$$($(PY) -m coverage report --format=total) && { \
 		echo "line coverage: total $$total%"; \
 		for pkg in sluiceway sluiceway_server sluiceway_executor; do \

@@ -32,11 +32,17 @@ from sluiceway_server.embedded import (
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from xdist.remote import Producer
+    from xdist.scheduler.protocol import Scheduling
 
     from sluiceway_server.spark_cluster import EmbeddedSparkCluster
     from tests.postgres_server import PostgresServer
 
-LOG_DIR = Path(os.environ.get("SLUICEWAY_TEST_LOG_DIR", "/tmp/sluiceway-test-logs"))
+# Under pytest-xdist (`make test` runs two workers) each worker has a test bed of its own, and its
+# own directory of service logs below this one (gw0/, gw1/).
+LOG_DIR = Path(os.environ.get("SLUICEWAY_TEST_LOG_DIR", "/tmp/sluiceway-test-logs")) / os.environ.get(
+    "PYTEST_XDIST_WORKER", ""
+)
 
 # Spark's JVMs in the test bed (and in the `sluiceway dev` stacks tests start, which inherit this)
 # compile with the JIT's first tier only. The suite runs thousands of small, short-lived plans: the
@@ -47,9 +53,24 @@ TEST_PLUGINS = Path(__file__).parent / "plugins"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests on Spark's standalone cluster run last (in their own order), so the session's
-    cluster, five JVMs, is up only while they run and takes nothing from the tests before."""
-    items.sort(key=lambda item: item.get_closest_marker("cluster") is not None)
+    """The tests on Spark's standalone cluster run after the other integration and fault tests (in
+    their own order), so the session's cluster, five JVMs, takes nothing from those; the unit tests
+    come last, short units that fill in for a worker that has nothing else left."""
+
+    def rank(item: pytest.Item) -> int:
+        if item.nodeid.startswith("tests/unit/"):
+            return 2
+        return 1 if item.get_closest_marker("cluster") is not None else 0
+
+    items.sort(key=rank)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> Scheduling:
+    """pytest-xdist's workers get whole test modules, and all the cluster tests together
+    (tests/xdist_scheduling.py)."""
+    from tests.xdist_scheduling import ModuleScheduling
+
+    return ModuleScheduling(config, log)
 
 
 # Lines of each service log a failed test's report ends with.
