@@ -65,6 +65,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=rank)
 
 
+def terminal_env() -> dict[str, str]:
+    """The environment for a child a test runs on a pseudo-terminal: TERM set, and without the
+    COLUMNS and LINES pytest-xdist sets in its workers (80 by 24), which libraries such as rich
+    would take over the size the terminal itself reports."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    return {**env, "TERM": "xterm-256color"}
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> Scheduling:
     """pytest-xdist's workers get whole test modules, and all the cluster tests together
     (tests/xdist_scheduling.py)."""

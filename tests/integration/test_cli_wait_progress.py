@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from sluiceway_server.embedded import EmbeddedBroker, EmbeddedSparkConnect
-from tests.conftest import ControlPlaneProcess
+from tests.conftest import ControlPlaneProcess, terminal_env
 from tests.integration.pipeline_helpers import FAST_EXECUTOR_SESSION, PipelineStack, attach_executor
 from tests.integration.test_control_plane_metrics import scrape, value
 
@@ -63,7 +63,7 @@ def _stderr_on_a_terminal(argv: list[str], timeout: float = 60) -> tuple[int, st
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=child,
-        env={**os.environ, "TERM": "xterm-256color"},
+        env=terminal_env(),
     )
     os.close(child)
     drawn = bytearray()

@@ -26,7 +26,7 @@ from pyspark.sql import SparkSession
 
 from sluiceway.client import ConnectorStatus, SluicewayClient
 from sluiceway_server.embedded import EmbeddedBroker, EmbeddedSparkConnect, free_port
-from tests.conftest import ControlPlaneProcess
+from tests.conftest import ControlPlaneProcess, terminal_env
 from tests.fault.fault_helpers import topic_records
 from tests.integration.pipeline_helpers import (
     FAST_EXECUTOR_SESSION,
@@ -67,9 +67,7 @@ def _in_a_terminal(argv: list[str], seconds: float) -> tuple[str, int]:
     returns what it drew and its exit code."""
     main, child = pty.openpty()
     fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
-    process = subprocess.Popen(
-        argv, stdin=child, stdout=child, stderr=child, env={**os.environ, "TERM": "xterm-256color"}
-    )
+    process = subprocess.Popen(argv, stdin=child, stdout=child, stderr=child, env=terminal_env())
     os.close(child)
     drawn = bytearray()
 
