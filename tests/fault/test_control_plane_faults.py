@@ -32,7 +32,7 @@ from tests.integration.pipeline_helpers import parquet_counts, published_rows
 pytestmark = pytest.mark.fault
 
 TASKS = 2
-PER_TASK = 30_000
+PER_TASK = 20_000
 BATCH = 5_000
 EXPECTED = TASKS * PER_TASK
 SETTINGS = {

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.fault
 
 RECORDS = 10_000
 BAD_EVERY = 100
-BATCH = 400
+BATCH = 1_000
 
 
 def test_dead_letters_and_the_lake_exactly_once_across_an_executor_kill(

@@ -64,7 +64,7 @@ from sluiceway.common.limits import EXECUTOR_MAX_RECEIVE_BYTES
 pytestmark = pytest.mark.integration
 V = TypeVar("V")
 
-DEFAULT_EXAMPLES = 800
+DEFAULT_EXAMPLES = 500
 EXAMPLES = int(os.environ.get("SLUICEWAY_FUZZ_EXAMPLES", str(DEFAULT_EXAMPLES)))
 SEED = os.environ.get("SLUICEWAY_FUZZ_SEED", "").strip()
 KEEP_GOING = os.environ.get("SLUICEWAY_FUZZ_KEEP_GOING", "") not in ("", "0")
