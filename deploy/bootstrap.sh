@@ -53,7 +53,10 @@ run_part() {
   # editable installs, which says nothing this project needs.
   "$VENV/bin/python" -m pip install -qq --upgrade pip
   echo "bootstrap: installing the pinned Python dependencies and this project into $VENV"
-  "$VENV/bin/python" -m pip install -qq -c requirements.lock -e '.[dev,embedded]'
+  # --no-compile: byte-compiling every module of every package (pyspark alone has thousands) took
+  # 34 of the install's 81 seconds here; Python compiles the modules it imports on first use and
+  # keeps the result (the Makefile lets it write __pycache__).
+  "$VENV/bin/python" -m pip install -qq --no-compile -c requirements.lock -e '.[dev,embedded]'
 }
 
 # Whether some version of the PostgreSQL server programs the tests run is there.
