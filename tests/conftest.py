@@ -1,6 +1,6 @@
 """Session-wide test bed: one real broker (Tansu), one real Spark Connect server and one real
-control plane (a `sluiceway server` process on a socket) per test session; every test gets
-its own topic, group and connector names."""
+control plane (a `sluiceway server` process on a socket) per test session, which under
+pytest-xdist is per worker; every test gets its own topic, group and connector names."""
 
 from __future__ import annotations
 
