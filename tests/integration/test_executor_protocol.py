@@ -337,13 +337,12 @@ def test_shutdown_leaves_running_tasks_alone_and_logs_no_errors(
         # shutdown begins is never read, and then there is nothing to release).
         first.goodbye()
         second.goodbye()
-        wait_until(
-            lambda: all(
-                f"executor {who}-{unique} released: it shut down" in plane.managed.log_path.read_text()
-                for who in ("s1", "s2")
-            ),
-            what="both goodbyes read",
-        )
+
+        def both_goodbyes_read() -> bool:
+            log = plane.managed.log_path.read_text()
+            return all(f"executor {who}-{unique} released: it shut down" in log for who in ("s1", "s2"))
+
+        wait_until(both_goodbyes_read, what="both goodbyes read")
     assert plane.stop() == 0
     wait_for(lambda: first.closed.is_set() and second.closed.is_set(), what="streams closed")
     latest = dict(read_topic(broker.bootstrap_servers, plane.topics["status"]))
