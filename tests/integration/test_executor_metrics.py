@@ -20,6 +20,7 @@ import termios
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -234,14 +235,18 @@ def test_records_lag_and_states_on_the_executors_metrics(
                 assert value(plane_samples, "sluiceway_task_state", **labels, state=state) == 1
 
         # Its JSON log lines for a task name the connector, the task and the batch in fields of their own.
-        logged = [
-            json.loads(line)
-            for line in stack.executor.log_path.read_text().splitlines()
-            if line.startswith("{")
-        ]
-        for_sink = [entry for entry in logged if entry.get("connector") == sink]
-        assert {entry.get("task") for entry in for_sink} == set(range(TASKS)), for_sink
-        assert any("batch" in entry for entry in for_sink), for_sink
+        def for_sink() -> list[dict[str, Any]]:
+            logged = [
+                json.loads(line)
+                for line in stack.executor.log_path.read_text().splitlines()
+                if line.startswith("{")
+            ]
+            return [entry for entry in logged if entry.get("connector") == sink]
+
+        assert {entry.get("task") for entry in for_sink()} == set(range(TASKS)), for_sink()
+        # A line written between batches: the sink's tasks say they are idle once their batches have
+        # come back empty for 10 s (the test may get here sooner on a fast machine).
+        stack.wait_for(lambda: any("batch" in entry for entry in for_sink()), "a sink line with its batch")
 
         # A connector deleted: its tasks' series leave the executor's metrics.
         client.delete_connector(sink)

@@ -253,3 +253,26 @@ def test_bulk_timestamp_whitelist_and_query_sources(
         assert len(stack.client.get_connector(f"whitelist-{unique}").tasks) == 2
     finally:
         stack.close()
+
+
+def test_the_incrementing_bound_counts_rows_only_when_their_range_could_exceed_the_limit(
+    postgres: PostgresServer, unique: str
+) -> None:
+    """The bound query on the real server: a narrow range answers with its largest value, a wide one
+    (gaps in the values) with the value of the limit-th row, nothing new with no row at all."""
+    from sluiceway_executor.connectors.jdbc_source_queries import Position, SourceQueries
+
+    table = f"bounds_{unique}"
+    postgres.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY)")
+    postgres.execute(f"INSERT INTO {table} VALUES (1), (2), (3), (50), (51), (900), (901), (902)")
+    queries = SourceQueries(mode="incrementing", source=table, incrementing_column="id", max_rows=100)
+
+    def bound(after: int | None, limit: int) -> list[tuple[Any, ...]]:
+        position = None if after is None else Position(incrementing=after)
+        return postgres.execute(queries.bounds_query(position, limit))
+
+    assert bound(None, 3) == [(3,)]  # range 1..902: counted, the third row
+    assert bound(None, 100) == [(902,)]  # counted (range 1..902), and all 8 rows fit
+    assert bound(3, 2) == [(51,)]  # range 50..902 with a limit of 2: counted
+    assert bound(51, 5) == [(902,)]  # range 900..902 fits 5: MAX, no count
+    assert bound(902, 5) == []

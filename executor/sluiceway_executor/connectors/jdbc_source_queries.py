@@ -3,7 +3,8 @@ how a table's position is kept as a source offset.
 
 A batch of an incrementing or timestamp mode is two queries. The first (``bounds_query``) finds
 the position of the last of the next rows after the committed position, in the mode's order, as
-many as the batch may take (the executor's batch limit, never above ``batch.max.rows``); the
+many as the batch may take (the executor's batch limit, never above ``batch.max.rows``; in
+incrementing mode without counting them when their values' range shows they fit); the
 second (``batch_query``) reads the rows from the committed position up to and including that one.
 The range is fixed before any row is read, so a retried batch reads the same rows, and every row
 that shares the last timestamp comes in the same batch. Both queries order and limit in the
@@ -218,10 +219,29 @@ class SourceQueries:
             order_outer.append("sluiceway_inc DESC")
         where = self._where(self._after(after) + self._settled())
         rows = self.max_rows if limit is None else max(1, min(limit, self.max_rows))
+        if self.mode == MODE_INCREMENTING:
+            return self._incrementing_bound(where, rows)
         return (
             f"SELECT {', '.join(outer)} FROM (SELECT {', '.join(inner)} FROM {self._from}{where} "
             f"ORDER BY {', '.join(order_inner)} LIMIT {int(rows)}) AS next_rows "
             f"ORDER BY {', '.join(order_outer)} LIMIT 1"
+        )
+
+    def _incrementing_bound(self, where: str, rows: int) -> str:
+        """The incrementing mode's bound: the largest value after the committed one when the range
+        from the smallest to it is too narrow to hold more than ``rows`` rows (an incrementing
+        column's values are distinct integers, as Kafka's JDBC source asks of it), else the value of
+        the ``rows``-th row. The first case is two index lookups; the second walks ``rows`` index
+        entries (0.12 s for a million in the tests' PostgreSQL), and its subquery runs only when its
+        branch is taken."""
+        inc = self._incrementing
+        counted = (
+            f"SELECT MAX(sluiceway_inc) FROM (SELECT {inc} AS sluiceway_inc FROM {self._from}{where} "
+            f"ORDER BY sluiceway_inc LIMIT {int(rows)}) AS next_rows"
+        )
+        return (
+            f"SELECT CASE WHEN MAX({inc}) - MIN({inc}) < {int(rows)} THEN MAX({inc}) ELSE ({counted}) END "
+            f"AS {_INCREMENTING_OUT} FROM {self._from}{where} HAVING MAX({inc}) IS NOT NULL"
         )
 
     def bound_from_row(self, row: Mapping[str, Any]) -> Position:

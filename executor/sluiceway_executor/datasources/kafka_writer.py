@@ -232,9 +232,11 @@ class KafkaWriter(DataSourceArrowWriter):
         value_col = _column(batch, "value")
         values: list[Any] = [None] * n if value_col is None else value_col.to_pylist()
         key_col = _column(batch, "key")
-        keys: list[Any] | None = None if key_col is None else key_col.to_pylist()
+        # A key column of nulls only (a source without keys) is no key at all: the fast path below.
+        keys: list[Any] | None = None if key_col is None or key_col.null_count == n else key_col.to_pylist()
         topic_col = _column(batch, "topic")
         default_topic = self.options.topic
+        fixed_topic = default_topic or ""
         topics: list[str] | None = None
         if topic_col is not None:
             if default_topic is not None:
@@ -243,13 +245,17 @@ class KafkaWriter(DataSourceArrowWriter):
                 raise KafkaDataSourceError(
                     f"{SHORT_NAME}: a row has a null topic and no option 'topic' is set"
                 )
-            topics = topic_col.to_pylist()
-            for topic, count in zip(*_value_counts(topic_col), strict=True):
+            found, found_counts = _value_counts(topic_col)
+            for topic, count in zip(found, found_counts, strict=True):
                 counts[topic] += count
+            if len(found) == 1:
+                # One topic for the whole Arrow batch (a source's usual case): named once, not per row.
+                fixed_topic = found[0]
+            else:
+                topics = topic_col.to_pylist()
         else:
             assert default_topic is not None  # checked by the driver
             counts[default_topic] += n
-        fixed_topic = default_topic or ""
         partition_col = _column(batch, "partition")
         partitions: list[int] | None = None
         if partition_col is not None:

@@ -51,9 +51,11 @@ def test_batch_max_rows_defaults_to_the_executors_record_ceiling() -> None:
 
 def test_incrementing_sql_orders_and_limits_in_the_database() -> None:
     queries = SourceQueries(mode="incrementing", source="orders", incrementing_column="id", max_rows=10)
+    # The rows are counted in the database only when the values' range could hold more than 10.
     assert queries.bounds_query(None) == (
-        "SELECT sluiceway_inc AS incrementing FROM (SELECT id AS sluiceway_inc FROM orders "
-        "ORDER BY sluiceway_inc LIMIT 10) AS next_rows ORDER BY sluiceway_inc DESC LIMIT 1"
+        "SELECT CASE WHEN MAX(id) - MIN(id) < 10 THEN MAX(id) ELSE (SELECT MAX(sluiceway_inc) FROM "
+        "(SELECT id AS sluiceway_inc FROM orders ORDER BY sluiceway_inc LIMIT 10) AS next_rows) END "
+        "AS incrementing FROM orders HAVING MAX(id) IS NOT NULL"
     )
     assert "WHERE id > 41 ORDER BY" in queries.bounds_query(Position(incrementing=41))
     assert queries.batch_query(Position(incrementing=41), Position(incrementing=50)) == (
