@@ -201,6 +201,10 @@ class SourceQueries:
         rows (at most ``max_rows``) after ``after``, in columns ``incrementing`` and/or ``micros``."""
         if self.mode == MODE_BULK:
             raise ValueError("bulk mode has no bounds")
+        where = self._where(self._after(after) + self._settled())
+        rows = self.max_rows if limit is None else max(1, min(limit, self.max_rows))
+        if self.mode == MODE_INCREMENTING:
+            return self._incrementing_bound(where, rows)
         inner: list[str] = []
         outer: list[str] = []
         order_inner: list[str] = []
@@ -217,10 +221,6 @@ class SourceQueries:
             outer.append(f"sluiceway_inc AS {_INCREMENTING_OUT}")
             order_inner.append("sluiceway_inc")
             order_outer.append("sluiceway_inc DESC")
-        where = self._where(self._after(after) + self._settled())
-        rows = self.max_rows if limit is None else max(1, min(limit, self.max_rows))
-        if self.mode == MODE_INCREMENTING:
-            return self._incrementing_bound(where, rows)
         return (
             f"SELECT {', '.join(outer)} FROM (SELECT {', '.join(inner)} FROM {self._from}{where} "
             f"ORDER BY {', '.join(order_inner)} LIMIT {int(rows)}) AS next_rows "
