@@ -205,17 +205,11 @@ class SourceQueries:
         rows = self.max_rows if limit is None else max(1, min(limit, self.max_rows))
         if self.mode == MODE_INCREMENTING:
             return self._incrementing_bound(where, rows)
-        inner: list[str] = []
-        outer: list[str] = []
-        order_inner: list[str] = []
-        order_outer: list[str] = []
-        if uses_timestamp(self.mode):
-            inner.append(f"{self._timestamp} AS sluiceway_ts")
-            outer.append(
-                f"CAST(ROUND(EXTRACT(EPOCH FROM sluiceway_ts) * 1000000) AS BIGINT) AS {_MICROS_OUT}"
-            )
-            order_inner.append("sluiceway_ts")
-            order_outer.append("sluiceway_ts DESC")
+        # Left are the timestamp modes: the timestamp first, then the incrementing column if any.
+        inner = [f"{self._timestamp} AS sluiceway_ts"]
+        outer = [f"CAST(ROUND(EXTRACT(EPOCH FROM sluiceway_ts) * 1000000) AS BIGINT) AS {_MICROS_OUT}"]
+        order_inner = ["sluiceway_ts"]
+        order_outer = ["sluiceway_ts DESC"]
         if uses_incrementing(self.mode):
             inner.append(f"{self._incrementing} AS sluiceway_inc")
             outer.append(f"sluiceway_inc AS {_INCREMENTING_OUT}")
