@@ -131,14 +131,15 @@ def test_a_raising_or_hanging_deleted_does_not_hold_up_the_deletion(
                 return _callback_record(plane, name)[-1:] == [None]
 
             wait_until(cleared, 20, 0.2, name)
-    # The two callbacks still hanging do not hold the stopped replica up: it leaves them at once.
+    # The two callbacks still hanging do not hold the stopped replica up: they run on daemon
+    # threads (the connectors' callback lanes), which the process leaves behind without a wait.
     started = time.monotonic()
     assert plane.stop() == 0
     assert time.monotonic() - started < 10
     assert plane.managed is not None
     log = plane.managed.log_path.read_text()
-    assert "leaving 2 thread(s) that did not finish" in log, log[-2000:]
-    assert f"connector-{hanging}" in log and f"connector-{quick}" in log
+    assert f"Connector {hanging}: deleted() did not return within" in log, log[-2000:]
+    assert "thread(s) that did not finish" not in log, log[-2000:]
 
 
 def test_a_control_plane_killed_during_deleted_leaves_the_call_to_the_next_one(

@@ -6,7 +6,10 @@ every connector. Recomputing each connector's tasks, its type and its own offset
 made a create cost time in proportion to the connectors held (at 2,000 connectors, rebalances took
 most of the leader's loop). A connector's config, task configs and target state are the same objects
 from one config snapshot to the next until a record changes them (``ClusterConfigState`` keeps the
-unchanged values), so what was derived from them is kept while they are.
+unchanged values), so what was derived from them is kept while they are. While the snapshot
+itself is the same object (no config record arrived since), so is the whole answer: a leader
+taking over 10,000 connectors asks for a rebalance after each one it starts, and each of those
+walked all 10,000 to find what the one before had found.
 
 The own offsets topic is derived from the config with its provider references resolved at that
 time; a provider value that changes later is seen when the connector's config next changes (as
@@ -66,8 +69,15 @@ class WantedTasks:
         self._connector_type = connector_type
         self._offsets = offsets
         self._derived: dict[str, _Derived] = {}
+        # The connectors with an own offsets topic, of ``_derived``.
+        self._own_topics: list[tuple[str, OwnOffsetsTopic]] = []
+        # The last snapshot looked at and what it wanted.
+        self._last: tuple[Any, dict[TaskId, DesiredTask]] | None = None
 
     def desired(self, snap: Any) -> dict[TaskId, DesiredTask]:
+        last = self._last
+        if last is not None and last[0] is snap:
+            return dict(last[1])
         wanted: dict[TaskId, DesiredTask] = {}
         derived: dict[str, _Derived] = {}
         for connector in snap.connectors():
@@ -81,7 +91,9 @@ class WantedTasks:
             derived[connector] = known
             wanted.update(known.desired)
         self._derived = derived  # connectors gone or stopped are forgotten
-        return wanted
+        self._own_topics = [(name, d.own_topic) for name, d in derived.items() if d.own_topic is not None]
+        self._last = (snap, wanted)
+        return dict(wanted)
 
     def _derive(
         self,
@@ -100,9 +112,8 @@ class WantedTasks:
         all but the source tasks whose connector's own offsets topic is not open yet. Opening those
         starts in the background, and its end asks for another rebalance."""
         waiting: set[str] = set()
-        for connector, known in self._derived.items():
-            own = known.own_topic
-            if own is not None and not self._offsets.is_open(own):
+        for connector, own in self._own_topics:
+            if not self._offsets.is_open(own):
                 self._offsets.open_topic(own)
                 waiting.add(connector)
         if not waiting:

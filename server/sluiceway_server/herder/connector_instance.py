@@ -1,6 +1,7 @@
-"""One running `Connector` plugin instance on the leader. Every plugin callback runs on the
-instance's own thread under a time limit, so a slow or hung plugin fails its own connector
-and never stalls the API or other connectors (docs/ARCHITECTURE.md §8)."""
+"""One running `Connector` plugin instance on the leader. Every plugin callback runs in the
+instance's own lane (one after another, on a thread the lane holds only while they run) under a
+time limit, so a slow or hung plugin fails its own connector and never stalls the API or other
+connectors (docs/ARCHITECTURE.md §8)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,10 @@ import functools
 import logging
 import traceback
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
 from typing import TypeVar
 
-from sluiceway.common.log_context import bind_log_fields
+from sluiceway.common.log_context import log_fields
 from sluiceway.connect import Connector
 from sluiceway.connect.config_providers import (
     ConfigProviders,
@@ -23,6 +23,7 @@ from sluiceway.connect.config_providers import (
     reverse_transform,
 )
 from sluiceway.connect.plugins import PluginDesc
+from sluiceway_server.herder.callback_lane import CallbackLane
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -100,28 +101,29 @@ class ConnectorInstance:
     Owns the plugin object (made in `start`, dropped in `stop`), a copy of the config it was started
     with as stored (`config`, with its `${provider:path:key}` references) and as the plugin got it
     (`resolved`, resolved by `providers` before the plugin first sees it), its state (INIT,
-    STARTED, STOPPED or FAILED, with the `failure` that made it FAILED), and one thread of its own
-    (`connector-NAME`) on which the plugin's `start`, `task_configs`, `task_class`, `stop` and
-    `deleted` run.
+    STARTED, STOPPED or FAILED, with the `failure` that made it FAILED), and a `CallbackLane` of
+    its own (`connector-NAME`), in which the plugin's `start`, `task_configs`, `task_class`, `stop`
+    and `deleted` run, on a thread of the shared `LanePool` taken only while they run.
 
     Threading: the reconciler calls the methods on the control plane's event loop. The coroutines hand
-    the plugin code to the instance's thread and await it, so the loop never runs it. The
+    the plugin code to the instance's lane and await it, so the loop never runs it. The
     `ConnectorContext` given to the plugin calls `on_reconfigure` and `on_error` on
     whichever thread the plugin calls it from, so both must be safe to call from any thread (the
     reconciler's post their work to the event loop).
 
     Guarantees: the callbacks of one instance run one after another, in the order they were called,
-    and never on another connector's thread, so a slow plugin holds up only its own connector. Each is
-    limited to `timeout` seconds (`plugin.callback.timeout.ms`): past it the caller gets a
-    `PluginCallbackError` with `timed_out` set, while the thread, which cannot be interrupted, goes on
-    with the callback and any later callback of this instance waits behind it. A callback that
-    raises reaches the caller as a `PluginCallbackError` carrying the trace for the status topic. A
-    failed `start` leaves the instance FAILED; a failed `task_configs` does not change the state (the
-    caller decides, with `mark_failed`). `stop` calls the plugin's `stop()` only if `start` succeeded
-    and the instance is still STARTED, and at most once; afterwards the state is STOPPED whatever
-    `stop()` did, and the thread is let go without waiting for it. `deleted` (KIP-883) never calls
-    `start()`: it runs on the object `stop(deleting=True)` stopped, or on a new object that is only
-    initialized, with the config resolved for its context.
+    and never behind another connector's (the pool starts a thread when a lane has waited 50 ms), so
+    a slow plugin holds up only its own connector. Each is limited to `timeout` seconds
+    (`plugin.callback.timeout.ms`): past it the caller gets a `PluginCallbackError` with
+    `timed_out` set, while the thread, which cannot be interrupted, goes on with the callback and
+    any later callback of this instance waits behind it. A callback that raises reaches the caller
+    as a `PluginCallbackError` carrying the trace for the status topic. A failed `start` leaves the
+    instance FAILED; a failed `task_configs` does not change the state (the caller decides, with
+    `mark_failed`). `stop` calls the plugin's `stop()` only if `start` succeeded and the instance is
+    still STARTED, and at most once; afterwards the state is STOPPED whatever `stop()` did, and the
+    lane takes no more callbacks (not waiting for one still running). `deleted` (KIP-883) never
+    calls `start()`: it runs on the object `stop(deleting=True)` stopped, or on a new object that
+    is only initialized, with the config resolved for its context.
     """
 
     def __init__(
@@ -145,13 +147,10 @@ class ConnectorInstance:
         self.timeout = timeout
         self.state = InstanceState.INIT
         self.failure: PluginCallbackError | None = None
-        # One thread per instance: callbacks of one connector are ordered, others are unaffected.
-        # Its log lines carry the connector's name as a field of their own (JSON logs).
-        self._executor = ThreadPoolExecutor(
-            1,
-            thread_name_prefix=f"connector-{name}",
-            initializer=functools.partial(bind_log_fields, connector=name),
-        )
+        # A lane of its own: callbacks of one connector are ordered, others are unaffected, and no
+        # thread is held between callbacks. Its log lines carry the connector's name as a field of
+        # their own (JSON logs).
+        self._executor = CallbackLane(f"connector-{name}", functools.partial(log_fields, connector=name))
         self._connector: Connector | None = None
         # The stopped plugin object, kept for deleted() when the connector is being deleted.
         self._last: Connector | None = None
@@ -177,7 +176,7 @@ class ConnectorInstance:
         return error
 
     def _resolve(self) -> None:
-        """Resolves the config's references for the plugin (on the instance's thread: a file
+        """Resolves the config's references for the plugin (in the instance's lane: a file
         provider reads files)."""
         resolution = self.providers.try_resolve(self.config)
         if resolution.problems:
@@ -219,7 +218,7 @@ class ConnectorInstance:
 
     async def stop(self, *, deleting: bool = False) -> None:
         """Stop the plugin if it was started; failures are logged and reported to the caller. When
-        ``deleting``, the thread stays for `deleted()`, which must follow."""
+        ``deleting``, the lane stays open for `deleted()`, which must follow."""
         connector, self._connector = self._connector, None
         was_started = self.state is InstanceState.STARTED
         if connector is not None and was_started:
@@ -235,7 +234,7 @@ class ConnectorInstance:
                 self._executor.shutdown(wait=False)
 
     async def deleted(self) -> None:
-        """KIP-883: the plugin's `deleted()`, then the thread is let go. It runs on the object that
+        """KIP-883: the plugin's `deleted()`, then the lane is closed. It runs on the object that
         `stop(deleting=True)` stopped if there is one; otherwise (the instance was never started,
         or its plugin failed) on a new object that is initialized, its context holding the resolved
         config, but not started. A config whose references do not resolve fails it without a call

@@ -183,8 +183,7 @@ class Herder:
         # Listen only after the initial read: restart requests already in the log are history.
         self.config_store.set_listener(self)
         snap = self.config_store.snapshot()
-        for name in snap.connectors():
-            self.reconciler.schedule(name)
+        self.reconciler.schedule_all(snap.connectors())
         for name in await self.reconciler.deleted_callbacks.left_over(snap):
             self.reconciler.schedule(name)
 

@@ -29,6 +29,10 @@ log = logging.getLogger(__name__)
 # A failed reconciliation (the store unreachable, say) is tried again until it succeeds: the change
 # must not be lost. The count starts again after a success.
 _RETRY: Final = RetryPolicy(initial=0.5, maximum=30.0)
+# Connectors a new leader reconciles at once when it takes over. All of them at once (10,000 tasks
+# on the loop) put every API call behind the whole start-up; a bounded number keeps the loop's
+# queue short, and calls answer while connectors start.
+STARTUP_CONCURRENCY: Final = 64
 
 
 class TaskScheduler(Protocol):
@@ -161,6 +165,27 @@ class ConnectorReconciler:
             await self._reconcile_locked(name)
 
         task = asyncio.get_running_loop().create_task(run(), name=f"reconcile-{name}")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    def schedule_all(
+        self, names: Sequence[str], concurrency: int = STARTUP_CONCURRENCY
+    ) -> asyncio.Task[None]:
+        """Reconciles ``names`` (a new leader's connectors), at most ``concurrency`` at a time, in
+        a background task. A connector scheduled on its own meanwhile (a config change) is
+        reconciled then too; the per-connector lock orders the two."""
+
+        async def run() -> None:
+            pending = iter(names)
+
+            async def worker() -> None:
+                for name in pending:
+                    await self._reconcile_locked(name)
+
+            await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(names))))))
+
+        task = asyncio.get_running_loop().create_task(run(), name="reconcile-all")
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return task

@@ -44,6 +44,10 @@ class Snapshot:
     def tasks(self, connector: str) -> Sequence[Mapping[str, str]]:
         return self.task_configs[connector]
 
+    def frozen(self) -> Snapshot:
+        """A copy, as the herder's snapshots are new objects that never change afterwards."""
+        return Snapshot({name: [dict(task) for task in tasks] for name, tasks in self.task_configs.items()})
+
 
 def _memory_offsets() -> OffsetStore:
     store = OffsetStore(lambda on_record: MemoryLog("offsets", on_record))
@@ -56,7 +60,7 @@ def _coordinator(status_store: StatusStore, snapshot: Snapshot) -> ExecutorCoord
     writer.term = 1
 
     def current() -> Any:
-        return snapshot
+        return snapshot.frozen()
 
     return ExecutorCoordinator(
         snapshot=current,

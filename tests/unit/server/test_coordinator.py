@@ -63,6 +63,15 @@ class Snapshot:
     def tasks(self, connector: str) -> Sequence[Mapping[str, str]]:
         return [{"task.id": str(n)} for n in range(self.task_counts.get(connector, TASKS))]
 
+    def frozen(self) -> Snapshot:
+        """A copy as the herder's snapshots are: a new object, never changed afterwards (the
+        coordinator may keep what it derived from one while it gets the same object again)."""
+        copy = Snapshot()
+        copy.configs = dict(self.configs)
+        copy.task_counts = dict(self.task_counts)
+        copy.inconsistent = self.inconsistent
+        return copy
+
 
 class GatedStatusStore(StatusStore):
     """Task status writes wait for the gate: a slow broker, held open on purpose."""
@@ -128,7 +137,7 @@ def make_coordinator(
     writer.term = TERM
 
     def current() -> Any:
-        return current_snapshot
+        return current_snapshot.frozen()
 
     return ExecutorCoordinator(
         snapshot=current,

@@ -100,3 +100,31 @@ def test_a_source_task_waits_for_its_own_offsets_topic() -> None:
     topics.opened.add("gen-offsets")
     assert set(wanted.ready(wanted.desired(snap))) == set(eligible)
     assert topics.opening == ["gen-offsets"]  # not opened again
+
+
+def test_the_same_snapshot_object_is_answered_without_looking_at_its_connectors() -> None:
+    class Counting:
+        """A snapshot that counts the walks over its connectors."""
+
+        def __init__(self, inner: ClusterConfigState) -> None:
+            self.inner = inner
+            self.walks = 0
+
+        def connectors(self) -> list[str]:
+            self.walks += 1
+            return self.inner.connectors()
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.inner, name)
+
+    wanted = WantedTasks(kind, Topics())
+    snap = Counting(snapshot({"gen": GEN, "lake": LAKE}, {"gen": TWO, "lake": ONE}))
+    first = wanted.desired(snap)
+    again = wanted.desired(snap)
+    assert again == first and again is not first  # a copy: callers may change theirs
+    again.clear()
+    assert wanted.desired(snap) == first
+    assert snap.walks == 1
+    # Any other snapshot object is walked, even one equal to the last.
+    other = Counting(snapshot({"gen": GEN, "lake": LAKE}, {"gen": TWO, "lake": ONE}))
+    assert wanted.desired(other) == first and other.walks == 1
