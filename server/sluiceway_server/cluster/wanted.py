@@ -9,7 +9,9 @@ from one config snapshot to the next until a record changes them (``ClusterConfi
 unchanged values), so what was derived from them is kept while they are. While the snapshot
 itself is the same object (no config record arrived since), so is the whole answer: a leader
 taking over 10,000 connectors asks for a rebalance after each one it starts, and each of those
-walked all 10,000 to find what the one before had found.
+walked all 10,000 to find what the one before had found. Nor is a new snapshot walked whole: it
+says which connectors records changed since the last one (``config_changes``), and only those are
+looked at again.
 
 The own offsets topic is derived from the config with its provider references resolved at that
 time; a provider value that changes later is seen when the connector's config next changes (as
@@ -68,32 +70,58 @@ class WantedTasks:
     ) -> None:
         self._connector_type = connector_type
         self._offsets = offsets
+        # What was derived for each placeable connector of the last snapshot looked at.
         self._derived: dict[str, _Derived] = {}
-        # The connectors with an own offsets topic, of ``_derived``.
-        self._own_topics: list[tuple[str, OwnOffsetsTopic]] = []
-        # The last snapshot looked at and what it wanted.
-        self._last: tuple[Any, dict[TaskId, DesiredTask]] | None = None
+        # The tasks they want, and the connectors with an own offsets topic.
+        self._wanted: dict[TaskId, DesiredTask] = {}
+        self._own_topics: dict[str, OwnOffsetsTopic] = {}
+        self._last: Any = None  # that snapshot
 
     def desired(self, snap: Any) -> dict[TaskId, DesiredTask]:
+        """The tasks ``snap`` wants (a new dict each call). A snapshot that says which connectors
+        changed since the last one (``ClusterConfigState.changed_since``) has only those looked at
+        again; any other is walked whole."""
         last = self._last
-        if last is not None and last[0] is snap:
-            return dict(last[1])
-        wanted: dict[TaskId, DesiredTask] = {}
-        derived: dict[str, _Derived] = {}
+        if last is not snap:
+            changed = None
+            since = getattr(snap, "changed_since", None)
+            if last is not None and since is not None:
+                changed = since(last.position)
+            if changed is None:
+                self._walk(snap)
+            else:
+                for connector in changed:
+                    self._look_again(snap, connector)
+            self._last = snap
+        return dict(self._wanted)
+
+    def _walk(self, snap: Any) -> None:
+        """Looks at every connector of ``snap``; connectors gone or stopped are forgotten."""
+        previous, self._derived = self._derived, {}
+        self._wanted, self._own_topics = {}, {}
         for connector in snap.connectors():
-            found = placeable(snap, connector)
-            if found is None:
-                continue
-            config, tasks, target = found
+            self._look_again(snap, connector, previous.get(connector))
+
+    def _look_again(self, snap: Any, connector: str, known: _Derived | None = None) -> None:
+        """Replaces what ``connector`` wants with what it wants in ``snap``, reusing ``known`` (by
+        default what was derived for it last) while its values are the same objects."""
+        if known is None:
             known = self._derived.get(connector)
-            if known is None or not known.same(config, tasks, target):
-                known = self._derive(connector, config, tasks, target)
-            derived[connector] = known
-            wanted.update(known.desired)
-        self._derived = derived  # connectors gone or stopped are forgotten
-        self._own_topics = [(name, d.own_topic) for name, d in derived.items() if d.own_topic is not None]
-        self._last = (snap, wanted)
-        return dict(wanted)
+        dropped = self._derived.pop(connector, None)
+        if dropped is not None:
+            for task in dropped.desired:
+                self._wanted.pop(task, None)
+            self._own_topics.pop(connector, None)
+        found = placeable(snap, connector)
+        if found is None:
+            return
+        config, tasks, target = found
+        if known is None or not known.same(config, tasks, target):
+            known = self._derive(connector, config, tasks, target)
+        self._derived[connector] = known
+        self._wanted.update(known.desired)
+        if known.own_topic is not None:
+            self._own_topics[connector] = known.own_topic
 
     def _derive(
         self,
@@ -112,7 +140,7 @@ class WantedTasks:
         all but the source tasks whose connector's own offsets topic is not open yet. Opening those
         starts in the background, and its end asks for another rebalance."""
         waiting: set[str] = set()
-        for connector, own in self._own_topics:
+        for connector, own in self._own_topics.items():
             if not self._offsets.is_open(own):
                 self._offsets.open_topic(own)
                 waiting.add(connector)

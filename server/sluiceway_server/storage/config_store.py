@@ -26,6 +26,7 @@ from typing import Protocol
 from sluiceway.common.retry import Deadline
 from sluiceway_server.model import TargetState
 from sluiceway_server.storage import serde
+from sluiceway_server.storage.config_changes import ConfigChanges
 from sluiceway_server.storage.record_log import LogPosition, LogRecord, RecordLog
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,16 @@ class ClusterConfigState:
     pending_deleted_callbacks: Mapping[str, Mapping[str, str]] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    # The store's journal of changed connectors (see ``changed_since``); None: not kept.
+    changes: ConfigChanges | None = field(default=None, compare=False, repr=False)
+
+    def changed_since(self, position: int) -> set[str] | None:
+        """The connectors whose config, target state or task set records after ``position`` (an
+        earlier snapshot's, of the same store) up to this snapshot may have changed; None when that
+        is not known (a snapshot without the journal, or one older than it keeps)."""
+        if self.changes is None or position > self.position:
+            return None
+        return self.changes.since(position, self.position)
 
     def connectors(self) -> list[str]:
         return sorted(self.connector_configs)
@@ -158,6 +169,7 @@ class ConfigStore:
         self._inconsistent: set[str] = set()
         self._deleted_callbacks: dict[str, Mapping[str, str]] = {}
         self._snapshot: ClusterConfigState | None = None
+        self._changes = ConfigChanges()
         self._log = log_factory(self._on_record)
 
     # -- lifecycle and reads ------------------------------------------------------------------
@@ -183,6 +195,7 @@ class ConfigStore:
                     task_configs=MappingProxyType(dict(self._tasks)),
                     inconsistent=frozenset(self._inconsistent),
                     pending_deleted_callbacks=MappingProxyType(dict(self._deleted_callbacks)),
+                    changes=self._changes,
                 )
             return self._snapshot
 
@@ -285,6 +298,9 @@ class ConfigStore:
             self._position = max(self._position, record.offset + 1)
             self._snapshot = None
             events = self._apply(record)
+            changed = _changed_connector(record.key)
+            if changed is not None:
+                self._changes.note(self._position, changed)
         listener = self._listener
         if not (self._notify and listener is not None):
             return
@@ -444,6 +460,18 @@ class ConfigStore:
             flags[name] = flag
         request = RestartRequest(connector, flags["include-tasks"], flags["only-failed"])
         return [lambda listener: listener.on_restart_request(request)]
+
+
+def _changed_connector(key: bytes | None) -> str | None:
+    """The connector a record with ``key`` may change the visible state of (its config, target
+    state or committed tasks: what ``ConfigChanges`` journals); None for any other record."""
+    name = serde.decode_key(key)
+    if name is None:
+        return None
+    for prefix in (CONNECTOR_PREFIX, TARGET_STATE_PREFIX, COMMIT_PREFIX):
+        if name.startswith(prefix):
+            return name[len(prefix) :]
+    return None
 
 
 def _check_name(connector: str) -> None:
