@@ -7,6 +7,8 @@
 - list: the first page of 1,000 of `ListConnectors` with the STATUS view, and the whole list
   (page_size 1000), `--lists` times each, against the round trip of `GetServerInfo` (the baseline:
   what any call costs);
+- where the creates' time went: the CPU seconds the control plane and the broker each used while
+  the clients created (from /proc), per create;
 - memory: the control plane's resident set (and its peak) after the lists;
 - cold start: the control plane stopped, a new one started on the same internal topics, and the
   time from its spawn until `ListConnectors` (STATUS) answers with all of them (polled from the
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import platform
 import statistics
 import tempfile
@@ -126,6 +129,12 @@ def rss_mib(pid: int) -> tuple[float, float]:
     return tuple(int(fields[name].split()[0]) / 1024 for name in ("VmRSS", "VmHWM"))  # type: ignore[return-value]
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU the process has used so far (/proc/PID/stat), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def create_many(address: str, first: int, count: int, clients: int) -> list[float]:
     """Creates connectors ``first`` to ``first + count - 1`` from ``clients`` clients side by side
     (threads, a client each); the milliseconds of each create."""
@@ -159,6 +168,9 @@ class Checkpoint:
     info_ms: list[float]
     rss_mib: float
     peak_mib: float
+    # CPU milliseconds per create, of the control plane and of the broker, during the creates.
+    plane_cpu_ms: float = 0.0
+    broker_cpu_ms: float = 0.0
     cold_s: list[float] = field(default_factory=list)
     serving_s: list[float] = field(default_factory=list)
     raw_read_s: list[float] = field(default_factory=list)
@@ -220,9 +232,14 @@ def main() -> int:
         start_replica(replica, broker.bootstrap_servers, suffix, logs)
         held = 0
         for mark in marks:
+            assert replica.process is not None
+            plane_pid, broker_pid = replica.process.process.pid, broker.managed.process.pid
+            plane_cpu, broker_cpu = cpu_seconds(plane_pid), cpu_seconds(broker_pid)
             started = time.perf_counter()
             creates = create_many(replica.address, held, mark - held, args.clients)
             rate = (mark - held) / (time.perf_counter() - started)
+            plane_cpu_ms = (cpu_seconds(plane_pid) - plane_cpu) * 1000 / (mark - held)
+            broker_cpu_ms = (cpu_seconds(broker_pid) - broker_cpu) * 1000 / (mark - held)
             held = mark
             with SluicewayClient(replica.address, timeout=60) as client:
                 assert list_all(client) == mark
@@ -235,7 +252,9 @@ def main() -> int:
                     infos.append(timed_ms(client.server_info)[0])
             assert replica.process is not None
             rss, peak = rss_mib(replica.process.process.pid)
-            point = Checkpoint(mark, rate, creates, pages, lists, infos, rss, peak)
+            point = Checkpoint(
+                mark, rate, creates, pages, lists, infos, rss, peak, plane_cpu_ms, broker_cpu_ms
+            )
             for _ in range(args.restarts):
                 listed, serving = cold_start_s(replica, broker.bootstrap_servers, suffix, logs, mark)
                 point.cold_s.append(listed)
@@ -261,7 +280,8 @@ def main() -> int:
 
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     rows = [
-        f"| {p.connectors:,} | {p.creates_per_s:,.1f} | {cells(p.create_ms, 1)} | {cells(p.page_ms, 1)} | "
+        f"| {p.connectors:,} | {p.creates_per_s:,.1f} | {cells(p.create_ms, 1)} | "
+        f"{p.plane_cpu_ms:.1f} / {p.broker_cpu_ms:.1f} | {cells(p.page_ms, 1)} | "
         f"{cells(p.list_ms, 1)} | {statistics.median(p.info_ms):.1f} | {cells(p.cold_s, 2)} | "
         f"{cells(p.serving_s, 2)} | {statistics.median(p.raw_read_s):.2f} | "
         f"{p.rss_mib:,.0f} ({p.peak_mib:,.0f}) |"
@@ -287,12 +307,14 @@ def main() -> int:
         "",
         "min / median / max; creates/s over the creates since the count before; a page is the first "
         "1,000 of ListConnectors with the STATUS view; cold start from the spawn of a new process on the "
-        "same topics until it lists everything, and until its health check says SERVING.",
+        "same topics until it lists everything, and until its health check says SERVING; CPU per create: "
+        "what the control plane and the broker (Tansu) each used while the clients created, divided by "
+        "the creates.",
         "",
-        "| connectors | creates/s | create (ms) | a page (ms) | the whole list (ms) | GetServerInfo (ms, "
-        "baseline) | cold start, lists all (s) | cold start, SERVING (s) | raw read of the config topic (s, "
-        "baseline) | RSS MiB (peak) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| connectors | creates/s | create (ms) | CPU per create, control plane / broker (ms) | "
+        "a page (ms) | the whole list (ms) | GetServerInfo (ms, baseline) | cold start, lists all (s) | "
+        "cold start, SERVING (s) | raw read of the config topic (s, baseline) | RSS MiB (peak) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
         f"Targets at 10,000: 500 creates/s, a page under {TARGET_PAGE_MS:.0f} ms, a cold start under "
