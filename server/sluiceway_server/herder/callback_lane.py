@@ -127,7 +127,7 @@ class LanePool:
                 waited = time.monotonic() - self._ready[0][1]
                 if waited >= self._patience and self._idle == 0:
                     self._start_thread()
-                    # The new thread takes the head; give it the time to before looking again.
+                    # The new thread takes the head: give it that long before looking again.
                     self._watch.wait(self._patience)
                 else:
                     self._watch.wait(max(self._patience - waited, 0.001))

@@ -37,8 +37,12 @@ class ConfigChanges:
         self._forgotten_up_to = 0
 
     def note(self, position: int, connector: str) -> None:
-        """The record before ``position`` may have changed ``connector``."""
+        """The record before ``position`` may have changed ``connector``. A position below the
+        last one noted (a record read again) is noted at the last one, which keeps the journal
+        sorted and the change visible to the next reader."""
         with self._lock:
+            if self._positions and position < self._positions[-1]:
+                position = self._positions[-1]
             self._positions.append(position)
             self._connectors.append(connector)
             if len(self._positions) > 2 * self._keep:

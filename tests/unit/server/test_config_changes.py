@@ -24,6 +24,15 @@ def test_since_gives_the_connectors_noted_after_start_up_to_end() -> None:
     assert changes.since(5, 3) == set()
 
 
+def test_a_record_read_again_is_noted_at_the_newest_position() -> None:
+    changes = ConfigChanges()
+    changes.note(5, "a")
+    changes.note(3, "b")  # read again after a seek back
+    assert changes.since(4, 5) == {"a", "b"}
+    changes.note(6, "c")
+    assert changes.since(5, 6) == {"c"}
+
+
 def test_a_start_older_than_the_journal_keeps_is_not_known() -> None:
     changes = ConfigChanges(keep=3)
     for position in range(1, 8):
