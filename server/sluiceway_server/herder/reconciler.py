@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from typing import Final, Protocol
 
 from sluiceway.common.limits import MAX_TASK_CONFIG_RECORD_BYTES, MAX_TASK_CONFIGS_BYTES, MAX_TASKS, echo
@@ -164,10 +164,7 @@ class ConnectorReconciler:
                 await asyncio.sleep(delay)
             await self._reconcile_locked(name)
 
-        task = asyncio.get_running_loop().create_task(run(), name=f"reconcile-{name}")
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
+        return self._in_background(run(), f"reconcile-{name}")
 
     def schedule_all(
         self, names: Sequence[str], concurrency: int = STARTUP_CONCURRENCY
@@ -185,7 +182,11 @@ class ConnectorReconciler:
 
             await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(names))))))
 
-        task = asyncio.get_running_loop().create_task(run(), name="reconcile-all")
+        return self._in_background(run(), "reconcile-all")
+
+    def _in_background(self, work: Coroutine[object, object, None], name: str) -> asyncio.Task[None]:
+        """Runs ``work`` in a task the reconciler keeps until it ends (``stop`` cancels it)."""
+        task = asyncio.get_running_loop().create_task(work, name=name)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return task
@@ -408,9 +409,7 @@ class ConnectorReconciler:
             async with self.locks[name]:
                 await self.status.put_connector(name, state, trace, message=message)
 
-        task = asyncio.get_running_loop().create_task(write())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._in_background(write(), f"status-{name}")
 
     async def _publish_task_configs(
         self, name: str, instance: ConnectorInstance, config: Mapping[str, str], snap: ClusterConfigState
