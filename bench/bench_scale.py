@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import platform
 import statistics
 import tempfile
@@ -40,6 +39,7 @@ import grpc
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from bench_cluster import Replica, side_by_side, start_replica
+from process_usage import cpu_since, cpu_snapshot
 from sluiceway.client import SluicewayClient
 from sluiceway.errors import SluicewayError
 from sluiceway_server.embedded import free_port, start_broker, wait_serving
@@ -127,12 +127,6 @@ def rss_mib(pid: int) -> tuple[float, float]:
         line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
     )
     return tuple(int(fields[name].split()[0]) / 1024 for name in ("VmRSS", "VmHWM"))  # type: ignore[return-value]
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU the process has used so far (/proc/PID/stat), in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def create_many(address: str, first: int, count: int, clients: int) -> list[float]:
@@ -233,13 +227,14 @@ def main() -> int:
         held = 0
         for mark in marks:
             assert replica.process is not None
-            plane_pid, broker_pid = replica.process.process.pid, broker.managed.process.pid
-            plane_cpu, broker_cpu = cpu_seconds(plane_pid), cpu_seconds(broker_pid)
+            pids = {"plane": replica.process.process.pid, "broker": broker.managed.process.pid}
+            cpu_before = cpu_snapshot(pids)
             started = time.perf_counter()
             creates = create_many(replica.address, held, mark - held, args.clients)
             rate = (mark - held) / (time.perf_counter() - started)
-            plane_cpu_ms = (cpu_seconds(plane_pid) - plane_cpu) * 1000 / (mark - held)
-            broker_cpu_ms = (cpu_seconds(broker_pid) - broker_cpu) * 1000 / (mark - held)
+            cpu = cpu_since(cpu_before, pids)
+            plane_cpu_ms = cpu["plane"] * 1000 / (mark - held)
+            broker_cpu_ms = cpu["broker"] * 1000 / (mark - held)
             held = mark
             with SluicewayClient(replica.address, timeout=60) as client:
                 assert list_all(client) == mark
