@@ -298,9 +298,6 @@ class ConfigStore:
             self._position = max(self._position, record.offset + 1)
             self._snapshot = None
             events = self._apply(record)
-            changed = _changed_connector(record.key)
-            if changed is not None:
-                self._changes.note(self._position, changed)
         listener = self._listener
         if not (self._notify and listener is not None):
             return
@@ -325,6 +322,9 @@ class ConfigStore:
                 )
                 return []
         tombstone = record.value is None
+        changed = _changed_connector(key)
+        if changed is not None:
+            self._changes.note(self._position, changed)
         if key.startswith(TARGET_STATE_PREFIX):
             return self._apply_target_state(key[len(TARGET_STATE_PREFIX) :], value, tombstone)
         if key.startswith(CONNECTOR_PREFIX):
@@ -462,15 +462,12 @@ class ConfigStore:
         return [lambda listener: listener.on_restart_request(request)]
 
 
-def _changed_connector(key: bytes | None) -> str | None:
+def _changed_connector(key: str) -> str | None:
     """The connector a record with ``key`` may change the visible state of (its config, target
     state or committed tasks: what ``ConfigChanges`` journals); None for any other record."""
-    name = serde.decode_key(key)
-    if name is None:
-        return None
     for prefix in (CONNECTOR_PREFIX, TARGET_STATE_PREFIX, COMMIT_PREFIX):
-        if name.startswith(prefix):
-            return name[len(prefix) :]
+        if key.startswith(prefix):
+            return key[len(prefix) :]
     return None
 
 
