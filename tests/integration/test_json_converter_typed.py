@@ -259,6 +259,52 @@ def test_a_record_of_another_schema_fails_the_expected_read_then_the_batch_reads
     assert sorted((r[0]["id"], r[0]["email"]) for r in frame.collect()) == [(1, None), (2, "e")]
 
 
+def _numeric_decimal(record: bytes) -> bytes:
+    """``record`` (one of ``_rich``) with its decimal written as a JSON number, as Kafka's
+    JsonConverter writes it with decimal.format=NUMERIC."""
+    value = envelope_from_bytes(record)[1]
+    assert value is not None
+    head, _, tail = record.decode().partition('"prix_€":')
+    _, _, rest = tail.partition(",")
+    return f'{head}"prix_€":{value["prix_€"]},{rest}'.encode()
+
+
+def test_decimals_expected_as_base64_read_as_the_variant_path_does_and_a_number_fails_the_read(
+    spark: SparkSession,
+) -> None:
+    # Expected from a sample whose decimal is base64 (Kafka's default): the batch's decimals are
+    # decoded by the parser, the values those read through a variant give.
+    converter = _envelopes()
+    records: list[bytes | None] = [_rich(i) for i in (0, 1, 127, 128, 32767, 32768, -1, -129)]
+    converter.expect(_rich(5))
+    fast, _ = _typed(converter, _batch(spark, records))
+    converter.forget_expected()
+    scanned, _ = _typed(converter, _batch(spark, records))  # a scan reads either form
+    assert fast.collect() == scanned.collect()
+    assert [r[0]["prix_€"] for r in fast.collect()][-3:] == [
+        decimal.Decimal(t) for t in ("32768.25", "-1.25", "-129.25")
+    ]
+    # A record whose decimal is a number fails the read expected as base64...
+    numeric = _numeric_decimal(_rich(7))
+    converter.expect(_rich(5))
+    frame, _ = _typed(converter, _batch(spark, [_rich(6), numeric]))
+    with pytest.raises(Exception, match=r"(?i)parse|binary"):
+        frame.collect()
+    # ...and the batch read on its own schemas (what the sink pipeline does next) reads both.
+    converter.forget_expected()
+    frame, _ = _typed(converter, _batch(spark, [_rich(6), numeric]))
+    assert [r[0]["prix_€"] for r in frame.collect()] == [decimal.Decimal("6.25"), decimal.Decimal("7.25")]
+
+
+def test_a_sample_with_a_numeric_decimal_expects_either_form(spark: SparkSession) -> None:
+    converter = _envelopes()
+    converter.expect(_numeric_decimal(_rich(5)))
+    assert converter.expecting()
+    frame, schema = _typed(converter, _batch(spark, [_numeric_decimal(_rich(1)), _rich(2)]))
+    assert schema == RICH
+    assert [r[0]["prix_€"] for r in frame.collect()] == [decimal.Decimal("1.25"), decimal.Decimal("2.25")]
+
+
 def test_samples_that_are_not_envelopes_laid_out_as_kafkas_are_not_expected() -> None:
     converter = _envelopes()
     schema = dumps(schema_to_json(V1)).decode()

@@ -6,6 +6,7 @@ is read again on its own schemas, and nothing is lost or written twice."""
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from sluiceway.connect.data import (
     INT64_SCHEMA,
     OPTIONAL_STRING_SCHEMA,
     STRING_SCHEMA,
+    decimal_schema,
     envelope_to_bytes,
     struct_schema,
 )
@@ -202,3 +204,66 @@ def test_a_batch_whose_schema_changes_part_way_is_read_again_on_its_own_schemas(
     assert {
         int(r["kafka_key"]): {"id": r["id"], "name": r["name"], "email": r["email"]} for r in rows
     } == produced
+
+
+PRICED = struct_schema({"id": INT64_SCHEMA, "price": decimal_schema(2, 10)}, name="shop.Priced", version=1)
+
+
+def test_a_batch_expected_with_base64_decimals_holding_numeric_ones_is_read_again_whole(
+    control_plane_factory: Callable[..., ControlPlaneProcess],
+    spark_connect: EmbeddedSparkConnect,
+    broker: EmbeddedBroker,
+    spark: SparkSession,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    topic, lake = f"priced-{unique}", tmp_path / "lake"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    # 80 records whose decimal is a JSON number (decimal.format=NUMERIC), then 40 as base64 (the
+    # default): one batch, expected like its last record, so read first with base64 decimals.
+    produced: dict[int, decimal.Decimal] = {}
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for i in range(120):
+        price = decimal.Decimal(i * 37 - 1000).scaleb(-2)
+        record = envelope_to_bytes(PRICED, {"id": i, "price": price})
+        assert record is not None
+        if i < 80:
+            head, _, _ = record.decode().partition('"price":')
+            record = f'{head}"price":{price}}}}}'.encode()
+        producer.produce(topic, record, key=str(i))
+        produced[i] = price
+    assert producer.flush(30) == 0
+
+    stack = attach_executor(control_plane_factory(**FAST_EXECUTOR_SESSION), spark_connect, "typed-decimals")
+    name = f"priced-lake-{unique}"
+    try:
+        stack.client.create_connector(
+            name,
+            {
+                "connector.class": "SparkFileSink",
+                "topics": topic,
+                "path": str(lake),
+                "format": "parquet",
+                **ENVELOPES,
+            },
+        )
+        stack.wait_for(
+            lambda: (
+                committed_offsets(stack.client, name)
+                == [({"kafka_topic": topic, "kafka_partition": 0}, {"kafka_offset": 120})]
+            ),
+            "every record to be committed",
+        )
+        tasks = stack.client.connector_status(name).tasks
+        assert [(t.state, t.status.recent_errors, t.status.restart_attempt) for t in tasks] == [
+            (State.RUNNING, (), 0)
+        ]
+    finally:
+        stack.close()
+
+    log = stack.executor.log_path.read_text(errors="replace")
+    assert "failed when read on the expected schemas; reading its own" in log
+    rows = spark.read.parquet(str(lake)).select("kafka_key", "price").collect()
+    assert len(rows) == 120
+    assert {int(r["kafka_key"]): r["price"] for r in rows} == produced

@@ -12,7 +12,9 @@ the batch was planned: ``expect``), the column is made on it straight away, and 
 reads the column checks that each record begins with the same text as the record the schema came
 from, up to its payload (``envelope_prefix``: a comparison of bytes, where reading each record's
 schema as text cost a fifth of the batch); a record that does not fails that job, and the batch is
-converted again after ``forget_expected``. Then the batch's schemas are learnt by a small Spark
+converted again after ``forget_expected``. When the sampled record's decimals are base64 text
+(Kafka's default), the expected read takes every decimal as such, and a record with a numeric one
+fails it the same way. Then the batch's schemas are learnt by a small Spark
 job (its distinct "schema" texts): records of one schema, or of struct schemas that merge (a field
 one of them lacks becomes optional), become one typed column; anything else fails the batch naming
 the schemas. Only envelopes laid out as Kafka writes them (``{"schema":...,"payload":...}``, no
@@ -38,7 +40,7 @@ from pyspark.sql.types import (
 from sluiceway.connect import ConnectException
 from sluiceway.connect.data.json_format import schema_from_json
 from sluiceway.connect.data.json_text import loads
-from sluiceway.connect.data.schema import Field, Schema, Type
+from sluiceway.connect.data.schema import DECIMAL_NAME, Field, Schema, Type
 from sluiceway.connect.data.spark import METADATA_KEY, from_spark, from_spark_field
 from sluiceway_executor.converters.base import JSON_CONVERTER, Converter, ConverterError, Role, parse_bool
 from sluiceway_executor.converters.connect_json import (
@@ -111,8 +113,9 @@ class JsonConverter(Converter):
             )
         self._declared: Schema | None = None
         self._parsed: dict[str, Schema] = {}
-        # The text the next batch's records are expected to begin with, and its schema.
-        self._expected: tuple[str, Schema] | None = None
+        # The text the next batch's records are expected to begin with, its schema, and whether
+        # their decimals are expected as base64 text (``typed_from_json``'s base64_decimals).
+        self._expected: tuple[str, Schema, bool] | None = None
 
     @property
     def label(self) -> str:
@@ -213,9 +216,14 @@ class JsonConverter(Converter):
             return
         prefix, schema_json = found
         try:
-            self._expected = (prefix, self._schema(schema_json))
+            schema = self._schema(schema_json)
         except ConverterError:
             return
+        try:
+            payload = loads(text).get("payload")
+        except (ValueError, AttributeError):
+            return
+        self._expected = (prefix, schema, _decimals_as_text(schema, payload))
 
     def expecting(self) -> bool:
         return self._expected is not None
@@ -241,8 +249,16 @@ class JsonConverter(Converter):
         if not self.schemas_enable:
             return batch.withColumn(name, self.to_connect(F.col(name))), None
         if self._expected is not None:
-            prefix, expected = self._expected
-            frame = typed_from_json(batch, name, expected, envelope=True, prefix=prefix, checked=checked)
+            prefix, expected, base64_decimals = self._expected
+            frame = typed_from_json(
+                batch,
+                name,
+                expected,
+                envelope=True,
+                prefix=prefix,
+                checked=checked,
+                base64_decimals=base64_decimals and checked is None,
+            )
             return frame, expected
         schema = self._batch_schema(batch, name)
         if schema is None:
@@ -357,6 +373,27 @@ class JsonConverter(Converter):
             )
         except ConverterError as exc:
             raise ConverterError(f"{self.label}: {exc}") from None
+
+
+def _decimals_as_text(schema: Schema, value: Any) -> bool:
+    """Whether every decimal in ``value`` (a payload of ``schema`` as parsed JSON) is text, as
+    Kafka's default decimal.format=BASE64 writes it, rather than a JSON number: the records of a
+    topic are taken to be written alike, so a batch expected like its sampled record reads its
+    decimals as base64 straight away (a record that is not fails the read, which is then made
+    again on the batch's own schemas and decimals of either form)."""
+    if value is None:
+        return True
+    if schema.logical_name == DECIMAL_NAME:
+        return isinstance(value, str)
+    if schema.type is Type.STRUCT and isinstance(value, dict):
+        return all(_decimals_as_text(item.schema, value.get(item.name)) for item in schema.fields)
+    if schema.type is Type.ARRAY and isinstance(value, list) and schema.value_schema is not None:
+        items = schema.value_schema
+        return all(_decimals_as_text(items, item) for item in value)
+    if schema.type is Type.MAP and isinstance(value, dict) and schema.value_schema is not None:
+        values = schema.value_schema
+        return all(_decimals_as_text(values, item) for item in value.values())
+    return True
 
 
 def envelope_prefix(text: str) -> tuple[str, str] | None:
