@@ -138,6 +138,56 @@ CUSTOMER_V2 = struct_schema(
     name="shop.Customer",
     version=2,
 )
+PRICED = struct_schema({"id": INT64_SCHEMA, "price": decimal_schema(2, 10)}, name="shop.Priced", version=1)
+
+
+def _sink_one_batch_read_twice(
+    records: list[bytes],
+    control_plane_factory: Callable[..., ControlPlaneProcess],
+    spark_connect: EmbeddedSparkConnect,
+    broker: EmbeddedBroker,
+    topic: str,
+    lake: Path,
+) -> None:
+    """Produces ``records`` (keyed by their index) to a new one-partition topic, sinks it into a
+    Parquet lake with SparkFileSink, and checks that every record was committed, that the task
+    never failed, and that the executor read the batch again on its own schemas."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for i, record in enumerate(records):
+        producer.produce(topic, record, key=str(i))
+    assert producer.flush(30) == 0
+
+    stack = attach_executor(control_plane_factory(**FAST_EXECUTOR_SESSION), spark_connect, "typed-reread")
+    name = f"{topic}-lake"
+    try:
+        stack.client.create_connector(
+            name,
+            {
+                "connector.class": "SparkFileSink",
+                "topics": topic,
+                "path": str(lake),
+                "format": "parquet",
+                **ENVELOPES,
+            },
+        )
+        stack.wait_for(
+            lambda: (
+                committed_offsets(stack.client, name)
+                == [({"kafka_topic": topic, "kafka_partition": 0}, {"kafka_offset": len(records)})]
+            ),
+            "every record to be committed",
+        )
+        # The batch was read again inside the task's run: the task never failed.
+        tasks = stack.client.connector_status(name).tasks
+        assert [(t.state, t.status.recent_errors, t.status.restart_attempt) for t in tasks] == [
+            (State.RUNNING, (), 0)
+        ]
+    finally:
+        stack.close()
+    log = stack.executor.log_path.read_text(errors="replace")
+    assert "failed when read on the expected schemas; reading its own" in log
 
 
 def test_a_batch_whose_schema_changes_part_way_is_read_again_on_its_own_schemas(
@@ -148,55 +198,27 @@ def test_a_batch_whose_schema_changes_part_way_is_read_again_on_its_own_schemas(
     tmp_path: Path,
     unique: str,
 ) -> None:
-    topic, lake = f"customers-{unique}", tmp_path / "lake"
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
     # 80 records of version 1, then 40 of version 2 (an optional field more): one batch holds them
     # all, and the converter expects the last record's schema (sampled while planning), which the
     # first 80 do not carry.
     produced: dict[int, dict[str, object]] = {}
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    records: list[bytes] = []
     for i in range(120):
         if i < 80:
             value: dict[str, object] = {"id": i, "name": f"c{i}"}
-            producer.produce(topic, envelope_to_bytes(CUSTOMER_V1, value), key=str(i))
+            record = envelope_to_bytes(CUSTOMER_V1, value)
             produced[i] = {**value, "email": None}
         else:
             value = {"id": i, "name": f"c{i}", "email": f"c{i}@example.com"}
-            producer.produce(topic, envelope_to_bytes(CUSTOMER_V2, value), key=str(i))
+            record = envelope_to_bytes(CUSTOMER_V2, value)
             produced[i] = value
-    assert producer.flush(30) == 0
+        assert record is not None
+        records.append(record)
 
-    stack = attach_executor(control_plane_factory(**FAST_EXECUTOR_SESSION), spark_connect, "typed-change")
-    name = f"customers-lake-{unique}"
-    try:
-        stack.client.create_connector(
-            name,
-            {
-                "connector.class": "SparkFileSink",
-                "topics": topic,
-                "path": str(lake),
-                "format": "parquet",
-                **ENVELOPES,
-            },
-        )
-        stack.wait_for(
-            lambda: (
-                committed_offsets(stack.client, name)
-                == [({"kafka_topic": topic, "kafka_partition": 0}, {"kafka_offset": 120})]
-            ),
-            "every customer to be committed",
-        )
-        # The batch was read again inside the task's run: the task never failed.
-        tasks = stack.client.connector_status(name).tasks
-        assert [(t.state, t.status.recent_errors, t.status.restart_attempt) for t in tasks] == [
-            (State.RUNNING, (), 0)
-        ]
-    finally:
-        stack.close()
-
-    log = stack.executor.log_path.read_text(errors="replace")
-    assert "failed when read on the expected schemas; reading its own" in log
+    lake = tmp_path / "lake"
+    _sink_one_batch_read_twice(
+        records, control_plane_factory, spark_connect, broker, f"customers-{unique}", lake
+    )
     frame = spark.read.option("mergeSchema", "true").parquet(str(lake))
     rows = frame.select("kafka_key", "id", "name", "email").collect()
     # Nothing lost, nothing written twice, each value as produced.
@@ -204,9 +226,6 @@ def test_a_batch_whose_schema_changes_part_way_is_read_again_on_its_own_schemas(
     assert {
         int(r["kafka_key"]): {"id": r["id"], "name": r["name"], "email": r["email"]} for r in rows
     } == produced
-
-
-PRICED = struct_schema({"id": INT64_SCHEMA, "price": decimal_schema(2, 10)}, name="shop.Priced", version=1)
 
 
 def test_a_batch_expected_with_base64_decimals_holding_numeric_ones_is_read_again_whole(
@@ -217,13 +236,10 @@ def test_a_batch_expected_with_base64_decimals_holding_numeric_ones_is_read_agai
     tmp_path: Path,
     unique: str,
 ) -> None:
-    topic, lake = f"priced-{unique}", tmp_path / "lake"
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
     # 80 records whose decimal is a JSON number (decimal.format=NUMERIC), then 40 as base64 (the
     # default): one batch, expected like its last record, so read first with base64 decimals.
     produced: dict[int, decimal.Decimal] = {}
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    records: list[bytes] = []
     for i in range(120):
         price = decimal.Decimal(i * 37 - 1000).scaleb(-2)
         record = envelope_to_bytes(PRICED, {"id": i, "price": price})
@@ -231,39 +247,13 @@ def test_a_batch_expected_with_base64_decimals_holding_numeric_ones_is_read_agai
         if i < 80:
             head, _, _ = record.decode().partition('"price":')
             record = f'{head}"price":{price}}}}}'.encode()
-        producer.produce(topic, record, key=str(i))
+        records.append(record)
         produced[i] = price
-    assert producer.flush(30) == 0
 
-    stack = attach_executor(control_plane_factory(**FAST_EXECUTOR_SESSION), spark_connect, "typed-decimals")
-    name = f"priced-lake-{unique}"
-    try:
-        stack.client.create_connector(
-            name,
-            {
-                "connector.class": "SparkFileSink",
-                "topics": topic,
-                "path": str(lake),
-                "format": "parquet",
-                **ENVELOPES,
-            },
-        )
-        stack.wait_for(
-            lambda: (
-                committed_offsets(stack.client, name)
-                == [({"kafka_topic": topic, "kafka_partition": 0}, {"kafka_offset": 120})]
-            ),
-            "every record to be committed",
-        )
-        tasks = stack.client.connector_status(name).tasks
-        assert [(t.state, t.status.recent_errors, t.status.restart_attempt) for t in tasks] == [
-            (State.RUNNING, (), 0)
-        ]
-    finally:
-        stack.close()
-
-    log = stack.executor.log_path.read_text(errors="replace")
-    assert "failed when read on the expected schemas; reading its own" in log
+    lake = tmp_path / "lake"
+    _sink_one_batch_read_twice(
+        records, control_plane_factory, spark_connect, broker, f"priced-{unique}", lake
+    )
     rows = spark.read.parquet(str(lake)).select("kafka_key", "price").collect()
     assert len(rows) == 120
     assert {int(r["kafka_key"]): r["price"] for r in rows} == produced
