@@ -81,6 +81,7 @@ from sluiceway_executor.connectors.jdbc_sink_sql import (
     upsert_script,
 )
 from sluiceway_executor.connectors.jdbc_statements import database_error, read_rows, run_script
+from sluiceway_executor.transforms.filtering import kept_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -207,18 +208,21 @@ class JdbcSinkTask(DataFrameSinkTask):
         tombstone flag when the script needs them."""
         from pyspark.sql import functions as F  # noqa: N812 - Spark's usual alias
 
-        if not settings.delete_enabled:
-            rows = rows.filter(F.col("value").isNotNull())
         values = [self._source(c).alias(staging_column(i)) for i, c in enumerate(columns)]
-        if not keeps_positions(settings.insert_mode, settings.delete_enabled):
-            return rows.select(*values)
-        meta = [
-            F.col("topic").alias("sl_topic"),
-            F.col("partition").cast("int").alias("sl_partition"),
-            F.col("offset").cast("long").alias("sl_offset"),
-            F.col("value").isNull().alias("sl_tombstone"),
-        ]
-        return rows.select(*meta, *values)
+        meta = (
+            [
+                F.col("topic").alias("sl_topic"),
+                F.col("partition").cast("int").alias("sl_partition"),
+                F.col("offset").cast("long").alias("sl_offset"),
+                F.col("value").isNull().alias("sl_tombstone"),
+            ]
+            if keeps_positions(settings.insert_mode, settings.delete_enabled)
+            else []
+        )
+        if settings.delete_enabled:
+            return rows.select(*meta, *values)
+        # Tombstones are skipped: tested on the converted value without Spark parsing it twice.
+        return kept_rows(rows, F.col("value").isNotNull(), [*meta, *values])
 
     def _append(self, rows: DataFrame, table: str, settings: SinkSettings) -> None:
         options = {**self._options, "batchsize": str(settings.batch_size)}

@@ -60,6 +60,7 @@ from sluiceway_executor.connectors.lake_commits import (
     publish,
     staging_dir,
 )
+from sluiceway_executor.transforms.filtering import kept_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -282,7 +283,8 @@ class SparkFileSinkTask(DataFrameSinkTask):
             COORDINATES[name] if name in COORDINATES and name not in value.fieldNames() else name
             for name in self._partition_by
         ]
-        frame = batch.where(F.col("value").isNotNull()).select(*columns)
+        # Tombstones are left out, tested on the converted value without Spark parsing it twice.
+        frame = kept_rows(batch, F.col("value").isNotNull(), columns)
         return frame, schema_to_text(merged), partition_by
 
     def _read_lake(self, spark: SparkSession, task_id: int) -> LakeState:
