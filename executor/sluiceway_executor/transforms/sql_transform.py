@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, ClassVar, Final
 from sluiceway.connect import ConfigDef, ConfigException, ConfigType, ConnectException, Importance
 from sluiceway.connect.transforms import DataFrameTransformation, TransformContext
 from sluiceway_executor.record_errors import ERROR_COLUMN, has_error_column
-from sluiceway_executor.transforms.filtering import KEEP_COLUMN, pinned_condition
+from sluiceway_executor.transforms.filtering import KEEP_COLUMN, kept_where
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -147,8 +147,9 @@ class Sql(DataFrameTransformation):
         try:
             if where:
                 # The condition is of the records as they come in (SQL's WHERE), computed beside
-                # them and applied after the select, where the optimizer leaves it (filtering.py).
-                frame = frame.withColumn(KEEP_COLUMN, pinned_condition(F.expr(where)))
+                # them and applied after the select without a filter Spark could push down
+                # (filtering.py).
+                frame = frame.withColumn(KEEP_COLUMN, F.expr(where))
             names = [name for name in frame.columns if name.lower() not in self._parts]
             kept = [f"`{name.replace('`', '``')}`" for name in names]
             items = ", ".join([*kept, self._select] if self._select else kept)
@@ -157,4 +158,4 @@ class Sql(DataFrameTransformation):
         except Exception as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise ConnectException(f"transform '{context.alias}' (Sql): {first}") from e
-        return out.where(F.col(KEEP_COLUMN)).drop(KEEP_COLUMN) if where else out
+        return kept_where(out, F.col(KEEP_COLUMN)).drop(KEEP_COLUMN) if where else out
