@@ -12,6 +12,8 @@ from sluiceway.connect.data import INT64_SCHEMA, STRING_SCHEMA, envelope_to_byte
 from sluiceway.connect.data.spark import from_spark_field
 from sluiceway_executor.converters.connect_spark_json import with_connect_schemas
 from sluiceway_executor.converters.json_converter import JsonConverter
+from sluiceway_executor.transforms import built_in_plugins
+from sluiceway_executor.transforms.chain import TransformChain
 from sluiceway_executor.transforms.filtering import kept_rows, kept_where
 
 pytestmark = pytest.mark.integration
@@ -75,3 +77,25 @@ def test_a_kept_test_reads_the_parsed_value_instead_of_parsing_it_again(spark: S
 
     assert _optimized_plan(kept_rows(frame, F.col("value").isNotNull(), columns)).count("from_json(") == 1
     assert _optimized_plan(kept_where(frame, F.col("value.id") > 1)).count("from_json(") == 1
+
+
+def test_a_sql_where_on_the_typed_value_parses_it_once(spark: SparkSession) -> None:
+    frame = _typed(spark).select(
+        F.lit("orders").alias("topic"),
+        F.lit(0).alias("partition"),
+        "offset",
+        F.current_timestamp().alias("timestamp"),
+        F.lit(None).cast("string").alias("key"),
+        "value",
+        F.lit(None).cast("array<struct<key:string,value:binary>>").alias("headers"),
+    )
+    props = {
+        "transforms": "sql",
+        "transforms.sql.type": "Sql",
+        "transforms.sql.where": "value.id > 1 AND value.name <> 'n3'",
+    }
+    out = TransformChain.from_config(props, built_in_plugins()).apply(frame, is_sink=True)
+
+    assert sorted(r.value.id for r in out.collect()) == [2, 4]
+    # Both references read the value parsed once, not a parse of their own.
+    assert _optimized_plan(out).count("from_json(") == 1
